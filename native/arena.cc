@@ -1,0 +1,68 @@
+#include "arena.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "header.h"
+#include "os.h"
+
+namespace tp {
+
+static std::string lockRefusal(uint64_t bytes, int err) {
+  const uint64_t limit = os::lockLimitBytes();
+  std::string message = "mlock of " + std::to_string(bytes) + " bytes refused (" + strerror(err) +
+                        "): page-locked memory is limited by RLIMIT_MEMLOCK (soft limit ";
+  message += limit == UINT64_MAX ? std::string("unlimited") : std::to_string(limit) + " bytes";
+  message += "); raise it with `ulimit -l` or run without the lock option";
+  return message;
+}
+
+std::unique_ptr<Arena> Arena::create(uint64_t reserveBytes, uint64_t commitBytes, const ArenaOptions& options,
+                                     std::string* error) {
+  const uint64_t alignment = options.hugePages ? os::kHugePageSize : os::pageSize();
+  const uint64_t reserved = roundUp(reserveBytes == 0 ? 1 : reserveBytes, alignment);
+  void* base = os::mapMemory(reserved, alignment);
+  if (!base) {
+    *error = "could not reserve " + std::to_string(reserved) + " bytes of address space: " + strerror(errno);
+    return nullptr;
+  }
+  if (options.hugePages) os::adviseHugePages(base, reserved);  // advice: failure only means small pages
+  std::unique_ptr<Arena> arena(new Arena(static_cast<char*>(base), reserved, options));
+  if (!arena->commitUpTo(commitBytes < reserved ? commitBytes : reserved, error)) return nullptr;
+  return arena;
+}
+
+Arena::~Arena() { os::unmapMemory(base_, reserved_); }
+
+bool Arena::commitUpTo(uint64_t upTo, std::string* error) {
+  if (!options_.prefault && !options_.lock) return true;
+  const uint64_t end = roundUp(upTo, os::pageSize());
+  if (end <= committed_) return true;
+  char* start = base_ + committed_;
+  const uint64_t bytes = end - committed_;
+  if (options_.lock) {
+    if (os::lockMemory(start, bytes) != 0) {
+      *error = lockRefusal(bytes, errno);
+      return false;
+    }
+  }
+  if (options_.prefault && os::populateMemory(start, bytes) != 0) {
+    *error = "could not pre-fault " + std::to_string(bytes) + " bytes: " + strerror(errno);
+    return false;
+  }
+  committed_ = end;
+  return true;
+}
+
+char* Arena::carve(uint64_t bytes, std::string* error) {
+  if (bytes > reserved_ - carved_) {
+    *error = "arena reservation exhausted";
+    return nullptr;
+  }
+  if (!commitUpTo(carved_ + bytes, error)) return nullptr;
+  char* start = base_ + carved_;
+  carved_ += bytes;
+  return start;
+}
+
+}  // namespace tp

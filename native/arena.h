@@ -1,0 +1,56 @@
+// One arena: a single mmap reservation from which blocks are carved front to back. The carved part is
+// pre-faulted (and locked, with `lock`) as it is carved, so serving a block later takes no page fault.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tp {
+
+struct ArenaOptions {
+  bool prefault = true;    // fault carved pages in at once
+  bool hugePages = false;  // MADV_HUGEPAGE on the reservation (and 2 MiB alignment)
+  bool lock = false;       // mlock carved pages (page-locked host memory)
+};
+
+class Arena {
+ public:
+  // Reserves `reserveBytes` of address space and carves nothing yet. `commitBytes` (<= reserve) is the part
+  // expected to be carved right away: it is pre-faulted / locked in one call instead of block by block.
+  // Returns nullptr with a message in *error when the OS refuses (the message names RLIMIT_MEMLOCK and the
+  // bytes asked when mlock is refused).
+  static std::unique_ptr<Arena> create(uint64_t reserveBytes, uint64_t commitBytes, const ArenaOptions& options,
+                                       std::string* error);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // Carves the next `bytes` (a multiple of 64) and returns their start, or nullptr when the reservation is
+  // exhausted or the OS refuses to fault / lock the new pages (*error says which).
+  char* carve(uint64_t bytes, std::string* error);
+
+  // Compares addresses as integers: the pointer may belong to any object, or to none.
+  bool contains(const void* p) const {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p), start = reinterpret_cast<uintptr_t>(base_);
+    return at >= start && at - start < carved_;
+  }
+  char* base() const { return base_; }
+  uint64_t reservedBytes() const { return reserved_; }
+  uint64_t carvedBytes() const { return carved_; }
+  // Bytes made resident (pre-faulted or locked) by the arena itself.
+  uint64_t committedBytes() const { return committed_; }
+
+ private:
+  Arena(char* base, uint64_t reserved, const ArenaOptions& options) : base_(base), reserved_(reserved), options_(options) {}
+  // Pre-faults / locks [committed_, upTo) rounded to pages.
+  bool commitUpTo(uint64_t upTo, std::string* error);
+
+  char* base_;
+  uint64_t reserved_;
+  ArenaOptions options_;
+  uint64_t carved_ = 0;
+  uint64_t committed_ = 0;
+};
+
+}  // namespace tp

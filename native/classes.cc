@@ -1,0 +1,79 @@
+#include "classes.h"
+
+#include <algorithm>
+
+#include "header.h"
+
+namespace tp {
+
+PlanSpec defaultPlan() {
+  PlanSpec plan;
+  plan.interval = 0;
+  plan.classes.push_back({64, 0});
+  for (uint64_t base = 128; base < (uint64_t{64} << 20); base *= 2) {
+    for (uint64_t step = 0; step < 4; ++step) plan.classes.push_back({base + step * (base / 4), 0});
+  }
+  plan.classes.push_back({uint64_t{64} << 20, 0});
+  return plan;
+}
+
+static unsigned log2Floor(uint64_t v) { return 63u - static_cast<unsigned>(__builtin_clzll(v)); }
+
+bool SizeClassTable::build(const PlanSpec& plan, std::string* error) {
+  constexpr uint64_t kMaxClassBytes = uint64_t{1} << 40;  // 1 TiB: no single block is larger
+  constexpr size_t kMaxClasses = 65535;
+  constexpr size_t kMaxLut = size_t{1} << 16;
+
+  if (plan.classes.empty()) {
+    *error = "a plan needs at least one class";
+    return false;
+  }
+  if (plan.classes.size() > kMaxClasses) {
+    *error = "a plan may have at most 65535 classes, this one has " + std::to_string(plan.classes.size());
+    return false;
+  }
+  std::vector<uint64_t> sizes;
+  sizes.reserve(plan.classes.size());
+  for (size_t i = 0; i < plan.classes.size(); ++i) {
+    const uint64_t size = plan.classes[i].size;
+    if (size == 0 || size > kMaxClassBytes) {
+      *error = "class " + std::to_string(i) + ": size must be between 1 byte and 1 TiB, got " + std::to_string(size);
+      return false;
+    }
+    if (plan.interval != 0 && size % plan.interval != 0) {
+      *error = "class " + std::to_string(i) + ": size " + std::to_string(size) + " is not a multiple of the interval " +
+               std::to_string(plan.interval);
+      return false;
+    }
+    sizes.push_back(size);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  for (size_t i = 1; i < sizes.size(); ++i) {
+    if (sizes[i] == sizes[i - 1]) {
+      *error = "class size " + std::to_string(sizes[i]) + " appears twice";
+      return false;
+    }
+  }
+
+  uint64_t spacing = sizes[0];
+  for (size_t i = 1; i < sizes.size(); ++i) spacing = std::min(spacing, sizes[i] - sizes[i - 1]);
+  if (plan.interval != 0) spacing = std::min(spacing, plan.interval);
+  unsigned shift = log2Floor(spacing);
+  while (((sizes.back() - 1) >> shift) + 1 > kMaxLut) ++shift;
+
+  std::vector<uint16_t> lut(((sizes.back() - 1) >> shift) + 1);
+  size_t cls = 0;
+  for (size_t q = 0; q < lut.size(); ++q) {
+    const uint64_t smallest = (static_cast<uint64_t>(q) << shift) + 1;
+    while (sizes[cls] < smallest) ++cls;
+    lut[q] = static_cast<uint16_t>(cls);
+  }
+
+  interval_ = plan.interval;
+  sizes_ = std::move(sizes);
+  granuleShift_ = shift;
+  lut_ = std::move(lut);
+  return true;
+}
+
+}  // namespace tp

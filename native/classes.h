@@ -1,0 +1,64 @@
+// Size classes (S0): the sorted class sizes of a plan and the O(1) lookup from a request size to the first
+// class that can hold it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+struct PlanClass {
+  uint64_t size;    // bytes per block; a multiple of the plan's interval
+  uint64_t blocks;  // blocks carved up front
+};
+
+struct PlanSpec {
+  // Sizes are rounded up to a multiple of `interval` to name their class (S0 step 2). 0 means the classes
+  // are not on an interval grid (the default classes): a request's own class is then the first class that
+  // holds it.
+  uint64_t interval = 0;
+  std::vector<PlanClass> classes;
+};
+
+// The classes a pool uses when it is given no plan: 64 B, then four classes per doubling from 128 B up to
+// 64 MiB (128, 160, 192, 224, 256, 320, ...), with no blocks carved up front: a growing pool carves them on
+// first use. Internal waste is below 25% of a request.
+PlanSpec defaultPlan();
+
+class SizeClassTable {
+ public:
+  // Validates the plan (class sizes > 0, distinct, multiples of the interval, at most 65535 classes, block
+  // counts that fit the address space) and builds the lookup. Returns false with *error naming the class.
+  bool build(const PlanSpec& plan, std::string* error);
+
+  size_t count() const { return sizes_.size(); }
+  uint64_t size(size_t index) const { return sizes_[index]; }
+  uint64_t interval() const { return interval_; }
+  uint64_t largest() const { return sizes_.empty() ? 0 : sizes_.back(); }
+
+  // The first class whose size is >= bytes, or -1 when bytes is above every class.
+  int firstFitting(uint64_t bytes) const {
+    if (bytes == 0 || bytes > largest()) return -1;
+    size_t i = lut_[(bytes - 1) >> granuleShift_];
+    while (sizes_[i] < bytes) ++i;  // at most the classes inside one granule
+    return static_cast<int>(i);
+  }
+  // Whether class `index` is the request's own class: its size is the request rounded up to the interval
+  // (or, without an interval, it is the first class that fits).
+  bool isOwn(size_t index, uint64_t bytes) const {
+    if (interval_ == 0) return static_cast<int>(index) == firstFitting(bytes);
+    return sizes_[index] == (bytes + interval_ - 1) / interval_ * interval_;
+  }
+
+ private:
+  uint64_t interval_ = 0;
+  std::vector<uint64_t> sizes_;
+  // lut_[q] = the first class that holds q * granule + 1 bytes, the smallest request of granule q; the
+  // granule is at most the class spacing (so the scan above takes at most a step or two) unless that would
+  // make the table longer than 64Ki entries.
+  unsigned granuleShift_ = 0;
+  std::vector<uint16_t> lut_;
+};
+
+}  // namespace tp

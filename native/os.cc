@@ -1,0 +1,151 @@
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL and we touch pages instead
+#endif
+
+namespace tp::os {
+
+size_t pageSize() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+void* mapMemory(size_t bytes, size_t alignment) {
+  const size_t page = pageSize();
+  // Over-map by the alignment slack, then give back the unaligned head and the tail.
+  const size_t slack = alignment > page ? alignment - page : 0;
+  void* raw = mmap(nullptr, bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  if (slack == 0) return raw;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + alignment - 1) & ~(uintptr_t{alignment} - 1);
+  const size_t head = aligned - start;
+  const size_t tail = slack - head;
+  if (head) munmap(raw, head);
+  if (tail) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  return reinterpret_cast<void*>(aligned);
+}
+
+int unmapMemory(void* start, size_t bytes) { return munmap(start, bytes); }
+
+int populateMemory(void* start, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (madvise(start, bytes, MADV_POPULATE_WRITE) == 0) return 0;
+  if (errno != EINVAL) return -1;
+  // Old kernel: a read-modify-write of one byte per page faults it in for writing and keeps its contents.
+  volatile char* p = static_cast<volatile char*>(start);
+  const size_t page = pageSize();
+  for (size_t off = 0; off < bytes; off += page) p[off] = p[off];
+  return 0;
+}
+
+int adviseHugePages(void* start, size_t bytes) { return madvise(start, bytes, MADV_HUGEPAGE); }
+
+int lockMemory(void* start, size_t bytes) { return mlock(start, bytes); }
+
+uint64_t lockLimitBytes() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  return static_cast<uint64_t>(limit.rlim_cur);
+}
+
+void* allocateHeap(size_t bytes, size_t alignment) {
+  void* p = nullptr;
+  return posix_memalign(&p, alignment, bytes) == 0 ? p : nullptr;
+}
+
+void freeHeap(void* start) { free(start); }
+
+static FaultCounts usageFaults(int who) {
+  struct rusage usage;
+  if (getrusage(who, &usage) != 0) return {};
+  return {static_cast<uint64_t>(usage.ru_minflt), static_cast<uint64_t>(usage.ru_majflt)};
+}
+
+FaultCounts processFaults() { return usageFaults(RUSAGE_SELF); }
+FaultCounts threadFaults() { return usageFaults(RUSAGE_THREAD); }
+
+int openFaultCounter(bool major) {
+  struct perf_event_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.size = sizeof attr;
+  attr.config = major ? PERF_COUNT_SW_PAGE_FAULTS_MAJ : PERF_COUNT_SW_PAGE_FAULTS_MIN;
+  attr.exclude_kernel = 1;  // faults taken by user code; required at perf_event_paranoid 2
+  attr.exclude_hv = 1;
+  return static_cast<int>(syscall(SYS_perf_event_open, &attr, 0 /* this thread */, -1 /* any cpu */, -1, 0));
+}
+
+int readCounter(int fd, uint64_t* value) {
+  return read(fd, value, sizeof *value) == static_cast<ssize_t>(sizeof *value) ? 0 : -1;
+}
+
+void closeCounter(int fd) {
+  if (fd >= 0) close(fd);
+}
+
+// Reads a small /proc file into buf (NUL-terminated). Returns the length or -1.
+static ssize_t readProcFile(const char* path, char* buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = '\0';
+  return n;
+}
+
+uint64_t residentBytes() {
+  char buf[128];
+  if (readProcFile("/proc/self/statm", buf, sizeof buf) < 0) return 0;
+  char* end = nullptr;
+  strtoull(buf, &end, 10);  // first field: total program size; the second is the resident set
+  return strtoull(end, nullptr, 10) * pageSize();
+}
+
+uint64_t peakResidentBytes() {
+  char buf[4096];
+  if (readProcFile("/proc/self/status", buf, sizeof buf) < 0) return 0;
+  const char* line = strstr(buf, "VmHWM:");
+  if (!line) return 0;
+  return strtoull(line + 6, nullptr, 10) * 1024;  // the kernel prints kB
+}
+
+int resetPeakResident() {
+  int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, "5", 1);
+  close(fd);
+  return n == 1 ? 0 : -1;
+}
+
+uint64_t monotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t randomSeed() {
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof seed)) {
+    seed = monotonicNs() ^ (static_cast<uint64_t>(getpid()) << 32);
+  }
+  return seed | 1;
+}
+
+}  // namespace tp::os

@@ -1,0 +1,80 @@
+// The operating-system layer. Every system call the core makes goes through this file and os.cc, so the
+// rest of native/ is plain C++ and each call's contract is written down once, here.
+//
+// Conventions: functions that can fail return 0 / a valid pointer on success and -1 / nullptr on failure
+// with errno left set by the failing call; none of them throws and none of them allocates on the C++ heap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tp::os {
+
+// The kernel's base page size (4096 on x86-64). Constant for the life of the process.
+size_t pageSize();
+
+// Size of a transparent huge page (2 MiB on x86-64).
+constexpr size_t kHugePageSize = size_t{2} << 20;
+
+// Maps `bytes` of private anonymous read-write memory whose start is a multiple of `alignment`.
+// Pre:  bytes > 0 and a multiple of pageSize(); alignment is a power of two >= pageSize().
+// Post: success returns the start; no page is resident yet (call populateMemory to fault them in).
+//       Failure returns nullptr, leaves nothing mapped and errno set (ENOMEM when the address space or the
+//       overcommit policy refuses).
+void* mapMemory(size_t bytes, size_t alignment);
+
+// Pre:  [start, start + bytes) is exactly a range returned by mapMemory (same length).
+// Post: the range is unmapped; any later access faults. Returns 0, or -1 with errno.
+int unmapMemory(void* start, size_t bytes);
+
+// Faults every page of [start, start + bytes) in for writing now, so that first touches later take no page
+// fault. Contents are preserved (pages already resident are left as they are).
+// Pre:  the range is mapped read-write by mapMemory; start is page-aligned.
+// Post: every page is resident (unless the system is out of memory: -1, errno ENOMEM/EFAULT).
+int populateMemory(void* start, size_t bytes);
+
+// Asks for transparent huge pages on the range (MADV_HUGEPAGE). Advice only: 0 does not promise huge pages.
+int adviseHugePages(void* start, size_t bytes);
+
+// Locks the range in RAM (mlock): page-locked host memory that is never swapped out. Faults pages in.
+// Failure is usually EPERM/ENOMEM from RLIMIT_MEMLOCK; see lockLimitBytes().
+int lockMemory(void* start, size_t bytes);
+
+// The soft RLIMIT_MEMLOCK in bytes (UINT64_MAX when unlimited).
+uint64_t lockLimitBytes();
+
+// Heap memory for small OS fallbacks: `bytes` with the given power-of-two alignment (>= sizeof(void*)).
+// Returns nullptr when the C library refuses. Release with freeHeap.
+void* allocateHeap(size_t bytes, size_t alignment);
+void freeHeap(void* start);
+
+struct FaultCounts {
+  uint64_t minor = 0;
+  uint64_t major = 0;
+};
+
+// Page faults taken so far by the whole process / by the calling thread (getrusage).
+FaultCounts processFaults();
+FaultCounts threadFaults();
+
+// Opens a perf_event software counter of page faults (minor or major) on the calling thread, counting user
+// space only (allowed at perf_event_paranoid <= 2). Returns a file descriptor, or -1 with errno (EACCES or
+// EPERM when the kernel forbids it, ENOSYS/ENOENT where perf events do not exist).
+int openFaultCounter(bool major);
+// Reads a counter opened by openFaultCounter. Returns 0 and sets *value, or -1 with errno.
+int readCounter(int fd, uint64_t* value);
+void closeCounter(int fd);
+
+// Resident set size of the process now, and its high-water mark since start or since resetPeakResident().
+uint64_t residentBytes();
+uint64_t peakResidentBytes();
+// Resets the high-water mark to the current RSS (writes 5 to /proc/self/clear_refs). Returns 0 or -1.
+int resetPeakResident();
+
+// Monotonic clock in nanoseconds (vDSO; no system call on x86-64).
+uint64_t monotonicNs();
+
+// 64 bits from the kernel's random source, for per-pool header secrets.
+uint64_t randomSeed();
+
+}  // namespace tp::os

@@ -1,0 +1,72 @@
+// Size-class linked blocks (S0 steps 3-5): one arena carved into blocks per the plan, one free list of
+// blocks per class, linked through the blocks' headers. Not thread-safe: Pool serialises access.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arena.h"
+#include "classes.h"
+#include "header.h"
+
+namespace tp {
+
+struct ClassCounters {
+  uint64_t blocks = 0;      // blocks of this class carved so far
+  uint64_t freeBlocks = 0;  // on the free list now
+  uint64_t hits = 0;        // requests served from their own class
+  uint64_t lent = 0;        // requests of smaller classes served by a block of this class (borrows)
+  uint64_t grown = 0;       // blocks carved on demand after creation (growing pools)
+};
+
+enum class Source : uint8_t { Own, Borrowed, Grown };
+
+class SizeClassPool {
+ public:
+  // Builds the classes, reserves one arena for every planned block (plus `extraReserve` bytes of room to
+  // grow, when `grow`), and carves the planned blocks, pre-faulted per `arenaOptions`.
+  static std::unique_ptr<SizeClassPool> create(uint32_t id, uint64_t secret, const PlanSpec& plan,
+                                               const ArenaOptions& arenaOptions, bool grow, uint64_t extraReserve,
+                                               std::string* error);
+
+  // A free block for `bytes`, in S0's order: the own class; then, when growing, a block newly carved in the
+  // first class that holds the request; then the larger classes, ascending. nullptr when there is none
+  // (the caller asks the OS). The block is marked live.
+  BlockHeader* take(uint64_t bytes, Source* source);
+  // Returns a live or deferred block of this pool to its class's free list.
+  void give(BlockHeader* header);
+
+  // The header of the block whose data starts at `data`, or nullptr when `data` is not the start of a block
+  // of this pool. Never reads memory outside the arena.
+  BlockHeader* headerOf(const void* data) const;
+
+  uint32_t id() const { return id_; }
+  const SizeClassTable& table() const { return table_; }
+  const std::vector<ClassCounters>& counters() const { return counters_; }
+  const Arena& arena() const { return *arena_; }
+  uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
+  static uint64_t strideOf(uint64_t classSize) { return kHeaderBytes + roundUp(classSize, kBlockAlign); }
+
+ private:
+  SizeClassPool() = default;
+  BlockHeader* carveBlock(size_t cls, std::string* error);
+  void push(size_t cls, BlockHeader* header);
+  BlockHeader* pop(size_t cls);
+  // First class >= from with a free block, or -1.
+  int firstNonEmpty(size_t from) const;
+
+  uint32_t id_ = 0;
+  uint64_t secret_ = 0;
+  bool grow_ = false;
+  SizeClassTable table_;
+  std::unique_ptr<Arena> arena_;
+  std::vector<BlockHeader*> heads_;       // free list per class
+  std::vector<uint64_t> nonEmpty_;        // bit per class: its free list is not empty
+  std::vector<ClassCounters> counters_;
+  uint64_t outstanding_ = 0;
+  std::string lastGrowError_;  // why the last growth failed (reservation exhausted, or the OS refused pages)
+};
+
+}  // namespace tp
