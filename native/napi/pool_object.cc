@@ -1,0 +1,161 @@
+#include "pool_object.h"
+
+#include "args.h"
+
+namespace tp::napi {
+
+namespace {
+
+// Rides along with every external ArrayBuffer so that its finalizer can give back a block that was dropped
+// without release. It names the allocation by serial number: after a release the block may already serve
+// someone else, and then the finalizer must leave it alone. It also keeps the pool alive until the buffer
+// is gone, so the arena is never unmapped under a live view.
+struct Ticket {
+  std::shared_ptr<Pool> pool;
+  uint64_t serial;
+};
+
+void finalizeBlock(napi_env, void* data, void* hint) {
+  Ticket* ticket = static_cast<Ticket*>(hint);
+  ticket->pool->releaseIfSerial(data, ticket->serial);
+  delete ticket;
+}
+
+Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  auto set = [&](const char* key, uint64_t value) { o.Set(key, Napi::Number::New(env, static_cast<double>(value))); };
+  set("allocs", s.allocs);
+  set("releases", s.releases);
+  set("finalized", s.finalized);
+  set("hits", s.hits);
+  set("borrows", s.borrows);
+  set("grown", s.grown);
+  set("osFallbacks", s.osFallbacks);
+  set("osOversize", s.osOversize);
+  set("liveBlocks", s.liveBlocks);
+  set("bytesLive", s.bytesLive);
+  set("peakBytesLive", s.peakBytesLive);
+  set("osLiveBlocks", s.osLiveBlocks);
+  set("osLiveBytes", s.osLiveBytes);
+  set("arenaBytes", s.arenaBytes);
+  set("reservedBytes", s.reservedBytes);
+  set("committedBytes", s.committedBytes);
+  set("arenas", s.arenas);
+  o.Set("closed", Napi::Boolean::New(env, s.closed));
+  return o;
+}
+
+}  // namespace
+
+Napi::Function PoolObject::Define(Napi::Env env) {
+  return DefineClass(env, "NativePool",
+                     {
+                         InstanceMethod<&PoolObject::Alloc>("alloc"),
+                         InstanceMethod<&PoolObject::Release>("release"),
+                         InstanceMethod<&PoolObject::Stats>("stats"),
+                         InstanceMethod<&PoolObject::ClassStats>("classStats"),
+                         InstanceMethod<&PoolObject::Close>("close"),
+                     });
+}
+
+PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolObject>(info) {
+  PlanSpec plan;
+  if (info[0].IsNull()) {
+    plan = defaultPlan();
+  } else {
+    Napi::Object planArg = requireObjectArg(info, 0, "plan");
+    plan.interval = optionalUint(planArg, "interval", 0);
+    forEachUint(planArg.Get("sizes"), "plan.sizes", [&](size_t, uint64_t size) { plan.classes.push_back({size, 0}); });
+    forEachUint(planArg.Get("blocks"), "plan.blocks", [&](size_t i, uint64_t blocks) {
+      if (i >= plan.classes.size()) throw Napi::TypeError::New(info.Env(), "plan.blocks is longer than plan.sizes");
+      plan.classes[i].blocks = blocks;
+    });
+  }
+  Napi::Object optionsArg = requireObjectArg(info, 1, "options");
+
+  PoolOptions options;
+  options.arena.prefault = optionalBool(optionsArg, "prefault", true);
+  options.arena.hugePages = optionalBool(optionsArg, "hugePages", false);
+  options.arena.lock = optionalBool(optionsArg, "lock", false);
+  options.grow = optionalBool(optionsArg, "grow", false);
+  options.growReserve = optionalUint(optionsArg, "growReserve", options.growReserve);
+  options.osMapThreshold = optionalUint(optionsArg, "osMapThreshold", options.osMapThreshold);
+
+  std::string error;
+  pool_ = Pool::create(plan, options, &error);
+  if (!pool_) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
+}
+
+Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint64_t bytes = requireUintArg(info, 0, "bytes");
+  Allocation a = pool_->alloc(bytes);
+  switch (a.status) {
+    case AllocStatus::Ok: break;
+    case AllocStatus::Closed: throw errorWithCode(env, "ERR_TP_CLOSED", "the pool is closed");
+    case AllocStatus::BadSize:
+      throw Napi::RangeError::New(env, "bytes must be between 1 and 2^47, got " + std::to_string(bytes));
+    case AllocStatus::OutOfMemory:
+      throw errorWithCode(env, "ERR_TP_OUT_OF_MEMORY",
+                          "the operating system refused " + std::to_string(bytes) + " bytes");
+  }
+  Ticket* ticket = new Ticket{pool_, a.serial};
+  napi_value result;
+  napi_status status = napi_create_external_arraybuffer(env, a.data, bytes, finalizeBlock, ticket, &result);
+  if (status != napi_ok) {
+    pool_->release(a.data);
+    delete ticket;
+    NAPI_THROW_IF_FAILED(env, status, Napi::Value());
+  }
+  return Napi::Value(env, result);
+}
+
+Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
+  if (buffer.IsDetached()) return Napi::Number::New(env, kDetached);
+  switch (pool_->release(buffer.Data())) {
+    case ReleaseStatus::Ok: break;
+    case ReleaseStatus::NotOwned: return Napi::Number::New(env, kNotOwned);
+    case ReleaseStatus::NotLive:
+    case ReleaseStatus::Stale: return Napi::Number::New(env, kNotLive);
+  }
+  // The block may be handed out again right away: no view on this buffer may reach it any more.
+  buffer.Detach();
+  return Napi::Number::New(env, kReleased);
+}
+
+Napi::Value PoolObject::Stats(const Napi::CallbackInfo& info) { return statsObject(info.Env(), pool_->stats()); }
+
+Napi::Value PoolObject::ClassStats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<tp::ClassStats> classes = pool_->classStats();
+  const size_t n = classes.size();
+  Napi::Float64Array size = Napi::Float64Array::New(env, n), blocks = Napi::Float64Array::New(env, n),
+                     free = Napi::Float64Array::New(env, n), hits = Napi::Float64Array::New(env, n),
+                     lent = Napi::Float64Array::New(env, n), grown = Napi::Float64Array::New(env, n);
+  for (size_t i = 0; i < n; ++i) {
+    size[i] = static_cast<double>(classes[i].size);
+    blocks[i] = static_cast<double>(classes[i].counters.blocks);
+    free[i] = static_cast<double>(classes[i].counters.freeBlocks);
+    hits[i] = static_cast<double>(classes[i].counters.hits);
+    lent[i] = static_cast<double>(classes[i].counters.lent);
+    grown[i] = static_cast<double>(classes[i].counters.grown);
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("interval", Napi::Number::New(env, static_cast<double>(pool_->interval())));
+  o.Set("size", size);
+  o.Set("blocks", blocks);
+  o.Set("free", free);
+  o.Set("hits", hits);
+  o.Set("lent", lent);
+  o.Set("grown", grown);
+  return o;
+}
+
+Napi::Value PoolObject::Close(const Napi::CallbackInfo& info) {
+  pool_->close();
+  return info.Env().Undefined();
+}
+
+}  // namespace tp::napi

@@ -1,0 +1,32 @@
+// JS class wrapping tp::Pool. Blocks cross into JS as external ArrayBuffers over pool memory (zero-copy).
+#pragma once
+
+#include <napi.h>
+
+#include <memory>
+
+#include "../pool.h"
+
+namespace tp::napi {
+
+class PoolObject : public Napi::ObjectWrap<PoolObject> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  // new NativePool({ interval, sizes: Float64Array, blocks: Float64Array } | null (the default classes),
+  //                { prefault, hugePages, lock, grow, growReserve, osMapThreshold })
+  explicit PoolObject(const Napi::CallbackInfo& info);
+
+ private:
+  Napi::Value Alloc(const Napi::CallbackInfo& info);       // (bytes) -> ArrayBuffer
+  Napi::Value Release(const Napi::CallbackInfo& info);     // (ArrayBuffer) -> ReleaseCode
+  Napi::Value Stats(const Napi::CallbackInfo& info);       // -> plain object of counters
+  Napi::Value ClassStats(const Napi::CallbackInfo& info);  // -> { size, blocks, free, hits, lent, grown }
+  Napi::Value Close(const Napi::CallbackInfo& info);
+
+  std::shared_ptr<Pool> pool_;
+};
+
+// What Release answers; lib/pool.ts turns these into errors.
+enum ReleaseCode : int32_t { kReleased = 0, kNotOwned = 1, kNotLive = 2, kDetached = 3 };
+
+}  // namespace tp::napi
