@@ -1,0 +1,33 @@
+/**
+ * Errors thrown by tensorpool. Every error a caller can provoke carries a stable `code`, so programs can
+ * react to it without parsing messages.
+ */
+export type TensorPoolErrorCode =
+  | 'ERR_TP_INVALID_ARGUMENT'
+  | 'ERR_TP_CLOSED'
+  | 'ERR_TP_DOUBLE_RELEASE'
+  | 'ERR_TP_FOREIGN_BUFFER'
+  | 'ERR_TP_OUT_OF_MEMORY'
+  | 'ERR_TP_POOL_CREATE'
+  | 'ERR_TP_BAD_PLAN'
+  | 'ERR_TP_BAD_TRACE'
+  | 'ERR_TP_BAD_PROBLEM'
+  | 'ERR_TP_UNSUPPORTED';
+
+export class TensorPoolError extends Error {
+  readonly code: TensorPoolErrorCode;
+  constructor(code: TensorPoolErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TensorPoolError';
+    this.code = code;
+  }
+}
+
+/** Wraps an error from the native addon (which sets `code`) as a TensorPoolError. */
+export function fromNative(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (error instanceof Error && typeof code === 'string') {
+    if (code.startsWith('ERR_TP_')) return new TensorPoolError(code as TensorPoolErrorCode, error.message);
+  }
+  return error;
+}

@@ -1,0 +1,90 @@
+/**
+ * Loads the compiled addon (a prebuild from prebuilds/, else build/Release) and describes what it exports.
+ * Only lib/ talks to these shapes; users see the typed classes built on them.
+ */
+import path from 'node:path';
+
+export interface NativeFaultCounts {
+  minor: number;
+  major: number;
+}
+
+export interface NativeStats {
+  allocs: number;
+  releases: number;
+  finalized: number;
+  hits: number;
+  borrows: number;
+  grown: number;
+  osFallbacks: number;
+  osOversize: number;
+  liveBlocks: number;
+  bytesLive: number;
+  peakBytesLive: number;
+  osLiveBlocks: number;
+  osLiveBytes: number;
+  arenaBytes: number;
+  reservedBytes: number;
+  committedBytes: number;
+  arenas: number;
+  closed: boolean;
+}
+
+export interface NativeClassStats {
+  interval: number;
+  size: Float64Array;
+  blocks: Float64Array;
+  free: Float64Array;
+  hits: Float64Array;
+  lent: Float64Array;
+  grown: Float64Array;
+}
+
+export interface NativePlanSpec {
+  interval: number;
+  sizes: Float64Array;
+  blocks: Float64Array;
+}
+
+export interface NativePoolOptions {
+  prefault: boolean;
+  hugePages: boolean;
+  lock: boolean;
+  grow: boolean;
+  growReserve: number;
+  osMapThreshold: number;
+}
+
+/** What NativePool.release answers (native/napi/pool_object.h). */
+export const ReleaseCode = { Released: 0, NotOwned: 1, NotLive: 2, Detached: 3 } as const;
+export type ReleaseCode = (typeof ReleaseCode)[keyof typeof ReleaseCode];
+
+export interface NativePool {
+  alloc(bytes: number): ArrayBuffer;
+  release(buffer: ArrayBuffer): ReleaseCode;
+  stats(): NativeStats;
+  classStats(): NativeClassStats;
+  close(): void;
+}
+
+export interface NativeFaultMeter {
+  read(): NativeFaultCounts;
+  readonly source: 'perf_event' | 'getrusage';
+}
+
+export interface NativeAddon {
+  NativePool: new (plan: NativePlanSpec | null, options: NativePoolOptions) => NativePool;
+  NativeFaultMeter: new () => NativeFaultMeter;
+  processFaults(): NativeFaultCounts;
+  memory(): { rss: number; peakRss: number };
+  bufferAddress(buffer: ArrayBuffer): number;
+  pageSize: number;
+}
+
+// The package root: one level up from lib/ (sources, under vitest) and from dist/ (compiled).
+export const packageRoot = path.join(__dirname, '..');
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const loadBinding: (dir: string) => unknown = require('node-gyp-build');
+
+export const native = loadBinding(packageRoot) as NativeAddon;

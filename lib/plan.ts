@@ -1,0 +1,174 @@
+/**
+ * Plan JSON: S0's allocation information in a versioned, self-describing file.
+ *
+ * ```json
+ * { "format": "tensorpool-plan", "version": 1, "interval": 4096,
+ *   "classes": [{ "size": 4096, "blocks": 3 }, ...],
+ *   "totals": { "blocks": 40, "classBytes": 123, "arenaBytes": 456 },
+ *   "lowerBound": 215441388,
+ *   "source": { "trace": "resnet18_train/trace.csv.gz", "format": "tensorpool-csv", "events": 2820, ... },
+ *   "training": { "order": "alloc-time", "iteration": "all", "tensors": 1442, "borrows": 3, ... } }
+ * ```
+ * A reader accepts version 1 and rejects any other version with a message that says which one it reads.
+ */
+import fs from 'node:fs';
+
+import { TensorPoolError } from './errors.js';
+import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanSpec } from './plan-spec.js';
+import { describe } from './validate.js';
+
+export const PLAN_FORMAT = 'tensorpool-plan';
+export const PLAN_VERSION = 1;
+
+/** Where a plan came from. Free-form beyond these fields. */
+export interface PlanSource {
+  trace?: string;
+  format?: string;
+  events?: number;
+  buffers?: number;
+  [key: string]: unknown;
+}
+
+/** How it was trained. Free-form beyond these fields. */
+export interface PlanTraining {
+  order?: string;
+  iteration?: number | 'all';
+  tensors?: number;
+  borrows?: number;
+  trainMs?: number;
+  [key: string]: unknown;
+}
+
+export interface PlanJson {
+  format: typeof PLAN_FORMAT;
+  version: typeof PLAN_VERSION;
+  interval: number;
+  classes: PlanClass[];
+  totals: { blocks: number; classBytes: number; arenaBytes: number };
+  lowerBound: number | null;
+  source: PlanSource;
+  training: PlanTraining;
+}
+
+export class Plan implements PlanSpec {
+  readonly interval: number;
+  readonly classes: PlanClass[];
+  /** Max bytes live at once in the trace it was trained on (null when unknown). */
+  readonly lowerBound: number | null;
+  readonly source: PlanSource;
+  readonly training: PlanTraining;
+
+  constructor(
+    spec: PlanSpec,
+    meta: { lowerBound?: number | null; source?: PlanSource; training?: PlanTraining } = {},
+  ) {
+    const checked = checkPlanSpec(spec);
+    this.interval = checked.interval;
+    this.classes = checked.classes;
+    this.lowerBound = meta.lowerBound ?? null;
+    this.source = meta.source ?? {};
+    this.training = meta.training ?? {};
+  }
+
+  /** Blocks over all classes. */
+  get blocks(): number {
+    return this.classes.reduce((n, c) => n + c.blocks, 0);
+  }
+  /** Σ size × blocks. */
+  get classBytes(): number {
+    return classBytesOf(this);
+  }
+  /** Bytes of arena the pool maps for this plan, 64-byte block headers included. */
+  get arenaBytes(): number {
+    return arenaBytesOf(this);
+  }
+  /** arenaBytes / lowerBound, or null when the lower bound is unknown. */
+  get ratio(): number | null {
+    return this.lowerBound ? this.arenaBytes / this.lowerBound : null;
+  }
+
+  toJSON(): PlanJson {
+    return {
+      format: PLAN_FORMAT,
+      version: PLAN_VERSION,
+      interval: this.interval,
+      classes: this.classes.map((c) => ({ size: c.size, blocks: c.blocks })),
+      totals: { blocks: this.blocks, classBytes: this.classBytes, arenaBytes: this.arenaBytes },
+      lowerBound: this.lowerBound,
+      source: this.source,
+      training: this.training,
+    };
+  }
+
+  /** Validates a parsed plan file. `where` names it in errors (a path, usually). */
+  static fromJSON(json: unknown, where = 'plan'): Plan {
+    const bad = (message: string) => new TensorPoolError('ERR_TP_BAD_PLAN', `${where}: ${message}`);
+    if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+      throw bad(`a plan is a JSON object, got ${describe(json)}`);
+    }
+    const o = json as Record<string, unknown>;
+    if (o.format !== PLAN_FORMAT) {
+      throw bad(`not a tensorpool plan (field "format" is ${describe(o.format)}, expected "${PLAN_FORMAT}")`);
+    }
+    if (o.version !== PLAN_VERSION) {
+      const newer = typeof o.version === 'number' && o.version > PLAN_VERSION;
+      throw bad(
+        `plan format version ${describe(o.version)} is not supported: this tensorpool reads version ${PLAN_VERSION}` +
+          (newer ? ' (the file was written by a newer tensorpool; upgrade to read it)' : ''),
+      );
+    }
+    const lowerBound = o.lowerBound;
+    if (lowerBound !== null && lowerBound !== undefined && !(typeof lowerBound === 'number' && lowerBound >= 0)) {
+      throw bad(`field "lowerBound" must be a non-negative number or null, got ${describe(lowerBound)}`);
+    }
+    for (const key of ['source', 'training'] as const) {
+      if (o[key] !== undefined && (o[key] === null || typeof o[key] !== 'object' || Array.isArray(o[key]))) {
+        throw bad(`field "${key}" must be an object, got ${describe(o[key])}`);
+      }
+    }
+    let spec: PlanSpec;
+    try {
+      spec = checkPlanSpec(o, 'plan');
+    } catch (error) {
+      throw bad((error as Error).message);
+    }
+    return new Plan(spec, {
+      lowerBound: (lowerBound as number | null | undefined) ?? null,
+      source: (o.source as PlanSource | undefined) ?? {},
+      training: (o.training as PlanTraining | undefined) ?? {},
+    });
+  }
+
+  static read(path: string): Plan {
+    let text: string;
+    try {
+      text = fs.readFileSync(path, 'utf8');
+    } catch (error) {
+      throw new TensorPoolError('ERR_TP_BAD_PLAN', `${path}: cannot read the plan: ${(error as Error).message}`);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (error) {
+      throw new TensorPoolError('ERR_TP_BAD_PLAN', `${path}: not valid JSON: ${(error as Error).message}`);
+    }
+    return Plan.fromJSON(json, path);
+  }
+
+  /** Writes the plan as JSON (to a temporary file first, so a failed write leaves no partial plan). */
+  write(path: string): void {
+    writeFileAtomic(path, JSON.stringify(this.toJSON(), null, 2) + '\n');
+  }
+}
+
+/** Writes `text` to `path` through a temporary file and a rename: a reader never sees half a file. */
+export function writeFileAtomic(path: string, text: string): void {
+  const temporary = `${path}.tmp-${process.pid}`;
+  try {
+    fs.writeFileSync(temporary, text);
+    fs.renameSync(temporary, path);
+  } catch (error) {
+    fs.rmSync(temporary, { force: true });
+    throw error;
+  }
+}

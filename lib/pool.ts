@@ -1,0 +1,218 @@
+/**
+ * The memory pool: tensor buffers served from one pre-mapped, pre-faulted arena of size-class blocks
+ * (S0), with the operating system as the fallback.
+ */
+import { constants as bufferConstants } from 'node:buffer';
+
+import { TensorPoolError, fromNative } from './errors.js';
+import { native, ReleaseCode, type NativePool } from './native.js';
+import { Plan } from './plan.js';
+import { checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
+import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
+
+export interface PoolOptions {
+  /**
+   * The classes and block counts: a Plan, any `{ interval, classes: [{ size, blocks }] }`, or the path of a
+   * plan JSON file. Without one the pool uses its default classes (64 B, then four per doubling from 128 B
+   * to 64 MiB) and grows: a class with no free block gets a new block carved from the reservation.
+   */
+  plan?: PlanSpec | string;
+  /** Fault every arena page in when it is mapped, so the steady state takes no page faults. Default true. */
+  prefault?: boolean;
+  /** madvise(MADV_HUGEPAGE) on the arena. Default false. */
+  hugePages?: boolean;
+  /** mlock the arena: page-locked host memory. Fails with a message naming RLIMIT_MEMLOCK. Default false. */
+  lock?: boolean;
+  /** Carve new blocks on a miss instead of going to the OS. Default: true without a plan, false with one. */
+  grow?: boolean;
+  /** Address space reserved for growth, in bytes. Default 1 GiB. Reserved, not resident. */
+  growReserve?: number;
+  /** OS fallbacks of at least this many bytes are mmap'd, smaller ones come from the C heap. Default 256 KiB. */
+  osMapThreshold?: number;
+}
+
+const POOL_OPTIONS = ['plan', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold'] as const;
+
+export interface ClassStats {
+  /** Bytes per block. */
+  size: number;
+  /** Blocks of this class (planned + grown). */
+  blocks: number;
+  /** Blocks on the free list now. */
+  free: number;
+  /** Requests served from their own class. */
+  hits: number;
+  /** Requests of smaller classes this class served (S0's borrows). */
+  lent: number;
+  /** Blocks carved on demand after creation. */
+  grown: number;
+}
+
+export interface PoolStats {
+  /** Allocations served, by any route. */
+  allocs: number;
+  /** Blocks returned by release(). */
+  releases: number;
+  /** Blocks returned by the finalizer because their buffer was dropped without release() (a leak caught). */
+  finalized: number;
+  /** Served from the request's own class. */
+  hits: number;
+  /** Served by a block of a larger class. */
+  borrows: number;
+  /** Served by a block carved on demand. */
+  grown: number;
+  /** Served by the OS because no class had a free block. */
+  osFallbacks: number;
+  /** Served by the OS because the request is larger than every class. */
+  osOversize: number;
+  liveBlocks: number;
+  /** Bytes requested by live blocks. */
+  bytesLive: number;
+  peakBytesLive: number;
+  osLiveBlocks: number;
+  osLiveBytes: number;
+  /** Bytes carved from the arenas (blocks and their 64-byte headers). */
+  arenaBytes: number;
+  /** Address space the arenas hold. */
+  reservedBytes: number;
+  /** Bytes the arenas pre-faulted or locked. */
+  committedBytes: number;
+  /** Arenas mapped: the serving one, plus any older one still draining. */
+  arenas: number;
+  closed: boolean;
+  /** The serving classes' interval (0 for the default classes). */
+  interval: number;
+  classes: ClassStats[];
+}
+
+/** Typed-array constructors pool.allocArray accepts. */
+export interface TypedArrayConstructor<T extends ArrayBufferView> {
+  new (buffer: ArrayBuffer, byteOffset?: number, length?: number): T;
+  readonly BYTES_PER_ELEMENT: number;
+}
+
+/** The largest single block: what an ArrayBuffer can address in this Node.js. */
+export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
+
+export class Pool {
+  readonly #native: NativePool;
+  #closed = false;
+  /** The plan the pool was built from, or null for the default classes. */
+  readonly plan: PlanSpec | null;
+  readonly options: Readonly<Required<Omit<PoolOptions, 'plan'>>>;
+
+  constructor(options?: PoolOptions) {
+    const o = checkOptions<PoolOptions>(options, 'options', POOL_OPTIONS);
+    this.plan = o.plan === undefined ? null : typeof o.plan === 'string' ? Plan.read(o.plan) : checkPlanSpec(o.plan);
+    this.options = Object.freeze({
+      prefault: o.prefault === undefined ? true : checkBoolean(o.prefault, 'options.prefault'),
+      hugePages: o.hugePages === undefined ? false : checkBoolean(o.hugePages, 'options.hugePages'),
+      lock: o.lock === undefined ? false : checkBoolean(o.lock, 'options.lock'),
+      grow: o.grow === undefined ? this.plan === null : checkBoolean(o.grow, 'options.grow'),
+      growReserve: o.growReserve === undefined ? 2 ** 30 : checkInteger(o.growReserve, 'options.growReserve', 0, 2 ** 46),
+      osMapThreshold:
+        o.osMapThreshold === undefined ? 256 * 1024 : checkInteger(o.osMapThreshold, 'options.osMapThreshold', 1),
+    });
+    try {
+      this.#native = new native.NativePool(this.plan && toNativePlan(this.plan), this.options);
+    } catch (error) {
+      throw fromNative(error);
+    }
+  }
+
+  /**
+   * A zero-copy ArrayBuffer of exactly `bytes` bytes over pool memory, 64-byte aligned. Its contents are
+   * whatever the block held before (like malloc, unlike `new ArrayBuffer`). Give it back with release().
+   */
+  alloc(bytes: number): ArrayBuffer {
+    if (this.#closed) throw closedError();
+    checkInteger(bytes, 'bytes', 1, MAX_ALLOC_BYTES);
+    try {
+      return this.#native.alloc(bytes);
+    } catch (error) {
+      throw fromNative(error);
+    }
+  }
+
+  /** A typed array of `length` elements over a fresh block, e.g. `pool.allocArray(Float32Array, 1024)`. */
+  allocArray<T extends ArrayBufferView>(type: TypedArrayConstructor<T>, length: number): T {
+    if (typeof type !== 'function' || typeof type.BYTES_PER_ELEMENT !== 'number') {
+      throw invalidArgument('type', `type must be a typed-array constructor such as Float32Array, got ${describe(type)}`);
+    }
+    checkInteger(length, 'length', 1, Math.floor(MAX_ALLOC_BYTES / type.BYTES_PER_ELEMENT));
+    return new type(this.alloc(length * type.BYTES_PER_ELEMENT), 0, length);
+  }
+
+  float32(length: number): Float32Array {
+    return this.allocArray(Float32Array, length);
+  }
+  float64(length: number): Float64Array {
+    return this.allocArray(Float64Array, length);
+  }
+  int32(length: number): Int32Array {
+    return this.allocArray(Int32Array, length);
+  }
+  uint8(length: number): Uint8Array {
+    return this.allocArray(Uint8Array, length);
+  }
+
+  /**
+   * Gives a block back. Takes the ArrayBuffer from alloc() or any view on it (the whole block is
+   * released). The buffer is detached at once: every view on it now has length 0, so nothing can touch
+   * memory that may already belong to the next tensor. Throws, changing nothing, when the buffer was
+   * already released or was not made by this pool. Allowed after close(), so blocks can still come back.
+   */
+  release(buffer: ArrayBuffer | ArrayBufferView): void {
+    const arrayBuffer = ArrayBuffer.isView(buffer) ? buffer.buffer : buffer;
+    if (!(arrayBuffer instanceof ArrayBuffer)) {
+      throw invalidArgument(
+        'type',
+        `release() takes an ArrayBuffer from pool.alloc() or a view on one, got ${describe(buffer)}`,
+      );
+    }
+    switch (this.#native.release(arrayBuffer)) {
+      case ReleaseCode.Released:
+        return;
+      case ReleaseCode.Detached:
+      case ReleaseCode.NotLive:
+        throw new TensorPoolError('ERR_TP_DOUBLE_RELEASE', 'this buffer was already released (it is detached)');
+      case ReleaseCode.NotOwned:
+        throw new TensorPoolError('ERR_TP_FOREIGN_BUFFER', 'this buffer was not made by this pool');
+    }
+  }
+
+  stats(): PoolStats {
+    const s = this.#native.stats();
+    const c = this.#native.classStats();
+    const classes: ClassStats[] = [];
+    for (let i = 0; i < c.size.length; i++) {
+      classes.push({
+        size: c.size[i],
+        blocks: c.blocks[i],
+        free: c.free[i],
+        hits: c.hits[i],
+        lent: c.lent[i],
+        grown: c.grown[i],
+      });
+    }
+    return { ...s, interval: c.interval, classes };
+  }
+
+  /**
+   * Stops serving: alloc() throws ERR_TP_CLOSED from now on. Memory is never unmapped under a live buffer:
+   * an arena is unmapped as soon as none of its blocks is live (at once when all were released), otherwise
+   * when the last live block is released or its buffer is garbage-collected. Idempotent.
+   */
+  close(): void {
+    this.#closed = true;
+    this.#native.close();
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+}
+
+function closedError(): TensorPoolError {
+  return new TensorPoolError('ERR_TP_CLOSED', 'the pool is closed');
+}
