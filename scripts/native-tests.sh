@@ -1,0 +1,7 @@
+#!/bin/sh
+# Builds the core and its native unit tests with plain CMake and runs them through ctest.
+set -eu
+cd "$(dirname "$0")/.."
+cmake -S . -B build-native -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-native -j "$(nproc)"
+ctest --test-dir build-native --output-on-failure

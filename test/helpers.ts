@@ -1,0 +1,83 @@
+/** Shared test helpers: a seeded random generator and block patterns. */
+
+/** xorshift128+ (32-bit halves): a small seeded generator, so every run draws the same sequence. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0 || 1;
+  let b = (seed * 2654435761) >>> 0 || 2;
+  let c = 0x9e3779b9;
+  let d = 0x7f4a7c15;
+  return () => {
+    const t = a ^ (a << 11);
+    a = b;
+    b = c;
+    c = d;
+    d = (d ^ (d >>> 19) ^ (t ^ (t >>> 8))) >>> 0;
+    return d / 4294967296;
+  };
+}
+
+/** Sizes log-uniform between 1 byte and `max`. */
+export function logUniformSize(random: () => number, max: number): number {
+  return Math.max(1, Math.floor(Math.exp(random() * Math.log(max))));
+}
+
+/** The byte offsets a block's pattern covers: every byte up to 64 KiB, else both 256-byte edges and one byte per 64 KiB. */
+function* patternOffsets(bytes: number): Generator<number> {
+  if (bytes <= 65536) {
+    for (let i = 0; i < bytes; i++) yield i;
+    return;
+  }
+  for (let i = 0; i < 256; i++) {
+    yield i;
+    yield bytes - 1 - i;
+  }
+  for (let i = 256; i < bytes; i += 65536) yield i;
+}
+
+function patternByte(seed: number, i: number): number {
+  return (Math.imul(seed, 0x9e3779b1) + Math.imul(i, 131)) >>> 24;
+}
+
+export function fillPattern(bytes: Uint8Array, seed: number): void {
+  if (bytes.length <= 65536) {
+    for (let i = 0; i < bytes.length; i++) bytes[i] = patternByte(seed, i);
+    return;
+  }
+  for (const i of patternOffsets(bytes.length)) bytes[i] = patternByte(seed, i);
+}
+
+export function patternIntact(bytes: Uint8Array, seed: number): boolean {
+  if (bytes.length <= 65536) {
+    for (let i = 0; i < bytes.length; i++) if (bytes[i] !== patternByte(seed, i)) return false;
+    return true;
+  }
+  for (const i of patternOffsets(bytes.length)) if (bytes[i] !== patternByte(seed, i)) return false;
+  return true;
+}
+
+/** Address ranges of live blocks; add() is false when the new range overlaps a live one. */
+export class LiveRanges {
+  readonly #starts: number[] = [];
+  readonly #ends = new Map<number, number>();
+
+  add(start: number, bytes: number): boolean {
+    const end = start + bytes;
+    let lo = 0;
+    let hi = this.#starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.#starts[mid] < start) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < this.#starts.length && this.#starts[lo] < end) return false;
+    if (lo > 0 && this.#ends.get(this.#starts[lo - 1])! > start) return false;
+    this.#starts.splice(lo, 0, start);
+    this.#ends.set(start, end);
+    return true;
+  }
+
+  remove(start: number): void {
+    this.#starts.splice(this.#starts.indexOf(start), 1);
+    this.#ends.delete(start);
+  }
+}

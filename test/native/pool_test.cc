@@ -1,0 +1,341 @@
+// Native tests of the size classes, the arena and the pool. They run under ASan + UBSan through
+// scripts/sanitize.sh, which is where most of their value lies: every path of the core is exercised here.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "check.h"
+#include "os.h"
+#include "pool.h"
+
+using namespace tp;
+
+namespace {
+
+PlanSpec smallPlan() {
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{4096, 16}, {8192, 8}, {65536, 8}, {1 << 20, 6}, {16 << 20, 2}};
+  return plan;
+}
+
+std::shared_ptr<Pool> makePool(const PlanSpec& plan, bool grow = false, uint64_t growReserve = 0) {
+  PoolOptions options;
+  options.grow = grow;
+  options.growReserve = growReserve;
+  std::string error;
+  auto pool = Pool::create(plan, options, &error);
+  if (!pool) std::fprintf(stderr, "pool: %s\n", error.c_str());
+  CHECK(pool != nullptr);
+  return pool;
+}
+
+// Writes a pattern derived from `seed` into a block: every byte of a small block; for a large one the first
+// and last 256 bytes and one byte per 64 KiB. Overlaps are proven absent separately (LiveRanges); the
+// pattern shows that nothing else (headers, another block, an unmap) touched the block's contents.
+template <typename Visit>
+void forPatternBytes(uint64_t bytes, Visit visit) {
+  if (bytes <= 65536) {
+    for (uint64_t i = 0; i < bytes; ++i) visit(i);
+    return;
+  }
+  for (uint64_t i = 0; i < 256; ++i) {
+    visit(i);
+    visit(bytes - 1 - i);
+  }
+  for (uint64_t i = 256; i < bytes; i += 65536) visit(i);
+}
+
+// The address ranges of the live blocks: insert fails when a new block overlaps a live one.
+class LiveRanges {
+ public:
+  bool insert(const void* p, uint64_t bytes) {
+    const uintptr_t start = reinterpret_cast<uintptr_t>(p), end = start + bytes;
+    auto next = ranges_.lower_bound(start);
+    if (next != ranges_.end() && next->first < end) return false;
+    if (next != ranges_.begin() && std::prev(next)->second > start) return false;
+    ranges_.emplace(start, end);
+    return true;
+  }
+  void erase(const void* p) { ranges_.erase(reinterpret_cast<uintptr_t>(p)); }
+
+ private:
+  std::map<uintptr_t, uintptr_t> ranges_;
+};
+uint8_t patternByte(uint64_t seed, uint64_t i) { return static_cast<uint8_t>((seed * 0x9E3779B97F4A7C15ull + i * 131) >> 56); }
+void fillPattern(void* p, uint64_t bytes, uint64_t seed) {
+  auto* b = static_cast<uint8_t*>(p);
+  forPatternBytes(bytes, [&](uint64_t i) { b[i] = patternByte(seed, i); });
+}
+bool checkPattern(const void* p, uint64_t bytes, uint64_t seed) {
+  auto* b = static_cast<const uint8_t*>(p);
+  bool ok = true;
+  forPatternBytes(bytes, [&](uint64_t i) { ok = ok && b[i] == patternByte(seed, i); });
+  return ok;
+}
+
+// Sizes log-uniform from 1 byte to `max`.
+uint64_t randomSize(std::mt19937_64& rng, uint64_t max) {
+  std::uniform_real_distribution<double> exponent(0.0, std::log2(static_cast<double>(max)));
+  return std::max<uint64_t>(1, static_cast<uint64_t>(std::exp2(exponent(rng))));
+}
+
+}  // namespace
+
+TEST(classes_lookup_matches_brute_force) {
+  std::vector<PlanSpec> plans = {smallPlan(), defaultPlan()};
+  PlanSpec odd;
+  odd.interval = 512;
+  odd.classes = {{512, 1}, {1536, 1}, {2048, 1}, {1 << 19, 1}, {3 << 19, 1}};
+  plans.push_back(odd);
+  for (const PlanSpec& plan : plans) {
+    SizeClassTable table;
+    std::string error;
+    CHECK(table.build(plan, &error));
+    std::mt19937_64 rng(7);
+    for (int n = 0; n < 200000; ++n) {
+      uint64_t bytes = randomSize(rng, table.largest() * 2);
+      int expected = -1;
+      for (size_t i = 0; i < table.count(); ++i) {
+        if (table.size(i) >= bytes) {
+          expected = static_cast<int>(i);
+          break;
+        }
+      }
+      CHECK(table.firstFitting(bytes) == expected);
+    }
+    CHECK(table.firstFitting(0) == -1);
+    CHECK(table.firstFitting(table.largest()) == static_cast<int>(table.count() - 1));
+    CHECK(table.firstFitting(table.largest() + 1) == -1);
+  }
+}
+
+TEST(classes_own_class_follows_the_interval) {
+  SizeClassTable table;
+  std::string error;
+  CHECK(table.build(smallPlan(), &error));
+  CHECK(table.isOwn(0, 1) && table.isOwn(0, 4096));
+  CHECK(!table.isOwn(1, 4096) && table.isOwn(1, 4097));
+  CHECK(!table.isOwn(2, 8193));  // own class would be 12288, which the plan does not have
+  SizeClassTable defaults;
+  CHECK(defaults.build(defaultPlan(), &error));
+  CHECK(defaults.interval() == 0 && defaults.isOwn(static_cast<size_t>(defaults.firstFitting(1000)), 1000));
+}
+
+TEST(plan_validation_names_the_problem) {
+  SizeClassTable table;
+  std::string error;
+  PlanSpec plan;
+  CHECK(!table.build(plan, &error) && error.find("at least one class") != std::string::npos);
+  plan.interval = 4096;
+  plan.classes = {{4096, 1}, {5000, 1}};
+  CHECK(!table.build(plan, &error) && error.find("not a multiple") != std::string::npos);
+  plan.classes = {{4096, 1}, {4096, 2}};
+  CHECK(!table.build(plan, &error) && error.find("twice") != std::string::npos);
+  plan.classes = {{0, 1}};
+  CHECK(!table.build(plan, &error) && error.find("class 0") != std::string::npos);
+  plan.classes = {{4096, uint64_t{1} << 40}};
+  PoolOptions options;
+  CHECK(Pool::create(plan, options, &error) == nullptr && error.find("128 TiB") != std::string::npos);
+}
+
+TEST(default_classes_cover_64_bytes_to_64_mib_with_bounded_waste) {
+  PlanSpec plan = defaultPlan();
+  CHECK(plan.classes.front().size == 64 && plan.classes.back().size == (uint64_t{64} << 20));
+  for (size_t i = 1; i < plan.classes.size(); ++i) {
+    CHECK(plan.classes[i].size > plan.classes[i - 1].size);
+    // The largest request a class serves that the previous class could not is prev + 1.
+    const double waste = double(plan.classes[i].size - plan.classes[i - 1].size - 1) / double(plan.classes[i].size);
+    CHECK(waste < 0.25 || plan.classes[i - 1].size == 64);
+  }
+}
+
+TEST(property_random_alloc_release_never_overlaps) {
+  auto pool = makePool(smallPlan());
+  std::mt19937_64 rng(12345);
+  struct Live {
+    void* data;
+    uint64_t bytes;
+    uint64_t seed;
+  };
+  std::vector<Live> live;
+  LiveRanges ranges;
+  uint64_t routes[5] = {};
+  for (uint64_t op = 0; op < 100000; ++op) {
+    const bool doAlloc = live.empty() || (live.size() < 48 && rng() % 100 < 55);
+    if (doAlloc) {
+      const uint64_t bytes = randomSize(rng, 40ull << 20);
+      Allocation a = pool->alloc(bytes);
+      CHECK(a.status == AllocStatus::Ok);
+      CHECK(reinterpret_cast<uintptr_t>(a.data) % 64 == 0);
+      routes[static_cast<int>(a.route)]++;
+      CHECK(ranges.insert(a.data, bytes));
+      fillPattern(a.data, bytes, op);
+      live.push_back({a.data, bytes, op});
+    } else {
+      const size_t i = rng() % live.size();
+      CHECK(checkPattern(live[i].data, live[i].bytes, live[i].seed));
+      CHECK(pool->liveSize(live[i].data) == live[i].bytes);
+      CHECK(pool->release(live[i].data) == ReleaseStatus::Ok);
+      ranges.erase(live[i].data);
+      live[i] = live.back();
+      live.pop_back();
+    }
+  }
+  for (const Live& l : live) {
+    CHECK(checkPattern(l.data, l.bytes, l.seed));
+    CHECK(pool->release(l.data) == ReleaseStatus::Ok);
+  }
+  // Every route was taken.
+  CHECK(routes[static_cast<int>(Route::Own)] > 0 && routes[static_cast<int>(Route::Borrowed)] > 0);
+  CHECK(routes[static_cast<int>(Route::OsFallback)] > 0 && routes[static_cast<int>(Route::OsOversize)] > 0);
+  PoolStats s = pool->stats();
+  CHECK(s.allocs == s.releases && s.liveBlocks == 0 && s.bytesLive == 0 && s.osLiveBlocks == 0);
+  CHECK(s.hits + s.borrows + s.osFallbacks + s.osOversize == s.allocs);
+  for (const ClassStats& c : pool->classStats()) CHECK(c.counters.freeBlocks == c.counters.blocks);
+}
+
+TEST(growing_pool_carves_then_falls_back_to_the_os) {
+  auto pool = makePool(defaultPlan(), true, 1 << 20);  // 1 MiB of room to grow
+  Allocation a = pool->alloc(300000);
+  CHECK(a.status == AllocStatus::Ok && a.route == Route::Grown);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  Allocation b = pool->alloc(300000);
+  CHECK(b.route == Route::Own && b.data == a.data);  // reused, not carved again
+  std::vector<void*> more;
+  Allocation c;
+  do {
+    c = pool->alloc(300000);
+    CHECK(c.status == AllocStatus::Ok);
+    more.push_back(c.data);
+  } while (c.route == Route::Grown);
+  CHECK(c.route == Route::OsFallback);  // the reservation is exhausted
+  for (void* p : more) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+  CHECK(pool->alloc(65ull << 20).route == Route::OsOversize);
+}
+
+TEST(bad_releases_change_nothing) {
+  auto pool = makePool(smallPlan());
+  Allocation a = pool->alloc(5000);
+  Allocation os = pool->alloc(64ull << 20);
+  const PoolStats before = pool->stats();
+  char onStack[256];
+  std::vector<char> onHeap(1 << 16);
+  CHECK(pool->release(onStack + 64) == ReleaseStatus::NotOwned);
+  CHECK(pool->release(onHeap.data()) == ReleaseStatus::NotOwned);
+  CHECK(pool->release(nullptr) == ReleaseStatus::NotOwned);
+  CHECK(pool->release(static_cast<char*>(a.data) + 64) == ReleaseStatus::NotOwned);   // inside a block
+  CHECK(pool->release(static_cast<char*>(os.data) + 64) == ReleaseStatus::NotOwned);  // inside an OS block
+  CHECK(pool->releaseIfSerial(a.data, a.serial + 1000) == ReleaseStatus::Stale);
+  const PoolStats after = pool->stats();
+  CHECK(std::memcmp(&before, &after, sizeof before) == 0);
+
+  auto other = makePool(smallPlan());
+  Allocation foreign = other->alloc(5000);
+  CHECK(pool->release(foreign.data) == ReleaseStatus::NotOwned);
+  CHECK(other->release(foreign.data) == ReleaseStatus::Ok);
+
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(a.data) == ReleaseStatus::NotLive);
+  CHECK(pool->releaseIfSerial(a.data, a.serial) == ReleaseStatus::NotLive);
+  CHECK(pool->release(os.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(os.data) == ReleaseStatus::NotOwned);  // gone back to the OS: no longer ours
+}
+
+TEST(finalizer_release_only_takes_its_own_allocation) {
+  auto pool = makePool(smallPlan());
+  Allocation first = pool->alloc(4096);
+  CHECK(pool->release(first.data) == ReleaseStatus::Ok);
+  Allocation second = pool->alloc(4096);
+  CHECK(second.data == first.data && second.serial != first.serial);  // LIFO reuse of the same block
+  CHECK(pool->releaseIfSerial(first.data, first.serial) == ReleaseStatus::Stale);
+  CHECK(pool->liveSize(second.data) == 4096);
+  CHECK(pool->releaseIfSerial(second.data, second.serial) == ReleaseStatus::Ok);
+  CHECK(pool->stats().finalized == 1);
+}
+
+TEST(close_keeps_arenas_until_the_last_block_returns) {
+  auto pool = makePool(smallPlan());
+  Allocation a = pool->alloc(4096);
+  fillPattern(a.data, 4096, 1);
+  pool->close();
+  CHECK(pool->alloc(4096).status == AllocStatus::Closed);
+  CHECK(pool->stats().arenas == 1);
+  CHECK(checkPattern(a.data, 4096, 1));  // still mapped: ASan would flag a read of unmapped memory
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->stats().arenas == 0 && pool->stats().arenaBytes == 0);
+  CHECK(pool->release(a.data) == ReleaseStatus::NotOwned);
+  pool->close();  // idempotent
+}
+
+TEST(prefaulted_blocks_take_no_page_faults) {
+  PlanSpec plan;
+  plan.interval = 1 << 20;
+  plan.classes = {{16 << 20, 8}};
+  auto pool = makePool(plan);
+  const os::FaultCounts before = os::threadFaults();
+  for (int round = 0; round < 4; ++round) {
+    void* blocks[8];
+    for (void*& b : blocks) {
+      b = pool->alloc(16 << 20).data;
+      for (size_t off = 0; off < (16u << 20); off += 4096) static_cast<char*>(b)[off] = 1;
+    }
+    for (void* b : blocks) CHECK(pool->release(b) == ReleaseStatus::Ok);
+  }
+  const os::FaultCounts after = os::threadFaults();
+  // 4 x 8 x 4096 pages touched; a fresh mapping would take 131072 faults.
+  CHECK(after.minor - before.minor < 64);
+}
+
+TEST(threads_share_one_pool_safely) {
+  auto pool = makePool(smallPlan());
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 99);
+      std::vector<std::pair<void*, uint64_t>> mine;
+      for (int op = 0; op < 20000; ++op) {
+        if (mine.empty() || rng() % 2) {
+          const uint64_t bytes = randomSize(rng, 2 << 20);
+          Allocation a = pool->alloc(bytes);
+          if (a.status != AllocStatus::Ok) failed = true;
+          fillPattern(a.data, bytes, static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(op));
+          mine.push_back({a.data, static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(op)});
+        } else {
+          auto [p, seed] = mine.back();
+          mine.pop_back();
+          if (!checkPattern(p, pool->liveSize(p), seed)) failed = true;
+          if (pool->release(p) != ReleaseStatus::Ok) failed = true;
+        }
+      }
+      for (auto [p, seed] : mine) {
+        if (!checkPattern(p, pool->liveSize(p), seed) || pool->release(p) != ReleaseStatus::Ok) failed = true;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(!failed);
+  CHECK(pool->stats().liveBlocks == 0);
+}
+
+TEST(locked_arena_is_resident_or_names_rlimit_memlock) {
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{1 << 20, 4}};
+  PoolOptions options;
+  options.arena.lock = true;
+  std::string error;
+  auto pool = Pool::create(plan, options, &error);
+  if (pool) {
+    CHECK(pool->stats().committedBytes >= 4u << 20);
+  } else {
+    CHECK(error.find("RLIMIT_MEMLOCK") != std::string::npos);
+  }
+}

@@ -1,0 +1,372 @@
+import { describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+
+import { Pool, TensorPoolError, faults, measureFaults, type PoolStats } from '../lib/index.js';
+import { native } from '../lib/native.js';
+import { LiveRanges, fillPattern, logUniformSize, patternIntact, seededRandom } from './helpers.js';
+
+const MiB = 1 << 20;
+const plan = {
+  interval: 4096,
+  classes: [
+    { size: 4096, blocks: 16 },
+    { size: 8192, blocks: 8 },
+    { size: 65536, blocks: 8 },
+    { size: MiB, blocks: 6 },
+    { size: 16 * MiB, blocks: 2 },
+  ],
+};
+
+function expectCode(fn: () => unknown, code: string): void {
+  let thrown: unknown;
+  try {
+    fn();
+  } catch (error) {
+    thrown = error;
+  }
+  expect(thrown, `expected an error with code ${code}`).toBeInstanceOf(Error);
+  expect((thrown as { code?: string }).code).toBe(code);
+}
+
+function totals(s: PoolStats) {
+  return s.hits + s.borrows + s.osFallbacks + s.osOversize;
+}
+
+describe('Pool: size-class linked blocks with an OS fallback', () => {
+  it('serves 100k random allocs and releases through every route without overlap or corruption', () => {
+    const pool = new Pool({ plan });
+    const random = seededRandom(20261122);
+    const live: { buffer: ArrayBuffer; bytes: Uint8Array; seed: number; address: number }[] = [];
+    const ranges = new LiveRanges();
+    for (let op = 0; op < 100_000; op++) {
+      if (live.length === 0 || (live.length < 48 && random() < 0.55)) {
+        const size = logUniformSize(random, 40 * MiB);
+        const buffer = pool.alloc(size);
+        expect(buffer.byteLength).toBe(size);
+        const address = native.bufferAddress(buffer);
+        expect(address % 64).toBe(0);
+        if (!ranges.add(address, size)) throw new Error(`block at ${address} (${size} B) overlaps a live block`);
+        const bytes = new Uint8Array(buffer);
+        fillPattern(bytes, op);
+        live.push({ buffer, bytes, seed: op, address });
+      } else {
+        const i = Math.floor(random() * live.length);
+        const victim = live[i];
+        if (!patternIntact(victim.bytes, victim.seed)) throw new Error(`block ${victim.seed} was overwritten`);
+        pool.release(victim.buffer);
+        ranges.remove(victim.address);
+        live[i] = live[live.length - 1];
+        live.pop();
+      }
+    }
+    for (const l of live) {
+      expect(patternIntact(l.bytes, l.seed)).toBe(true);
+      pool.release(l.buffer);
+    }
+    const s = pool.stats();
+    expect(s.hits).toBeGreaterThan(0);
+    expect(s.borrows).toBeGreaterThan(0);
+    expect(s.osFallbacks).toBeGreaterThan(0);
+    expect(s.osOversize).toBeGreaterThan(0);
+    expect(totals(s)).toBe(s.allocs);
+    expect(s.releases).toBe(s.allocs);
+    expect(s.liveBlocks).toBe(0);
+    expect(s.bytesLive).toBe(0);
+    expect(s.osLiveBlocks).toBe(0);
+    for (const c of s.classes) expect(c.free).toBe(c.blocks);
+    pool.close();
+  });
+
+  it('routes by S0: own class, then larger classes ascending, then the OS', () => {
+    const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 1 }, { size: 8192, blocks: 1 }, { size: 65536, blocks: 1 }] } });
+    const a = pool.alloc(4000); // own class 4096
+    const b = pool.alloc(4000); // 4096 is empty: borrows 8192
+    const c = pool.alloc(4000); // borrows 65536
+    const d = pool.alloc(4000); // nothing left: OS
+    const e = pool.alloc(100_000); // above every class: OS directly
+    let s = pool.stats();
+    expect([s.hits, s.borrows, s.osFallbacks, s.osOversize]).toEqual([1, 2, 1, 1]);
+    expect(s.classes.map((k) => k.lent)).toEqual([0, 1, 1]);
+    expect(s.osLiveBlocks).toBe(2);
+    for (const buffer of [a, b, c, d, e]) pool.release(buffer);
+    s = pool.stats();
+    // Borrowed blocks went back to their own classes (their headers say which).
+    expect(s.classes.map((k) => k.free)).toEqual([1, 1, 1]);
+    expect(s.osLiveBlocks).toBe(0);
+  });
+
+  it('detaches the buffer on release so no stale view can touch the block', () => {
+    const pool = new Pool({ plan });
+    const f = pool.float32(1024);
+    const alias = new Uint8Array(f.buffer, 100, 50);
+    f[0] = 42;
+    pool.release(f);
+    expect(f.length).toBe(0);
+    expect(f.buffer.byteLength).toBe(0);
+    expect(alias.length).toBe(0);
+    expect(f[0]).toBeUndefined();
+    f[0] = 7; // a write through a detached view goes nowhere
+    const next = pool.float32(1024); // LIFO: the same block
+    expect(native.bufferAddress(next.buffer)).toBeGreaterThan(0);
+    expect(next[0]).toBe(42); // still the old contents: the stale write did not land
+    pool.release(next);
+  });
+
+  it('offers typed helpers over one block', () => {
+    const pool = new Pool({ plan });
+    const x = pool.allocArray(Float64Array, 10);
+    expect(x).toBeInstanceOf(Float64Array);
+    expect(x.length).toBe(10);
+    expect(x.buffer.byteLength).toBe(80);
+    expect(pool.int32(3).length).toBe(3);
+    expect(pool.uint8(5).length).toBe(5);
+    expect(pool.float64(2).byteLength).toBe(16);
+    x[9] = 1.5;
+    expect(new Float64Array(x.buffer)[9]).toBe(1.5);
+    pool.release(new Uint8Array(x.buffer, 8)); // any view releases the whole block
+    expect(x.length).toBe(0);
+  });
+
+  it('rejects bad releases with a clear error and leaves the pool unchanged', () => {
+    const pool = new Pool({ plan });
+    const other = new Pool({ plan });
+    const mine = pool.alloc(5000);
+    const theirs = other.alloc(5000);
+    const before = pool.stats();
+    expectCode(() => pool.release(new ArrayBuffer(64)), 'ERR_TP_FOREIGN_BUFFER');
+    expectCode(() => pool.release(Buffer.alloc(10)), 'ERR_TP_FOREIGN_BUFFER');
+    expectCode(() => pool.release(theirs), 'ERR_TP_FOREIGN_BUFFER');
+    expectCode(() => pool.release(new SharedArrayBuffer(8) as unknown as ArrayBuffer), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => pool.release(42 as unknown as ArrayBuffer), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => pool.release(null as unknown as ArrayBuffer), 'ERR_TP_INVALID_ARGUMENT');
+    expect(pool.stats()).toEqual(before);
+    pool.release(mine);
+    const afterOne = pool.stats();
+    expectCode(() => pool.release(mine), 'ERR_TP_DOUBLE_RELEASE');
+    expect(pool.stats()).toEqual(afterOne);
+    other.release(theirs);
+  });
+
+  it('validates alloc sizes and options', () => {
+    const pool = new Pool({ plan });
+    const before = pool.stats();
+    for (const bad of [0, -1, 1.5, Number.NaN, Infinity, 2 ** 53, '4096', undefined]) {
+      expectCode(() => pool.alloc(bad as number), 'ERR_TP_INVALID_ARGUMENT');
+    }
+    expectCode(() => pool.allocArray(Object as never, 4), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => pool.float32(0), 'ERR_TP_INVALID_ARGUMENT');
+    expect(pool.stats()).toEqual(before);
+    expectCode(() => new Pool({ plna: plan } as never), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ prefault: 'yes' } as never), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ growReserve: -5 }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool(5 as never), 'ERR_TP_INVALID_ARGUMENT');
+  });
+
+  it('rejects malformed plans naming the class and field', () => {
+    const cases: [unknown, RegExp][] = [
+      [{ interval: 4096, classes: [] }, /classes: must be a non-empty array/],
+      [{ interval: 0, classes: [{ size: 4096, blocks: 1 }] }, /interval/],
+      [{ interval: 4096, classes: [{ size: 5000, blocks: 1 }] }, /classes\[0\]\.size: 5000 is not a multiple/],
+      [{ interval: 4096, classes: [{ size: 4096, blocks: 1 }, { size: 4096, blocks: 2 }] }, /appears twice/],
+      [{ interval: 4096, classes: [{ size: 4096, blocks: -1 }] }, /classes\[0\]\.blocks/],
+      [{ interval: 4096, classes: [{ size: 'big', blocks: 1 }] }, /classes\[0\]\.size/],
+      [{ interval: 4096, classes: [null] }, /classes\[0\]/],
+    ];
+    for (const [bad, message] of cases) {
+      let error: unknown;
+      try {
+        new Pool({ plan: bad as never });
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(TensorPoolError);
+      expect((error as TensorPoolError).code).toBe('ERR_TP_BAD_PLAN');
+      expect((error as Error).message).toMatch(message);
+    }
+  });
+
+  it('close() stops serving but never unmaps a block still in use', () => {
+    const pool = new Pool({ plan });
+    const live = pool.uint8(8192);
+    live.fill(9);
+    pool.close();
+    expect(pool.closed).toBe(true);
+    expectCode(() => pool.alloc(16), 'ERR_TP_CLOSED');
+    expect(pool.stats().arenas).toBe(1);
+    live[8191] = 3; // still mapped and usable
+    expect(live[0] + live[8191]).toBe(12);
+    pool.release(live); // blocks may still come back after close
+    expect(pool.stats().arenas).toBe(0);
+    expect(pool.stats().arenaBytes).toBe(0);
+    pool.close(); // idempotent
+  });
+
+  it('a finalizer returns a block whose buffer was dropped without release', async () => {
+    const pool = new Pool({ plan });
+    (() => {
+      for (let i = 0; i < 5; i++) pool.alloc(4096);
+    })();
+    expect(pool.stats().liveBlocks).toBe(5);
+    const gc = (globalThis as { gc?: () => void }).gc;
+    expect(gc, 'tests run with --expose-gc').toBeTypeOf('function');
+    for (let round = 0; round < 10 && pool.stats().liveBlocks > 0; round++) {
+      gc!();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const s = pool.stats();
+    expect(s.liveBlocks).toBe(0);
+    expect(s.finalized).toBe(5);
+    expect(s.classes[0].free).toBe(16);
+  });
+
+  it('a released buffer collected later does not free the block that now serves someone else', async () => {
+    const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 1 }] } });
+    (() => {
+      const first = pool.alloc(4096);
+      pool.release(first);
+    })();
+    const second = pool.uint8(4096); // the same block, a new allocation
+    second.fill(5);
+    const gc = (globalThis as { gc?: () => void }).gc!;
+    for (let round = 0; round < 5; round++) {
+      gc();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(pool.stats().liveBlocks).toBe(1);
+    expect(pool.stats().finalized).toBe(0);
+    expect(second[4095]).toBe(5);
+    pool.release(second);
+  });
+
+  it('without a plan it grows its default classes and reuses them', () => {
+    const pool = new Pool();
+    expect(pool.options.grow).toBe(true);
+    const a = pool.alloc(3000);
+    pool.release(a);
+    const b = pool.alloc(3000);
+    const s = pool.stats();
+    expect(s.grown).toBe(1);
+    expect(s.hits).toBe(2);
+    expect(s.interval).toBe(0);
+    expect(s.classes[0].size).toBe(64);
+    expect(s.classes[s.classes.length - 1].size).toBe(64 * MiB);
+    pool.release(b);
+  });
+
+  it('hugePages and prefault options build working pools', () => {
+    for (const options of [{ hugePages: true }, { prefault: false }, { hugePages: true, prefault: false }]) {
+      const pool = new Pool({ plan: { interval: 2 * MiB, classes: [{ size: 4 * MiB, blocks: 2 }] }, ...options });
+      const x = pool.float32(MiB);
+      x.fill(1);
+      expect(x[MiB - 1]).toBe(1);
+      const s = pool.stats();
+      if (options.prefault === false) expect(s.committedBytes).toBe(0);
+      else expect(s.committedBytes).toBeGreaterThanOrEqual(s.arenaBytes);
+      pool.release(x);
+      pool.close();
+    }
+  });
+
+  it('lock: page-locked memory, or an error naming RLIMIT_MEMLOCK and the bytes asked', () => {
+    const locked = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 4 }] }, lock: true });
+    expect(locked.stats().committedBytes).toBeGreaterThan(0);
+    // In a child with a 64 KiB RLIMIT_MEMLOCK (and, as root, without CAP_IPC_LOCK) a 16 MiB lock is refused.
+    const script = `
+      const { Pool } = require(${JSON.stringify(path.resolve('dist/index.js'))});
+      try { new Pool({ plan: { interval: 4096, classes: [{ size: 16777216, blocks: 1 }] }, lock: true }); console.log('locked'); }
+      catch (e) { console.log(e.code + ': ' + e.message); }`;
+    const dropRoot = process.getuid?.() === 0 ? 'exec setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all' : 'exec';
+    const out = execFileSync('sh', ['-c', `ulimit -l 64 && ${dropRoot} node -e "$0"`, script], { encoding: 'utf8' });
+    expect(out).toMatch(/^ERR_TP_POOL_CREATE: mlock of \d+ bytes refused .*RLIMIT_MEMLOCK \(soft limit 65536 bytes\)/);
+  });
+
+  it('works from worker threads (context-aware addon)', async () => {
+    const source = `
+      const { parentPort } = require('node:worker_threads');
+      const { Pool } = require(${JSON.stringify(path.resolve('dist/index.js'))});
+      const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 2 }] } });
+      const a = pool.float32(1000); a.fill(2); const sum = a.reduce((x, y) => x + y, 0);
+      pool.release(a);
+      parentPort.postMessage({ sum, stats: pool.stats() });`;
+    const results = await Promise.all(
+      [1, 2].map(
+        () =>
+          new Promise<{ sum: number; stats: PoolStats }>((resolve, reject) => {
+            const worker = new Worker(source, { eval: true });
+            worker.once('message', resolve);
+            worker.once('error', reject);
+          }),
+      ),
+    );
+    for (const r of results) {
+      expect(r.sum).toBe(2000);
+      expect(r.stats.allocs).toBe(1);
+      expect(r.stats.releases).toBe(1);
+    }
+  });
+});
+
+describe('page faults', () => {
+  it('a prefaulted pool takes (nearly) no faults where new Float32Array takes thousands', () => {
+    const sixteen = 16 * MiB;
+    const pool = new Pool({ plan: { interval: MiB, classes: [{ size: sixteen, blocks: 8 }] } });
+    const touch = (x: Float32Array) => {
+      for (let i = 0; i < x.length; i += 1024) x[i] = i; // one write per 4 KiB page
+    };
+    const poolLoop = () => {
+      const tensors = Array.from({ length: 8 }, () => pool.float32(sixteen / 4));
+      tensors.forEach(touch);
+      tensors.forEach((t) => pool.release(t));
+    };
+    const plainLoop = () => {
+      const tensors = Array.from({ length: 8 }, () => new Float32Array(sixteen / 4));
+      tensors.forEach(touch);
+    };
+    poolLoop(); // warm-up
+    plainLoop();
+    const fromPool = measureFaults(() => {
+      for (let i = 0; i < 3; i++) poolLoop();
+    });
+    const fromPlain = measureFaults(() => {
+      for (let i = 0; i < 3; i++) plainLoop();
+    });
+    // 3 x 8 x 4096 pages were touched each way.
+    expect(fromPool.minor).toBeLessThan(200);
+    expect(fromPlain.minor).toBeGreaterThan(10_000);
+    expect(fromPlain.minor).toBeGreaterThan(50 * Math.max(1, fromPool.minor));
+  });
+
+  it('faults() and measureFaults() report counts and their source', async () => {
+    // Blocks above every class come straight from mmap: their first touches fault, 2048 pages per 8 MiB.
+    const osOnly = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 0 }] } });
+    const touchFresh = () => {
+      const x = osOnly.uint8(8 * MiB);
+      for (let i = 0; i < x.length; i += 4096) x[i] = 1;
+      osOnly.release(x);
+      return x.length;
+    };
+    const before = faults();
+    expect(before.minor).toBeGreaterThan(0);
+    expect(before.major).toBeGreaterThanOrEqual(0);
+    const sync = measureFaults(touchFresh);
+    expect(sync.result).toBe(0); // detached by the release
+    expect(sync.minor).toBeGreaterThanOrEqual(2048);
+    expect(sync.minor).toBeLessThan(4096);
+    expect(['perf_event', 'getrusage']).toContain(sync.source);
+    expect(sync.scope).toBe('thread');
+    const viaProcess = await measureFaults(
+      async () => {
+        touchFresh();
+        return 'done';
+      },
+      { scope: 'process' },
+    );
+    expect(viaProcess).toMatchObject({ result: 'done', source: 'getrusage', scope: 'process' });
+    expect(viaProcess.minor).toBeGreaterThanOrEqual(2048);
+    expect(faults().minor).toBeGreaterThan(before.minor);
+    expectCode(() => measureFaults(5 as never), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => measureFaults(() => 1, { scope: 'cpu' } as never), 'ERR_TP_INVALID_ARGUMENT');
+  });
+});
