@@ -1,0 +1,97 @@
+/**
+ * Tensor allocation cost: alloc + one write per 4 KiB page + release, for 4 KiB to 64 MiB tensors, from a
+ * prefaulted tensorpool Pool vs `new Float32Array(n)` vs `Buffer.allocUnsafe(n)`. Variants run interleaved
+ * (every repetition runs each variant once, in rotating order); the table shows medians over repetitions.
+ *
+ *   npx tsx bench/alloc.ts [--reps 15] [--json out.json]
+ */
+import { Pool, measureFaults } from '../lib/index.js';
+import { formatBytes, formatTable, round } from '../lib/report/table.js';
+import { median } from '../lib/report/stats.js';
+import { benchArgs, printHeader, writeJson } from './harness.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB];
+// Operations per timed batch: enough that a batch takes milliseconds, not microseconds.
+const OPS: Record<number, number> = { [4 * KiB]: 20000, [64 * KiB]: 5000, [MiB]: 500, [16 * MiB]: 40, [64 * MiB]: 12 };
+
+function touchPages(x: Float32Array): void {
+  for (let i = 0; i < x.length; i += 1024) x[i] = i;
+}
+
+type Variant = { name: string; run: (bytes: number, ops: number) => void };
+
+const args = benchArgs(15);
+const machine = printHeader('alloc: alloc + one write per 4 KiB page + release');
+const pool = new Pool({
+  plan: { interval: 4 * KiB, classes: SIZES.map((size) => ({ size, blocks: 1 })) },
+});
+
+const variants: Variant[] = [
+  {
+    name: 'tensorpool',
+    run: (bytes, ops) => {
+      for (let i = 0; i < ops; i++) {
+        const x = pool.float32(bytes / 4);
+        touchPages(x);
+        pool.release(x);
+      }
+    },
+  },
+  {
+    name: 'new Float32Array',
+    run: (bytes, ops) => {
+      for (let i = 0; i < ops; i++) touchPages(new Float32Array(bytes / 4));
+    },
+  },
+  {
+    name: 'Buffer.allocUnsafe',
+    run: (bytes, ops) => {
+      for (let i = 0; i < ops; i++) {
+        const b = Buffer.allocUnsafe(bytes);
+        touchPages(new Float32Array(b.buffer, b.byteOffset, bytes / 4));
+      }
+    },
+  },
+];
+
+interface Sample {
+  ns: number[];
+  faults: number[];
+}
+const samples = new Map<string, Sample>();
+const key = (variant: string, bytes: number) => `${variant}@${bytes}`;
+
+for (const bytes of SIZES) {
+  const ops = args.quick ? Math.max(2, Math.ceil(OPS[bytes] / 10)) : OPS[bytes];
+  for (const v of variants) v.run(bytes, Math.max(1, ops >> 2)); // warm-up
+  for (let rep = 0; rep < args.reps; rep++) {
+    for (let k = 0; k < variants.length; k++) {
+      const v = variants[(rep + k) % variants.length];
+      const start = process.hrtime.bigint();
+      const measured = measureFaults(() => v.run(bytes, ops));
+      const ns = Number(process.hrtime.bigint() - start) / ops;
+      const s = samples.get(key(v.name, bytes)) ?? { ns: [], faults: [] };
+      s.ns.push(ns);
+      s.faults.push(measured.minor / ops);
+      samples.set(key(v.name, bytes), s);
+    }
+  }
+}
+
+const rows = [];
+const results = [];
+for (const bytes of SIZES) {
+  const poolNs = median(samples.get(key('tensorpool', bytes))!.ns);
+  for (const v of variants) {
+    const s = samples.get(key(v.name, bytes))!;
+    const ns = median(s.ns);
+    const faults = median(s.faults);
+    rows.push([formatBytes(bytes), v.name, round(ns, 0), round(faults, 1), round(ns / poolNs, 1)]);
+    results.push({ bytes, variant: v.name, nsPerOp: ns, minorFaultsPerOp: faults, vsTensorpool: ns / poolNs });
+  }
+}
+console.log(formatTable(['size', 'variant', 'ns/op (median)', 'minor faults/op', 'x tensorpool'], rows));
+console.log(`# ${args.reps} repetitions, interleaved; fault counts from ${measureFaults(() => 0).source}`);
+writeJson(args.json, { benchmark: 'alloc', machine, reps: args.reps, results });

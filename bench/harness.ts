@@ -1,0 +1,55 @@
+/**
+ * What every benchmark shares: its command-line flags (--reps N, --json FILE, --quick), the machine
+ * line, and writing results as JSON.
+ */
+import fs from 'node:fs';
+import { parseArgs } from 'node:util';
+
+import { describeMachine, machineInfo, type MachineInfo } from '../lib/report/machine.js';
+
+export interface BenchArgs {
+  reps: number;
+  json: string | undefined;
+  quick: boolean;
+  positionals: string[];
+  values: Record<string, string | boolean | undefined>;
+}
+
+/** Parses the common flags plus any benchmark-specific string options in `extra`. */
+export function benchArgs(defaultReps: number, extra: Record<string, { type: 'string' | 'boolean' }> = {}): BenchArgs {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      reps: { type: 'string' },
+      json: { type: 'string' },
+      quick: { type: 'boolean' },
+      help: { type: 'boolean' },
+      ...extra,
+    },
+  });
+  const reps = values.reps === undefined ? defaultReps : Number(values.reps);
+  if (!Number.isInteger(reps) || reps < 1) {
+    console.error(`--reps must be a positive integer, got ${String(values.reps)}`);
+    process.exit(2);
+  }
+  return {
+    reps,
+    json: values.json as string | undefined,
+    quick: Boolean(values.quick),
+    positionals,
+    values: values as Record<string, string | boolean | undefined>,
+  };
+}
+
+export function printHeader(title: string): MachineInfo {
+  const machine = machineInfo();
+  console.log(`# ${title}`);
+  console.log(`# machine: ${describeMachine(machine)}`);
+  return machine;
+}
+
+export function writeJson(path: string | undefined, value: unknown): void {
+  if (!path) return;
+  fs.writeFileSync(path, JSON.stringify(value, null, 2) + '\n');
+  console.log(`# wrote ${path}`);
+}
