@@ -55,6 +55,15 @@ bool SizeClassTable::build(const PlanSpec& plan, std::string* error) {
     }
   }
 
+  for (size_t k = 0; k < plan.schedule.size(); ++k) {
+    const ScheduleEntry& entry = plan.schedule[k];
+    if (entry.classIndex >= sizes.size() || entry.size == 0 || entry.size > sizes[entry.classIndex]) {
+      *error = "schedule entry " + std::to_string(k) + ": class " + std::to_string(entry.classIndex) +
+               " does not exist or cannot hold " + std::to_string(entry.size) + " bytes";
+      return false;
+    }
+  }
+
   uint64_t spacing = sizes[0];
   for (size_t i = 1; i < sizes.size(); ++i) spacing = std::min(spacing, sizes[i] - sizes[i - 1]);
   if (plan.interval != 0) spacing = std::min(spacing, plan.interval);

@@ -13,12 +13,20 @@ struct PlanClass {
   uint64_t blocks;  // blocks carved up front
 };
 
+// Where training put the k-th allocation: the pool serves it from that class when the run repeats the
+// recorded sequence (same size at the same position), so it realises training's placement exactly.
+struct ScheduleEntry {
+  uint64_t size;        // bytes the k-th allocation asked for
+  uint32_t classIndex;  // index into the plan's classes, sorted by size
+};
+
 struct PlanSpec {
   // Sizes are rounded up to a multiple of `interval` to name their class (S0 step 2). 0 means the classes
   // are not on an interval grid (the default classes): a request's own class is then the first class that
   // holds it.
   uint64_t interval = 0;
   std::vector<PlanClass> classes;
+  std::vector<ScheduleEntry> schedule;  // optional
 };
 
 // The classes a pool uses when it is given no plan: 64 B, then four classes per doubling from 128 B up to
@@ -28,8 +36,9 @@ PlanSpec defaultPlan();
 
 class SizeClassTable {
  public:
-  // Validates the plan (class sizes > 0, distinct, multiples of the interval, at most 65535 classes, block
-  // counts that fit the address space) and builds the lookup. Returns false with *error naming the class.
+  // Validates the plan (class sizes > 0, distinct, multiples of the interval, at most 65535 classes; every
+  // schedule entry names a class that holds its size) and builds the lookup. Returns false with *error
+  // naming the class or entry.
   bool build(const PlanSpec& plan, std::string* error);
 
   size_t count() const { return sizes_.size(); }

@@ -30,8 +30,18 @@ Allocation Pool::alloc(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (counters_.closed) return {AllocStatus::Closed};
   SizeClassPool& serving = *generations_.back();
-  Source source;
-  BlockHeader* header = serving.take(bytes, &source);
+  Source source = Source::Own;
+  BlockHeader* header = nullptr;
+  const std::vector<ScheduleEntry>& schedule = serving.schedule();
+  if (cursor_ < schedule.size()) {
+    const ScheduleEntry& entry = schedule[cursor_];
+    // entry.size <= its class's size was checked when the plan was built; equality with bytes makes the
+    // scheduled block large enough.
+    if (entry.size == bytes) header = serving.takeFrom(entry.classIndex, bytes, &source);
+    if (header) counters_.scheduleHits++; else counters_.scheduleMisses++;
+  }
+  cursor_++;
+  if (!header) header = serving.take(bytes, &source);
   if (!header) {
     return allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
   }
@@ -155,6 +165,12 @@ void Pool::dropDrainedLocked() {
   const auto kept = std::remove_if(generations_.begin(), draining,
                                    [](const auto& generation) { return generation->outstandingBlocks() == 0; });
   generations_.erase(kept, draining);
+}
+
+void Pool::beginIteration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cursor_ = 0;
+  counters_.iterations++;
 }
 
 void Pool::close() {

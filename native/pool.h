@@ -46,6 +46,9 @@ struct PoolStats {
   uint64_t reservedBytes = 0;   // address space the arenas hold
   uint64_t committedBytes = 0;  // pre-faulted / locked by the arenas
   uint64_t arenas = 0;          // arenas alive (the serving one and any still draining)
+  uint64_t iterations = 0;      // beginIteration() calls
+  uint64_t scheduleHits = 0;    // allocations served where the plan's schedule put them
+  uint64_t scheduleMisses = 0;  // scheduled positions whose size differed or whose class had no free block
   bool closed = false;
 };
 
@@ -64,8 +67,13 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // A block of at least `bytes` (1 .. kMaxRequest), 64-byte aligned: own class, larger classes, then the OS.
+  // A block of at least `bytes` (1 .. kMaxRequest), 64-byte aligned. When the plan has a schedule and this
+  // is the k-th allocation since beginIteration() with the size recorded for position k, the block comes
+  // from the class training chose; otherwise (or when that class has no free block): own class, larger
+  // classes ascending, then the OS.
   Allocation alloc(uint64_t bytes);
+  // An iteration starts: the next allocation is position 0 of the schedule.
+  void beginIteration();
   // Returns a live block. NotOwned: `data` is not the start of a block this pool made; NotLive: it was
   // already released. Nothing changes unless the status is Ok.
   ReleaseStatus release(const void* data);
@@ -98,6 +106,7 @@ class Pool {
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
   uint64_t nextSerial_ = 1;
+  uint64_t cursor_ = 0;  // allocations since beginIteration(): the schedule position of the next one
 };
 
 }  // namespace tp

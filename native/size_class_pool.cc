@@ -29,6 +29,7 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
 
   pool->id_ = id;
   pool->secret_ = secret;
+  pool->schedule_ = plan.schedule;
   pool->grow_ = grow;
   pool->arena_ = Arena::create(planned + extra, planned, arenaOptions, error);
   if (!pool->arena_) return nullptr;
@@ -111,6 +112,23 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
     counters_[lender].lent++;
     *source = Source::Borrowed;
   }
+  return markLive(header, bytes);
+}
+
+BlockHeader* SizeClassPool::takeFrom(size_t cls, uint64_t bytes, Source* source) {
+  if (!heads_[cls]) return nullptr;
+  BlockHeader* header = pop(cls);
+  if (table_.isOwn(cls, bytes)) {
+    counters_[cls].hits++;
+    *source = Source::Own;
+  } else {
+    counters_[cls].lent++;
+    *source = Source::Borrowed;
+  }
+  return markLive(header, bytes);
+}
+
+BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
   header->state = BlockState::Live;
   header->requested = bytes;
   header->lent = table_.isOwn(header->classIndex, bytes) ? 0 : 1;

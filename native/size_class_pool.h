@@ -35,6 +35,9 @@ class SizeClassPool {
   // first class that holds the request; then the larger classes, ascending. nullptr when there is none
   // (the caller asks the OS). The block is marked live.
   BlockHeader* take(uint64_t bytes, Source* source);
+  // A free block of class `cls` for `bytes` (a scheduled placement), or nullptr when the class has none.
+  // Pre: cls < table().count() and bytes <= table().size(cls).
+  BlockHeader* takeFrom(size_t cls, uint64_t bytes, Source* source);
   // Returns a live or deferred block of this pool to its class's free list.
   void give(BlockHeader* header);
 
@@ -44,6 +47,7 @@ class SizeClassPool {
 
   uint32_t id() const { return id_; }
   const SizeClassTable& table() const { return table_; }
+  const std::vector<ScheduleEntry>& schedule() const { return schedule_; }
   const std::vector<ClassCounters>& counters() const { return counters_; }
   const Arena& arena() const { return *arena_; }
   uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
@@ -52,6 +56,7 @@ class SizeClassPool {
  private:
   SizeClassPool() = default;
   BlockHeader* carveBlock(size_t cls, std::string* error);
+  BlockHeader* markLive(BlockHeader* header, uint64_t bytes);
   void push(size_t cls, BlockHeader* header);
   BlockHeader* pop(size_t cls);
   // First class >= from with a free block, or -1.
@@ -61,6 +66,7 @@ class SizeClassPool {
   uint64_t secret_ = 0;
   bool grow_ = false;
   SizeClassTable table_;
+  std::vector<ScheduleEntry> schedule_;
   std::unique_ptr<Arena> arena_;
   std::vector<BlockHeader*> heads_;       // free list per class
   std::vector<uint64_t> nonEmpty_;        // bit per class: its free list is not empty

@@ -5,6 +5,7 @@
 #include "../os.h"
 #include "args.h"
 #include "fault_meter_object.h"
+#include "planning.h"
 #include "pool_object.h"
 
 namespace tp::napi {
@@ -18,6 +19,7 @@ class Addon : public Napi::Addon<Addon> {
                              InstanceMethod<&Addon::ProcessFaults>("processFaults"),
                              InstanceMethod<&Addon::Memory>("memory"),
                              InstanceMethod<&Addon::BufferAddress>("bufferAddress"),
+                             InstanceValue("trainSizeClasses", Napi::Function::New(env, TrainSizeClasses)),
                              InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(os::pageSize()))),
                          });
   }

@@ -5,6 +5,7 @@
 
 #include <napi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -69,6 +70,38 @@ inline void forEachUint(const Napi::Value& value, const char* name, Fn fn) {
                                                   "] must be a non-negative integer");
     }
     fn(i, static_cast<uint64_t>(d));
+  }
+}
+
+}  // namespace tp::napi
+
+namespace tp::napi {
+
+inline Napi::Float64Array requireFloat64ArrayArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  const Napi::Value value = info[index];
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a Float64Array");
+  }
+  return value.As<Napi::Float64Array>();
+}
+
+// Lifetimes handed to the planners: same length, sizes positive integers, 0 <= start <= end, all exact
+// doubles (< 2^53). The core casts these to integers, so a NaN or a negative here would be undefined
+// behaviour there: they are refused here instead.
+inline void requireLifetimes(Napi::Env env, const Napi::Float64Array& sizes, const Napi::Float64Array& starts,
+                             const Napi::Float64Array& ends) {
+  const size_t n = sizes.ElementLength();
+  if (starts.ElementLength() != n || ends.ElementLength() != n) {
+    throw Napi::TypeError::New(env, "sizes, starts and ends must have the same length");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const double size = sizes[i], start = starts[i], end = ends[i];
+    if (!(size >= 1 && size <= 9007199254740992.0 && std::floor(size) == size)) {
+      throw Napi::RangeError::New(env, "sizes[" + std::to_string(i) + "] must be a positive integer");
+    }
+    if (!(start >= 0 && end >= start && end <= 9007199254740992.0)) {
+      throw Napi::RangeError::New(env, "lifetime " + std::to_string(i) + " must satisfy 0 <= start <= end");
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "pool_object.h"
 
+#include <algorithm>
+
 #include "args.h"
 
 namespace tp::napi {
@@ -41,6 +43,9 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   set("reservedBytes", s.reservedBytes);
   set("committedBytes", s.committedBytes);
   set("arenas", s.arenas);
+  set("iterations", s.iterations);
+  set("scheduleHits", s.scheduleHits);
+  set("scheduleMisses", s.scheduleMisses);
   o.Set("closed", Napi::Boolean::New(env, s.closed));
   return o;
 }
@@ -55,6 +60,7 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::Stats>("stats"),
                          InstanceMethod<&PoolObject::ClassStats>("classStats"),
                          InstanceMethod<&PoolObject::Close>("close"),
+                         InstanceMethod<&PoolObject::BeginIteration>("beginIteration"),
                      });
 }
 
@@ -70,6 +76,20 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
       if (i >= plan.classes.size()) throw Napi::TypeError::New(info.Env(), "plan.blocks is longer than plan.sizes");
       plan.classes[i].blocks = blocks;
     });
+    if (!planArg.Get("scheduleSizes").IsUndefined()) {
+      std::vector<uint64_t> classes;
+      forEachUint(planArg.Get("scheduleSizes"), "plan.scheduleSizes",
+                  [&](size_t, uint64_t size) { plan.schedule.push_back({size, 0}); });
+      forEachUint(planArg.Get("scheduleClasses"), "plan.scheduleClasses",
+                  [&](size_t, uint64_t cls) { classes.push_back(cls); });
+      if (classes.size() != plan.schedule.size()) {
+        throw Napi::TypeError::New(info.Env(), "plan.scheduleClasses and plan.scheduleSizes differ in length");
+      }
+      for (size_t k = 0; k < classes.size(); ++k) {
+        // Out-of-range indices are rejected when the plan is built (SizeClassTable::build).
+        plan.schedule[k].classIndex = static_cast<uint32_t>(std::min<uint64_t>(classes[k], UINT32_MAX));
+      }
+    }
   }
   Napi::Object optionsArg = requireObjectArg(info, 1, "options");
 
@@ -151,6 +171,11 @@ Napi::Value PoolObject::ClassStats(const Napi::CallbackInfo& info) {
   o.Set("lent", lent);
   o.Set("grown", grown);
   return o;
+}
+
+Napi::Value PoolObject::BeginIteration(const Napi::CallbackInfo& info) {
+  pool_->beginIteration();
+  return info.Env().Undefined();
 }
 
 Napi::Value PoolObject::Close(const Napi::CallbackInfo& info) {

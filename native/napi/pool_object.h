@@ -12,7 +12,8 @@ namespace tp::napi {
 class PoolObject : public Napi::ObjectWrap<PoolObject> {
  public:
   static Napi::Function Define(Napi::Env env);
-  // new NativePool({ interval, sizes: Float64Array, blocks: Float64Array } | null (the default classes),
+  // new NativePool({ interval, sizes, blocks, scheduleSizes?, scheduleClasses? : Float64Array }
+  //                  | null (the default classes),
   //                { prefault, hugePages, lock, grow, growReserve, osMapThreshold })
   explicit PoolObject(const Napi::CallbackInfo& info);
 
@@ -22,6 +23,7 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   Napi::Value Stats(const Napi::CallbackInfo& info);       // -> plain object of counters
   Napi::Value ClassStats(const Napi::CallbackInfo& info);  // -> { size, blocks, free, hits, lent, grown }
   Napi::Value Close(const Napi::CallbackInfo& info);
+  Napi::Value BeginIteration(const Napi::CallbackInfo& info);
 
   std::shared_ptr<Pool> pool_;
 };
