@@ -27,6 +27,9 @@ export interface NativeStats {
   reservedBytes: number;
   committedBytes: number;
   arenas: number;
+  iterations: number;
+  scheduleHits: number;
+  scheduleMisses: number;
   closed: boolean;
 }
 
@@ -44,6 +47,8 @@ export interface NativePlanSpec {
   interval: number;
   sizes: Float64Array;
   blocks: Float64Array;
+  scheduleSizes?: Float64Array;
+  scheduleClasses?: Float64Array;
 }
 
 export interface NativePoolOptions {
@@ -65,6 +70,7 @@ export interface NativePool {
   stats(): NativeStats;
   classStats(): NativeClassStats;
   close(): void;
+  beginIteration(): void;
 }
 
 export interface NativeFaultMeter {
@@ -78,6 +84,13 @@ export interface NativeAddon {
   processFaults(): NativeFaultCounts;
   memory(): { rss: number; peakRss: number };
   bufferAddress(buffer: ArrayBuffer): number;
+  trainSizeClasses(
+    sizes: Float64Array,
+    starts: Float64Array,
+    ends: Float64Array,
+    intervals: Float64Array,
+    order: 'alloc-time' | 'size-desc',
+  ): { sizes: Float64Array; blocks: Float64Array; borrows: number; classOf: Uint32Array; ms: number }[];
   pageSize: number;
 }
 

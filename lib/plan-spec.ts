@@ -13,10 +13,22 @@ export interface PlanClass {
   blocks: number;
 }
 
+/**
+ * Where training placed each allocation, in allocation order: the k-th allocation after
+ * `pool.beginIteration()` (or pool creation) asked for `sizes[k]` bytes and went to class `classes[k]`
+ * (an index into the plan's classes). While the run repeats that sequence the pool serves each allocation
+ * from its scheduled class, which realises training's placement exactly.
+ */
+export interface PlanSchedule {
+  sizes: ArrayLike<number>;
+  classes: ArrayLike<number>;
+}
+
 export interface PlanSpec {
   /** Sizes are rounded up to a multiple of this to name their class (S0). */
   interval: number;
   classes: PlanClass[];
+  schedule?: PlanSchedule;
 }
 
 const MAX_BYTES = 2 ** 47;
@@ -52,8 +64,44 @@ export function checkPlanSpec(value: unknown, where = 'plan'): PlanSpec {
     seen.add(s);
     return { size: s, blocks: integerIn(blocks, `${at}.blocks`, 0, MAX_BYTES) };
   });
-  classes.sort((a, b) => a.size - b.size);
-  return { interval, classes };
+  // Sort the classes by size; schedule entries name classes by their position as given, so renumber them.
+  const order = classes.map((_, i) => i).sort((a, b) => classes[a].size - classes[b].size);
+  const sorted = order.map((i) => classes[i]);
+  const schedule = (spec as { schedule?: unknown }).schedule;
+  if (schedule === undefined) return { interval, classes: sorted };
+  const newIndex = new Uint32Array(order.length);
+  order.forEach((old, position) => (newIndex[old] = position));
+  return { interval, classes: sorted, schedule: checkSchedule(schedule, classes, newIndex, `${where}.schedule`) };
+}
+
+function isArrayLike(value: unknown): value is ArrayLike<number> {
+  return Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
+}
+
+function checkSchedule(value: unknown, classes: PlanClass[], newIndex: Uint32Array, where: string): PlanSchedule {
+  if (value === null || typeof value !== 'object') throw bad(where, `must be an object { sizes, classes }, got ${describe(value)}`);
+  const { sizes, classes: indices } = value as { sizes?: unknown; classes?: unknown };
+  if (!isArrayLike(sizes) || !isArrayLike(indices) || sizes.length !== indices.length) {
+    throw bad(where, 'must hold two arrays of the same length, sizes and classes');
+  }
+  const outSizes = new Float64Array(sizes.length);
+  const outClasses = new Uint32Array(sizes.length);
+  for (let k = 0; k < sizes.length; k++) {
+    const size = sizes[k];
+    const cls = indices[k];
+    if (!Number.isInteger(size) || size < 1 || size > MAX_BYTES) {
+      throw bad(`${where}.sizes[${k}]`, `must be a positive integer, got ${describe(size)}`);
+    }
+    if (!Number.isInteger(cls) || cls < 0 || cls >= classes.length) {
+      throw bad(`${where}.classes[${k}]`, `must be a class index below ${classes.length}, got ${describe(cls)}`);
+    }
+    if (classes[cls].size < size) {
+      throw bad(`${where}.classes[${k}]`, `class ${cls} (${classes[cls].size} bytes) cannot hold ${size} bytes`);
+    }
+    outSizes[k] = size;
+    outClasses[k] = newIndex[cls];
+  }
+  return { sizes: outSizes, classes: outClasses };
 }
 
 /** Bytes of arena a plan's blocks take: each block is a 64-byte header plus its size rounded up to 64. */
@@ -75,5 +123,9 @@ export function toNativePlan(spec: PlanSpec): NativePlanSpec {
     interval: spec.interval,
     sizes: Float64Array.from(spec.classes, (c) => c.size),
     blocks: Float64Array.from(spec.classes, (c) => c.blocks),
+    ...(spec.schedule && {
+      scheduleSizes: Float64Array.from(spec.schedule.sizes),
+      scheduleClasses: Float64Array.from(spec.schedule.classes),
+    }),
   };
 }

@@ -14,7 +14,8 @@
 import fs from 'node:fs';
 
 import { TensorPoolError } from './errors.js';
-import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanSpec } from './plan-spec.js';
+import { writeFileAtomic } from './files.js';
+import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanSchedule, type PlanSpec } from './plan-spec.js';
 import { describe } from './validate.js';
 
 export const PLAN_FORMAT = 'tensorpool-plan';
@@ -44,6 +45,7 @@ export interface PlanJson {
   version: typeof PLAN_VERSION;
   interval: number;
   classes: PlanClass[];
+  schedule?: { sizes: number[]; classes: number[] };
   totals: { blocks: number; classBytes: number; arenaBytes: number };
   lowerBound: number | null;
   source: PlanSource;
@@ -53,6 +55,8 @@ export interface PlanJson {
 export class Plan implements PlanSpec {
   readonly interval: number;
   readonly classes: PlanClass[];
+  /** Where training placed each allocation (see PlanSchedule), or undefined. */
+  readonly schedule: PlanSchedule | undefined;
   /** Max bytes live at once in the trace it was trained on (null when unknown). */
   readonly lowerBound: number | null;
   readonly source: PlanSource;
@@ -65,6 +69,7 @@ export class Plan implements PlanSpec {
     const checked = checkPlanSpec(spec);
     this.interval = checked.interval;
     this.classes = checked.classes;
+    this.schedule = checked.schedule;
     this.lowerBound = meta.lowerBound ?? null;
     this.source = meta.source ?? {};
     this.training = meta.training ?? {};
@@ -93,6 +98,7 @@ export class Plan implements PlanSpec {
       version: PLAN_VERSION,
       interval: this.interval,
       classes: this.classes.map((c) => ({ size: c.size, blocks: c.blocks })),
+      schedule: this.schedule && { sizes: Array.from(this.schedule.sizes), classes: Array.from(this.schedule.classes) },
       totals: { blocks: this.blocks, classBytes: this.classBytes, arenaBytes: this.arenaBytes },
       lowerBound: this.lowerBound,
       source: this.source,
@@ -113,7 +119,7 @@ export class Plan implements PlanSpec {
     if (o.version !== PLAN_VERSION) {
       const newer = typeof o.version === 'number' && o.version > PLAN_VERSION;
       throw bad(
-        `plan format version ${describe(o.version)} is not supported: this tensorpool reads version ${PLAN_VERSION}` +
+        `plan format version ${JSON.stringify(o.version) ?? 'missing'} is not supported: this tensorpool reads version ${PLAN_VERSION}` +
           (newer ? ' (the file was written by a newer tensorpool; upgrade to read it)' : ''),
       );
     }
@@ -158,17 +164,5 @@ export class Plan implements PlanSpec {
   /** Writes the plan as JSON (to a temporary file first, so a failed write leaves no partial plan). */
   write(path: string): void {
     writeFileAtomic(path, JSON.stringify(this.toJSON(), null, 2) + '\n');
-  }
-}
-
-/** Writes `text` to `path` through a temporary file and a rename: a reader never sees half a file. */
-export function writeFileAtomic(path: string, text: string): void {
-  const temporary = `${path}.tmp-${process.pid}`;
-  try {
-    fs.writeFileSync(temporary, text);
-    fs.renameSync(temporary, path);
-  } catch (error) {
-    fs.rmSync(temporary, { force: true });
-    throw error;
   }
 }

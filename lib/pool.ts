@@ -79,6 +79,12 @@ export interface PoolStats {
   committedBytes: number;
   /** Arenas mapped: the serving one, plus any older one still draining. */
   arenas: number;
+  /** beginIteration() calls. */
+  iterations: number;
+  /** Allocations served from the class the plan's schedule gave their position. */
+  scheduleHits: number;
+  /** Scheduled positions where the run departed (another size) or the scheduled class had no free block. */
+  scheduleMisses: number;
   closed: boolean;
   /** The serving classes' interval (0 for the default classes). */
   interval: number;
@@ -179,6 +185,16 @@ export class Pool {
       case ReleaseCode.NotOwned:
         throw new TensorPoolError('ERR_TP_FOREIGN_BUFFER', 'this buffer was not made by this pool');
     }
+  }
+
+  /**
+   * Marks the start of an iteration (a training step, an inference batch): the next allocation is
+   * position 0 of the plan's schedule. Call it at the same point of every iteration as in the trace the
+   * plan was trained on.
+   */
+  beginIteration(): void {
+    if (this.#closed) throw closedError();
+    this.#native.beginIteration();
   }
 
   stats(): PoolStats {

@@ -1,0 +1,88 @@
+/**
+ * What every subcommand shares: argument parsing with clear usage errors, number parsing, writing --json,
+ * and the error type that ends the process with a message instead of a stack trace.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+import { writeFileAtomic } from '../files.js';
+
+/** A user-facing failure: printed as `tensorpool: message`, exit code `exitCode`, no stack trace. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 2,
+  ) {
+    super(message);
+  }
+}
+
+export interface Command {
+  name: string;
+  summary: string;
+  usage: string;
+  run(argv: string[]): Promise<void> | void;
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+export interface ParsedCommand {
+  /** String options by name (boolean flags read through `flags`). */
+  values: Record<string, string | undefined>;
+  flags: Record<string, boolean>;
+  positionals: string[];
+}
+
+/** parseArgs in strict mode, with its errors turned into usage errors that show the command's usage. */
+export function parseCommand(argv: string[], options: Options, usage: string): ParsedCommand {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new CliError(`${(error as Error).message}\n\n${usage}`);
+  }
+  const values: Record<string, string | undefined> = {};
+  const flags: Record<string, boolean> = {};
+  for (const [key, value] of Object.entries(parsed.values)) {
+    if (typeof value === 'boolean') flags[key] = value;
+    else values[key] = value as string | undefined;
+  }
+  return { values, flags, positionals: parsed.positionals };
+}
+
+/** A positive integer option (e.g. --reps), or the default when absent. */
+export function integerOption(value: unknown, name: string, fallback: number, min = 1): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min) {
+    throw new CliError(`${name} must be an integer >= ${min}, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+/** Sizes like 4096, 64K, 1M, 2G (powers of 1024). */
+export function bytesOption(value: string, name: string): number {
+  const match = /^(\d+)([KMG]i?B?)?$/i.exec(value.trim());
+  if (!match) throw new CliError(`${name} must be a byte count such as 4096, 64K or 1M, got ${JSON.stringify(value)}`);
+  const unit = match[2] ? { K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[match[2][0].toUpperCase() as 'K' | 'M' | 'G'] : 1;
+  const n = Number(match[1]) * unit;
+  if (!Number.isSafeInteger(n) || n < 1) throw new CliError(`${name} must be at least 1 byte, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+export function oneOf<T extends string>(value: string | undefined, name: string, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (!allowed.includes(value as T)) throw new CliError(`${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(value)}`);
+  return value as T;
+}
+
+export function writeJsonFile(path: string | undefined, value: unknown): void {
+  if (path) writeFileAtomic(path, JSON.stringify(value, null, 2) + '\n');
+}
+
+/** Exactly one positional argument (the trace or problem file). */
+export function onePositional(positionals: string[], what: string, usage: string): string {
+  if (positionals.length !== 1) {
+    throw new CliError(`expected one ${what}, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}\n\n${usage}`);
+  }
+  return positionals[0];
+}

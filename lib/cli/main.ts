@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+/**
+ * The tensorpool command line. Each subcommand lives in its own file; this one dispatches, prints help,
+ * and turns errors into messages: bad input ends with `tensorpool: <what is wrong>` and exit code 2, never a
+ * stack trace.
+ */
+import { TensorPoolError } from '../errors.js';
+import { CliError, type Command } from './common.js';
+import { infoCommand } from './info.js';
+import { trainCommand } from './train.js';
+
+const commands: Command[] = [infoCommand, trainCommand];
+
+function help(): string {
+  const width = Math.max(...commands.map((c) => c.name.length));
+  return [
+    'usage: tensorpool <command> [options]',
+    '',
+    'commands:',
+    ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    '',
+    "Run 'tensorpool <command> --help' for a command's options.",
+  ].join('\n');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    console.log(help());
+    return name === undefined ? 2 : 0;
+  }
+  if (name === '--version') {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    console.log(require('../../package.json').version);
+    return 0;
+  }
+  const command = commands.find((c) => c.name === name);
+  try {
+    if (!command) throw new CliError(`unknown command '${name}'\n\n${help()}`);
+    await command.run(rest);
+    return 0;
+  } catch (error) {
+    if (error instanceof CliError) {
+      console.error(`tensorpool: ${error.message}`);
+      return error.exitCode;
+    }
+    if (error instanceof TensorPoolError || (error as { code?: string }).code === 'ERR_TP_INVALID_ARGUMENT') {
+      console.error(`tensorpool: ${(error as Error).message}`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error) => {
+      console.error(error);
+      process.exitCode = 70; // an internal error: a bug, so the stack trace is worth having
+    },
+  );
+}

@@ -1,0 +1,154 @@
+/**
+ * train(trace) → Plan: S0's allocation information from a recorded iteration (native hot loop in
+ * native/train.cc; this side validates, chooses the interval and describes the result).
+ */
+import { TensorPoolError } from './errors.js';
+import { native } from './native.js';
+import { Plan } from './plan.js';
+import { arenaBytesOf, classBytesOf, type PlanSpec } from './plan-spec.js';
+import type { Trace } from './trace/trace.js';
+import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
+
+export type TrainOrder = 'alloc-time' | 'size-desc';
+/** 'auto' trains in both orders and keeps the plan with the fewest arena bytes. */
+export const TRAIN_ORDERS: readonly (TrainOrder | 'auto')[] = ['alloc-time', 'size-desc', 'auto'];
+
+/** The intervals `interval: 'auto'` tries: 512 B to 64 KiB. */
+export const AUTO_INTERVALS: readonly number[] = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
+
+export interface TrainOptions {
+  /**
+   * Sizes are rounded up to a multiple of this to name their class (S0). 'auto' (the default) trains once
+   * per candidate interval and keeps the plan with the fewest arena bytes.
+   */
+  interval?: number | 'auto';
+  /**
+   * Order tensors are visited in (S0's preset traversal order): 'alloc-time' (default) or 'size-desc';
+   * 'auto' trains in both and keeps the plan with the fewest arena bytes.
+   */
+  order?: TrainOrder | 'auto';
+  /** Train on one iteration (1-based) or on the whole trace. Default 'all'. */
+  iteration?: number | 'all';
+  /** The intervals 'auto' tries. Default AUTO_INTERVALS. */
+  candidates?: number[];
+}
+
+/** One training run (one interval, one order). */
+export interface TrainCandidate {
+  interval: number;
+  order: TrainOrder;
+  classes: number;
+  blocks: number;
+  classBytes: number;
+  arenaBytes: number;
+  /** arenaBytes / lower bound. */
+  ratio: number;
+  /** Tensors S0 placed in a block of a larger class than their own. */
+  borrows: number;
+  trainMs: number;
+}
+
+const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates'] as const;
+
+/** The buffers S0 trains on: those of one iteration or of the whole trace. */
+function trainingSet(trace: Trace, iteration: number | 'all'): Trace {
+  return iteration === 'all' ? trace : trace.iteration(iteration);
+}
+
+interface TrainRun {
+  spec: PlanSpec;
+  candidate: TrainCandidate;
+}
+
+/** One S0 run per interval (run in parallel by the native trainer). */
+export function trainEachInterval(trace: Trace, intervals: number[], order: TrainOrder): TrainRun[] {
+  const results = native.trainSizeClasses(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), order);
+  const lowerBound = trace.lowerBound();
+  return results.map((result, i) => {
+    const interval = intervals[i];
+    const spec: PlanSpec = {
+      interval,
+      classes: Array.from(result.sizes, (size, c) => ({ size, blocks: result.blocks[c] })),
+      // Buffers are numbered in allocation order, so S0's placement per buffer is the pool's schedule.
+      schedule: { sizes: trace.sizes, classes: result.classOf },
+    };
+    const arenaBytes = arenaBytesOf(spec);
+    return {
+      spec,
+      candidate: {
+        interval,
+        order,
+        classes: spec.classes.length,
+        blocks: spec.classes.reduce((n, c) => n + c.blocks, 0),
+        classBytes: classBytesOf(spec),
+        arenaBytes,
+        ratio: lowerBound > 0 ? arenaBytes / lowerBound : 0,
+        borrows: result.borrows,
+        trainMs: result.ms,
+      },
+    };
+  });
+}
+
+/**
+ * Trains a size-class plan from a trace, following S0: round each size up to the interval; per class a
+ * linked list of cache blocks that remember the lifetimes they held; each tensor goes to a block of its
+ * own class with no lifetime conflict, else the first such block of a larger class, else a new block of
+ * its own class.
+ */
+export function train(trace: Trace, options?: TrainOptions): Plan {
+  const o = checkOptions<TrainOptions>(options, 'options', TRAIN_OPTIONS);
+  const order = o.order === undefined ? 'alloc-time' : checkOneOf(o.order, 'options.order', TRAIN_ORDERS);
+  const iteration =
+    o.iteration === undefined || o.iteration === 'all'
+      ? 'all'
+      : checkInteger(o.iteration, 'options.iteration', 1, trace.iterations);
+  let intervals: number[];
+  if (o.interval === undefined || o.interval === 'auto') {
+    intervals = o.candidates === undefined ? [...AUTO_INTERVALS] : checkCandidates(o.candidates);
+  } else {
+    intervals = [checkInteger(o.interval, 'options.interval', 1, 2 ** 40)];
+  }
+  const set = trainingSet(trace, iteration);
+  if (set.bufferCount === 0) {
+    throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to train on: the trace has no allocations`);
+  }
+
+  const orders: TrainOrder[] = order === 'auto' ? ['alloc-time', 'size-desc'] : [order];
+  const started = performance.now();
+  let best: TrainRun | undefined;
+  const candidates: TrainCandidate[] = [];
+  for (const o of orders) {
+    for (const run of trainEachInterval(set, intervals, o)) {
+      candidates.push(run.candidate);
+      if (!best || run.candidate.arenaBytes < best.candidate.arenaBytes) best = run;
+    }
+  }
+  const trainMs = performance.now() - started;
+  return new Plan(best!.spec, {
+    lowerBound: set.lowerBound(),
+    source: {
+      trace: trace.name,
+      format: trace.format,
+      events: set.eventCount,
+      buffers: set.bufferCount,
+    },
+    training: {
+      method: 'S0 size-class linked blocks',
+      order: best!.candidate.order,
+      iteration,
+      interval: o.interval === undefined ? 'auto' : o.interval,
+      tensors: set.bufferCount,
+      borrows: best!.candidate.borrows,
+      trainMs,
+      candidates: candidates.length > 1 ? candidates : undefined,
+    },
+  });
+}
+
+function checkCandidates(value: unknown): number[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    throw invalidArgument('type', `options.candidates must be a non-empty array of intervals, got ${describe(value)}`);
+  }
+  return value.map((v, i) => checkInteger(v, `options.candidates[${i}]`, 1, 2 ** 40));
+}
