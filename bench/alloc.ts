@@ -3,11 +3,11 @@
  * prefaulted tensorpool Pool vs `new Float32Array(n)` vs `Buffer.allocUnsafe(n)`. Variants run interleaved
  * (every repetition runs each variant once, in rotating order); the table shows medians over repetitions.
  *
- *   npx tsx bench/alloc.ts [--reps 15] [--json out.json]
+ *   npm run build && npx tsx bench/alloc.ts [--reps 15] [--json out.json]
  */
-import { Pool, measureFaults } from '../lib/index.js';
-import { formatBytes, formatTable, round } from '../lib/report/table.js';
-import { median } from '../lib/report/stats.js';
+import { Pool, measureFaults } from '../dist/index.js';
+import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const KiB = 1024;

@@ -1,11 +1,13 @@
 /**
+ * Benchmarks measure the compiled package (dist/, what users run), so `npm run build` comes first.
+ *
  * What every benchmark shares: its command-line flags (--reps N, --json FILE, --quick), the machine
  * line, and writing results as JSON.
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 
-import { describeMachine, machineInfo, type MachineInfo } from '../lib/report/machine.js';
+import { describeMachine, machineInfo, type MachineInfo } from '../dist/report/machine.js';
 
 export interface BenchArgs {
   reps: number;

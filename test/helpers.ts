@@ -1,4 +1,23 @@
-/** Shared test helpers: a seeded random generator and block patterns. */
+/** Shared test helpers: a seeded random generator, block patterns, and running the CLI. */
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { expect } from 'vitest';
+
+const cli = path.resolve(__dirname, '../dist/cli/main.js');
+
+/** Runs the compiled CLI (npm test builds dist/ first). */
+export function run(...args: string[]) {
+  const result = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 600_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** A user error: exit code 2, one clear line on stderr, no stack trace. */
+export function expectUsageError(result: ReturnType<typeof run>, message: RegExp): void {
+  expect(result.code).toBe(2);
+  expect(result.stderr).toMatch(/^tensorpool: /);
+  expect(result.stderr).toMatch(message);
+  expect(result.stderr).not.toMatch(/\n\s+at /);
+}
 
 /** xorshift128+ (32-bit halves): a small seeded generator, so every run draws the same sequence. */
 export function seededRandom(seed: number): () => number {

@@ -1,0 +1,79 @@
+/**
+ * Plan training: arena bytes / lower bound for every interval and order, on the shared traces (whole trace
+ * and one steady-state iteration) and on generated traces of 100k and 1M events, with parse and training
+ * times (medians over --reps runs).
+ *
+ *   npm run build && npx tsx bench/train.ts [--reps 3] [--json out.json] [--traces DIR]
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { readTrace, syntheticTrainingTrace, train, AUTO_INTERVALS, type Trace } from '../dist/index.js';
+import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { median } from '../dist/report/stats.js';
+import { trainEachInterval, type TrainOrder } from '../dist/train.js';
+import { benchArgs, printHeader, writeJson } from './harness.js';
+
+const args = benchArgs(3, { traces: { type: 'string' } });
+const machine = printHeader('train: S0 size-class plans, arena / lower bound and training time');
+const tracesDir = (args.values.traces as string | undefined) ?? path.resolve(__dirname, '../../shared/traces');
+
+function timed<T>(fn: () => T): { value: T; ms: number } {
+  const times: number[] = [];
+  let value!: T;
+  for (let r = 0; r < args.reps; r++) {
+    const start = performance.now();
+    value = fn();
+    times.push(performance.now() - start);
+  }
+  return { value, ms: median(times) };
+}
+
+interface Input {
+  name: string;
+  trace: Trace;
+  parseMs: number | null;
+}
+const inputs: Input[] = [];
+for (const name of fs.existsSync(tracesDir) ? fs.readdirSync(tracesDir).sort() : []) {
+  const file = path.join(tracesDir, name, 'trace.csv.gz');
+  if (!fs.existsSync(file)) continue;
+  const { value, ms } = timed(() => readTrace(file));
+  inputs.push({ name, trace: value, parseMs: ms });
+  inputs.push({ name: `${name} iteration 2`, trace: value.iteration(value.iterations), parseMs: null });
+}
+for (const events of args.quick ? [100_000] : [100_000, 1_000_000]) {
+  // Written to disk and read back, so the parse time is that of a real file of this size.
+  const file = path.join(os.tmpdir(), `tensorpool-bench-${events}.csv`);
+  syntheticTrainingTrace({ events, layers: 64, seed: 11 }).writeCsv(file);
+  const { value, ms } = timed(() => readTrace(file));
+  fs.rmSync(file);
+  inputs.push({ name: `synthetic ${events / 1000}k events`, trace: value, parseMs: ms });
+}
+
+const rows = [];
+const results = [];
+for (const input of inputs) {
+  const lowerBound = input.trace.lowerBound();
+  for (const order of ['alloc-time', 'size-desc'] as TrainOrder[]) {
+    for (const interval of AUTO_INTERVALS) {
+      const { value, ms } = timed(() => trainEachInterval(input.trace, [interval], order)[0].candidate);
+      results.push({ trace: input.name, events: input.trace.eventCount, order, interval, ...value, trainMs: ms, lowerBound });
+      if (interval === 4096) {
+        rows.push([input.name, input.trace.eventCount, input.parseMs === null ? null : round(input.parseMs, 0), order, 'S0 4096', value.classes, value.blocks, round(value.ratio, 3), round(ms, 1)]);
+      }
+    }
+    const { value: plan, ms } = timed(() => train(input.trace, { interval: 'auto', order }));
+    results.push({ trace: input.name, events: input.trace.eventCount, order, interval: 'auto', chosen: plan.interval, ratio: plan.ratio, arenaBytes: plan.arenaBytes, trainMs: ms, lowerBound });
+    rows.push([input.name, input.trace.eventCount, null, order, `auto→${plan.interval}`, plan.classes.length, plan.blocks, round(plan.ratio!, 3), round(ms, 1)]);
+  }
+  const best = train(input.trace, { order: 'auto' });
+  rows.push([input.name, input.trace.eventCount, null, `auto→${best.training.order}`, `auto→${best.interval}`, best.classes.length, best.blocks, round(best.ratio!, 3), null]);
+  console.error(`# ${input.name}: lower bound ${formatBytes(lowerBound)}`);
+}
+
+console.log(formatTable(['trace', 'events', 'parse ms', 'order', 'interval', 'classes', 'blocks', 'arena / LB', 'train ms'], rows));
+console.log(`# 'S0 4096': S0 literally, fixed 4 KiB interval. auto: best of intervals ${AUTO_INTERVALS.join(', ')}.`);
+console.log(`# Times are medians of ${args.reps} runs; auto times cover all ${AUTO_INTERVALS.length} candidates.`);
+writeJson(args.json, { benchmark: 'train', machine, reps: args.reps, results });

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { Plan } from '../lib/index.js';
+import { expectUsageError, run } from './helpers.js';
+
+const shared = path.resolve(__dirname, '../../shared/traces');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-cli-'));
+
+
+describe('tensorpool train', () => {
+  it('prints lower bound, arena, ratio, classes and time; writes the plan and --json', () => {
+    const plan = path.join(tmp, 'resnet.plan.json');
+    const json = path.join(tmp, 'train.json');
+    const r = run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '-o', plan, '--order', 'size-desc', '--json', json);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/lower bound\s+205 MiB \(215441388 B\)/);
+    expect(r.stdout).toMatch(/arena\s+.*x the lower bound/);
+    expect(r.stdout).toMatch(/class size\s+blocks/);
+    expect(r.stdout).toMatch(/time\s+[\d.]+ ms/);
+    const out = JSON.parse(fs.readFileSync(json, 'utf8'));
+    for (const key of ['lowerBound', 'arenaBytes', 'ratio', 'interval', 'classes', 'trainMs']) expect(out).toHaveProperty(key);
+    expect(out.lowerBound).toBe(215441388);
+    expect(out.ratio).toBeCloseTo(out.arenaBytes / out.lowerBound, 10);
+    expect(out.candidates).toHaveLength(8);
+    expect(Plan.read(plan).arenaBytes).toBe(out.arenaBytes);
+  });
+
+  it('takes a fixed interval, an order and an iteration', () => {
+    const r = run('train', path.join(shared, 'transformer_train/trace.json.gz'), '--interval', '64K', '--order', 'alloc-time', '--iteration', '2');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/trained on\s+iteration 2, order alloc-time, interval 65536/);
+  });
+
+  it('rejects bad input with one clear line and exit code 2', () => {
+    expectUsageError(run('train', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
+    expectUsageError(run('train'), /expected one trace file, got none/);
+    expectUsageError(run('train', 'a', 'b'), /expected one trace file, got a b/);
+    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--interval', 'big'), /--interval must be a byte count/);
+    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--order', 'random'), /--order must be one of/);
+    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--iteration', '9'), /--iteration 9: the trace has 2 iteration/);
+    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--speed'), /Unknown option '--speed'/);
+    const bad = path.join(tmp, 'bad.csv');
+    fs.writeFileSync(bad, 'op,id,size,stream\na,1,-5,0\n');
+    expectUsageError(run('train', bad), /bad\.csv:2: field "size": must be a positive integer/);
+    expectUsageError(run('frobnicate'), /unknown command 'frobnicate'/);
+  });
+});
+
+describe('tensorpool info and help', () => {
+  it('summarises a trace', () => {
+    const r = run('info', path.join(shared, 'resnet18_train/trace.json.gz'), '--json', path.join(tmp, 'info.json'));
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/events\s+2821 \(1442 allocs, 1378 frees, 2 iteration/);
+    expect(JSON.parse(fs.readFileSync(path.join(tmp, 'info.json'), 'utf8')).lowerBound).toBe(215441388);
+  });
+
+  it('lists its commands and each command explains itself', () => {
+    const r = run('--help');
+    expect(r.code).toBe(0);
+    for (const command of ['info', 'train']) {
+      expect(r.stdout).toContain(command);
+      const help = run(command, '--help');
+      expect(help.code).toBe(0);
+      expect(help.stdout).toMatch(new RegExp(`^usage: tensorpool ${command}`));
+    }
+    expect(run('--version').stdout.trim()).toBe(JSON.parse(fs.readFileSync(path.resolve(__dirname, '../package.json'), 'utf8')).version);
+  });
+});

@@ -1,0 +1,189 @@
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace } from '../lib/index.js';
+import { EventOp } from '../lib/trace/trace.js';
+
+const shared = path.resolve(__dirname, '../../shared/traces');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-train-'));
+
+/** Replays a trace's allocs and frees in order through a pool (no touching: routing is what is checked). */
+function replayThrough(pool: Pool, trace: Trace): PoolStats {
+  const buffers: (ArrayBuffer | null)[] = new Array(trace.bufferCount).fill(null);
+  for (let e = 0; e < trace.eventCount; e++) {
+    const b = trace.eventBuffer[e];
+    if (trace.ops[e] === EventOp.Alloc) buffers[b] = pool.alloc(trace.sizes[b]);
+    else if (trace.ops[e] === EventOp.Free) {
+      pool.release(buffers[b]!);
+      buffers[b] = null;
+    }
+  }
+  const stats = pool.stats();
+  for (const buffer of buffers) if (buffer) pool.release(buffer);
+  return stats;
+}
+
+// A worked example of S0 (interval 4096; t = time):
+//   t0 A 4096 alloc | t1 B 3000 alloc | t2 B free | t3 C 8000 alloc | t4 C free
+//   t5 D 100 alloc  | t6 E 4096 alloc | t7 A free | t8 D free | t9 E free
+const worked = parseTrace(
+  Buffer.from('op,id,size,stream\na,1,4096,0\na,2,3000,0\nf,2,,0\na,3,8000,0\nf,3,,0\na,4,100,0\na,5,4096,0\nf,1,,0\nf,4,,0\nf,5,,0\n'),
+  'worked.csv',
+);
+
+describe('train(): S0 size-class linked blocks', () => {
+  it('alloc-time order: own class, else the first conflict-free larger block, else a new own block', () => {
+    const plan = train(worked, { interval: 4096 });
+    // A opens block 0 of class 4096; B conflicts with A and nothing larger exists yet: block 1; C opens
+    // class 8192; D reuses block 1 (B ended at t2); E finds both 4096 blocks busy and borrows C's block.
+    expect(plan.classes).toEqual([{ size: 4096, blocks: 2 }, { size: 8192, blocks: 1 }]);
+    expect(plan.training.borrows).toBe(1);
+    expect(Array.from(plan.schedule!.classes)).toEqual([0, 0, 1, 0, 1]);
+    expect(plan.lowerBound).toBe(4096 + 8000); // A and C at t3
+  });
+
+  it('size-desc order visits C, A, E, B, D', () => {
+    const plan = train(worked, { interval: 4096, order: 'size-desc' });
+    // C opens 8192; A opens 4096 (C's block holds [3,4), A lives [0,7)); E [6,9) borrows C's block;
+    // B [1,2) fits C's block too; D [5,8) conflicts with A and with E there: a second 4096 block.
+    expect(plan.classes).toEqual([{ size: 4096, blocks: 2 }, { size: 8192, blocks: 1 }]);
+    expect(plan.training.borrows).toBe(2);
+    expect(Array.from(plan.schedule!.classes)).toEqual([0, 1, 1, 0, 1]);
+  });
+
+  it('rounds sizes up to the interval to name their class', () => {
+    // A 4096 -> 5000; B 3000 -> 3000 (A holds the 5000); C 8000; D 100 -> 1000 has no block yet and
+    // borrows B's 3000, free since t2: class 1000 is never made.
+    const plan = train(worked, { interval: 1000 });
+    expect(plan.classes.map((c) => c.size)).toEqual([3000, 5000, 8000]);
+    for (const c of plan.classes) expect(c.size % 1000).toBe(0);
+  });
+
+  it("interval 'auto' keeps the candidate with the fewest arena bytes and reports every candidate", () => {
+    const trace = readTrace(path.join(shared, 'transformer_train/trace.csv.gz'));
+    const plan = train(trace, { interval: 'auto' });
+    const candidates = plan.training.candidates as { interval: number; arenaBytes: number }[];
+    expect(candidates.map((c) => c.interval)).toEqual([...AUTO_INTERVALS]);
+    expect(plan.arenaBytes).toBe(Math.min(...candidates.map((c) => c.arenaBytes)));
+    const both = train(trace, { order: 'auto' });
+    expect((both.training.candidates as unknown[]).length).toBe(2 * AUTO_INTERVALS.length);
+    expect(both.arenaBytes).toBeLessThanOrEqual(plan.arenaBytes);
+  });
+
+  it('trains on one iteration', () => {
+    const trace = readTrace(path.join(shared, 'resnet18_train/trace.csv.gz'));
+    const plan = train(trace, { iteration: 2, interval: 4096 });
+    expect(plan.training.iteration).toBe(2);
+    expect(plan.training.tensors).toBe(trace.iteration(2).bufferCount);
+    expect(plan.schedule!.sizes.length).toBe(trace.iteration(2).bufferCount);
+  });
+
+  it('validates its options', () => {
+    for (const bad of [{ order: 'random' }, { interval: 0 }, { interval: 1.5 }, { iteration: 3 }, { iteration: 0 }, { candidates: [] }, { speed: 1 }]) {
+      expect(() => train(worked, bad as never)).toThrow(/^options/);
+    }
+    const empty = parseTrace(Buffer.from('op,id,size,stream\n'), 'empty.csv');
+    expect(() => train(empty)).toThrow(/nothing to train on/);
+  });
+});
+
+describe('Plan JSON', () => {
+  it('round-trips, and a pool takes a Plan, a spec or a file', () => {
+    const plan = train(worked, { interval: 4096 });
+    const file = path.join(tmp, 'worked.plan.json');
+    plan.write(file);
+    const json = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(json).toMatchObject({ format: 'tensorpool-plan', version: 1, interval: 4096, lowerBound: plan.lowerBound });
+    expect(json.totals).toEqual({ blocks: 3, classBytes: 2 * 4096 + 8192, arenaBytes: plan.arenaBytes });
+    expect(json.source).toMatchObject({ trace: 'worked.csv', events: worked.eventCount, buffers: 5 });
+    const back = Plan.read(file);
+    expect(back.toJSON()).toEqual(plan.toJSON());
+    for (const source of [plan, back, file, { interval: plan.interval, classes: plan.classes }]) {
+      const pool = new Pool({ plan: source });
+      expect(pool.stats().classes.map((c) => [c.size, c.blocks])).toEqual([[4096, 2], [8192, 1]]);
+      pool.close();
+    }
+  });
+
+  it('rejects other versions and non-plans with a message that says why', () => {
+    const good = train(worked, { interval: 4096 }).toJSON();
+    const cases: [unknown, RegExp][] = [
+      [{ ...good, version: 2 }, /version 2 is not supported: this tensorpool reads version 1 \(the file was written by a newer tensorpool/],
+      [{ ...good, version: '1' }, /version "1" is not supported/],
+      [{ ...good, format: 'other' }, /not a tensorpool plan/],
+      [[1, 2], /a plan is a JSON object/],
+      [{ ...good, classes: [{ size: 100, blocks: 1 }] }, /classes\[0\]\.size: 100 is not a multiple of the interval 4096/],
+      [{ ...good, schedule: { sizes: [4096, 99999], classes: [0, 0] } }, /schedule\.classes\[1\]: class 0 \(4096 bytes\) cannot hold 99999 bytes/],
+      [{ ...good, schedule: { sizes: [1], classes: [7] } }, /schedule\.classes\[0\]: must be a class index below 2/],
+      [{ ...good, lowerBound: -1 }, /lowerBound/],
+    ];
+    for (const [json, message] of cases) {
+      const file = path.join(tmp, 'bad.plan.json');
+      fs.writeFileSync(file, JSON.stringify(json));
+      let error: unknown;
+      try {
+        Plan.read(file);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(TensorPoolError);
+      expect((error as Error).message).toContain(file);
+      expect((error as Error).message).toMatch(message);
+      expect(() => new Pool({ plan: file })).toThrow(message);
+    }
+    fs.writeFileSync(path.join(tmp, 'broken.json'), '{"format": ');
+    expect(() => Plan.read(path.join(tmp, 'broken.json'))).toThrow(/broken\.json: not valid JSON/);
+    expect(() => Plan.read(path.join(tmp, 'absent.json'))).toThrow(/absent\.json: cannot read the plan/);
+  });
+});
+
+describe('closing the loop: a pool built from a trained plan serves its trace as training predicted', () => {
+  const traces: [string, Trace][] = [
+    ['resnet18_train', readTrace(path.join(shared, 'resnet18_train/trace.csv.gz'))],
+    ['transformer_train', readTrace(path.join(shared, 'transformer_train/trace.json.gz'))],
+    ['synthetic', syntheticTrainingTrace({ layers: 40, iterations: 5, seed: 7 })],
+  ];
+  for (const [name, trace] of traces) {
+    for (const order of ['alloc-time', 'size-desc'] as const) {
+      it(`${name}, ${order}: no OS fallback, exactly the borrows training made`, () => {
+        const plan = train(trace, { order });
+        const pool = new Pool({ plan, prefault: false });
+        const s = replayThrough(pool, trace);
+        expect(s.osFallbacks + s.osOversize).toBe(0);
+        expect(s.borrows).toBe(plan.training.borrows);
+        expect(s.hits).toBe(trace.bufferCount - (plan.training.borrows as number));
+        expect(s.scheduleHits).toBe(trace.bufferCount);
+        expect(s.scheduleMisses).toBe(0);
+        expect(s.peakBytesLive).toBe(trace.lowerBound());
+        pool.close();
+      });
+    }
+  }
+
+  it('an iteration-trained plan serves that iteration again and again with beginIteration()', () => {
+    const trace = syntheticTrainingTrace({ layers: 30, iterations: 3, seed: 3 });
+    const one = trace.iteration(2);
+    const plan = train(trace, { iteration: 2, order: 'size-desc' });
+    const pool = new Pool({ plan, prefault: false });
+    for (let i = 0; i < 5; i++) {
+      pool.beginIteration();
+      replayThrough(pool, one);
+    }
+    const s = pool.stats();
+    expect(s.osFallbacks).toBe(0);
+    expect(s.scheduleMisses).toBe(0);
+    expect(s.borrows).toBe(5 * (plan.training.borrows as number));
+    expect(s.iterations).toBe(5);
+  });
+
+  it('a run that departs from the plan is still served, by class routing and then the OS', () => {
+    const resnet = traces[0][1];
+    const pool = new Pool({ plan: train(traces[2][1]), prefault: false });
+    const s = replayThrough(pool, resnet);
+    expect(s.scheduleMisses).toBeGreaterThan(0);
+    expect(s.allocs).toBe(resnet.bufferCount);
+    expect(s.hits + s.borrows + s.osFallbacks + s.osOversize).toBe(s.allocs);
+  });
+});
