@@ -1,47 +1,50 @@
 // The addon's entry point: registers the JS classes and functions. State lives in per-environment instance
 // data (Napi::Addon), so the addon loads in worker threads as well as on the main thread.
-#include <napi.h>
+#include "addon.h"
 
 #include "../os.h"
 #include "args.h"
 #include "fault_meter_object.h"
 #include "planning.h"
 #include "pool_object.h"
+#include "replayer_object.h"
 
 namespace tp::napi {
 
-class Addon : public Napi::Addon<Addon> {
- public:
-  Addon(Napi::Env env, Napi::Object exports) {
-    DefineAddon(exports, {
-                             InstanceValue("NativePool", PoolObject::Define(env)),
-                             InstanceValue("NativeFaultMeter", FaultMeterObject::Define(env)),
-                             InstanceMethod<&Addon::ProcessFaults>("processFaults"),
-                             InstanceMethod<&Addon::Memory>("memory"),
-                             InstanceMethod<&Addon::BufferAddress>("bufferAddress"),
-                             InstanceValue("trainSizeClasses", Napi::Function::New(env, TrainSizeClasses)),
-                             InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(os::pageSize()))),
-                         });
-  }
+Addon::Addon(Napi::Env env, Napi::Object exports) {
+  Napi::Function pool = PoolObject::Define(env);
+  poolConstructor = Napi::Persistent(pool);
+  DefineAddon(exports, {
+                           InstanceValue("NativePool", pool),
+                           InstanceValue("NativeFaultMeter", FaultMeterObject::Define(env)),
+                           InstanceValue("NativeReplayer", ReplayerObject::Define(env)),
+                           InstanceMethod<&Addon::ProcessFaults>("processFaults"),
+                           InstanceMethod<&Addon::Memory>("memory"),
+                           InstanceMethod<&Addon::BufferAddress>("bufferAddress"),
+                           InstanceValue("trainSizeClasses", Napi::Function::New(env, TrainSizeClasses)),
+                           InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(os::pageSize()))),
+                       });
+}
 
- private:
-  // -> { minor, major } for the whole process (getrusage).
-  Napi::Value ProcessFaults(const Napi::CallbackInfo& info) {
-    return faultCountsObject(info.Env(), os::processFaults());
-  }
-  // -> { rss, peakRss } in bytes.
-  Napi::Value Memory(const Napi::CallbackInfo& info) {
-    Napi::Object o = Napi::Object::New(info.Env());
-    o.Set("rss", Napi::Number::New(info.Env(), static_cast<double>(os::residentBytes())));
-    o.Set("peakRss", Napi::Number::New(info.Env(), static_cast<double>(os::peakResidentBytes())));
-    return o;
-  }
-  // -> the address an ArrayBuffer's data starts at (introspection for tests: proves blocks never overlap).
-  Napi::Value BufferAddress(const Napi::CallbackInfo& info) {
-    Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
-    return Napi::Number::New(info.Env(), static_cast<double>(reinterpret_cast<uintptr_t>(buffer.Data())));
-  }
-};
+// -> { minor, major } for the whole process (getrusage).
+Napi::Value Addon::ProcessFaults(const Napi::CallbackInfo& info) {
+  return faultCountsObject(info.Env(), os::processFaults());
+}
+
+// -> { rss, peakRss } in bytes; with `true`, the peak is reset to the current RSS first.
+Napi::Value Addon::Memory(const Napi::CallbackInfo& info) {
+  if (info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value()) os::resetPeakResident();
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("rss", Napi::Number::New(info.Env(), static_cast<double>(os::residentBytes())));
+  o.Set("peakRss", Napi::Number::New(info.Env(), static_cast<double>(os::peakResidentBytes())));
+  return o;
+}
+
+// -> the address an ArrayBuffer's data starts at (introspection for tests: proves blocks never overlap).
+Napi::Value Addon::BufferAddress(const Napi::CallbackInfo& info) {
+  Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
+  return Napi::Number::New(info.Env(), static_cast<double>(reinterpret_cast<uintptr_t>(buffer.Data())));
+}
 
 }  // namespace tp::napi
 

@@ -12,6 +12,11 @@
 
 namespace tp::napi {
 
+// Counters cross into JS as numbers: exact up to 2^53, far above any count or byte total here.
+inline void setNumber(Napi::Object& object, const char* key, uint64_t value) {
+  object.Set(key, Napi::Number::New(object.Env(), static_cast<double>(value)));
+}
+
 inline Napi::Error errorWithCode(Napi::Env env, const char* code, const std::string& message) {
   Napi::Error error = Napi::Error::New(env, message);
   error.Set("code", Napi::String::New(env, code));

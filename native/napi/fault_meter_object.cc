@@ -1,11 +1,13 @@
 #include "fault_meter_object.h"
 
+#include "args.h"
+
 namespace tp::napi {
 
 Napi::Object faultCountsObject(Napi::Env env, const os::FaultCounts& counts) {
   Napi::Object o = Napi::Object::New(env);
-  o.Set("minor", Napi::Number::New(env, static_cast<double>(counts.minor)));
-  o.Set("major", Napi::Number::New(env, static_cast<double>(counts.major)));
+  setNumber(o, "minor", counts.minor);
+  setNumber(o, "major", counts.major);
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "addon.h"
 #include "args.h"
 
 namespace tp::napi {
@@ -25,7 +26,7 @@ void finalizeBlock(napi_env, void* data, void* hint) {
 
 Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   Napi::Object o = Napi::Object::New(env);
-  auto set = [&](const char* key, uint64_t value) { o.Set(key, Napi::Number::New(env, static_cast<double>(value))); };
+  auto set = [&](const char* key, uint64_t value) { setNumber(o, key, value); };
   set("allocs", s.allocs);
   set("releases", s.releases);
   set("finalized", s.finalized);
@@ -62,6 +63,13 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::Close>("close"),
                          InstanceMethod<&PoolObject::BeginIteration>("beginIteration"),
                      });
+}
+
+PoolObject* PoolObject::From(const Napi::Value& value) {
+  if (!value.IsObject()) return nullptr;
+  Addon* addon = value.Env().GetInstanceData<Addon>();
+  if (!addon || !value.As<Napi::Object>().InstanceOf(addon->poolConstructor.Value())) return nullptr;
+  return Unwrap(value.As<Napi::Object>());
 }
 
 PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolObject>(info) {

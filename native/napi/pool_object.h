@@ -17,6 +17,10 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   //                { prefault, hugePages, lock, grow, growReserve, osMapThreshold })
   explicit PoolObject(const Napi::CallbackInfo& info);
 
+  // The PoolObject behind a JS value, or nullptr when it is not one.
+  static PoolObject* From(const Napi::Value& value);
+  const std::shared_ptr<Pool>& pool() const { return pool_; }
+
  private:
   Napi::Value Alloc(const Napi::CallbackInfo& info);       // (bytes) -> ArrayBuffer
   Napi::Value Release(const Napi::CallbackInfo& info);     // (ArrayBuffer) -> ReleaseCode
