@@ -19,3 +19,7 @@ export { train, AUTO_INTERVALS, TRAIN_ORDERS } from './train.js';
 export type { TrainOptions, TrainOrder, TrainCandidate } from './train.js';
 export { syntheticTrainingTrace } from './trace/synthetic.js';
 export type { SyntheticOptions } from './trace/synthetic.js';
+export { replay, TOUCH_MODES } from './replay/replay.js';
+export type { ReplayOptions, ReplayReport, AllocatorResult, TouchMode } from './replay/replay.js';
+export { ALLOCATOR_NAMES } from './replay/allocators.js';
+export type { AllocatorName } from './replay/allocators.js';

@@ -78,11 +78,34 @@ export interface NativeFaultMeter {
   readonly source: 'perf_event' | 'getrusage';
 }
 
+export interface NativeRepetition {
+  ns: number;
+  allocNs: number;
+  releaseNs: number;
+  allocs: number;
+  releases: number;
+  minorFaults: number;
+  majorFaults: number;
+}
+
+export interface NativeReplayer {
+  run(timeOperations: boolean): NativeRepetition;
+  readonly faultSource: 'perf_event' | 'getrusage';
+}
+
 export interface NativeAddon {
+  NativeReplayer: new (
+    allocator: NativePool | 'libc',
+    ops: Uint8Array,
+    buffers: Int32Array,
+    sizes: Float64Array,
+    options: { touch: 'none' | 'pages' | 'full'; iterationMarks: boolean },
+  ) => NativeReplayer;
   NativePool: new (plan: NativePlanSpec | null, options: NativePoolOptions) => NativePool;
   NativeFaultMeter: new () => NativeFaultMeter;
   processFaults(): NativeFaultCounts;
-  memory(): { rss: number; peakRss: number };
+  /** With `true`, resets the peak to the current RSS first. */
+  memory(resetPeak?: boolean): { rss: number; peakRss: number };
   bufferAddress(buffer: ArrayBuffer): number;
   trainSizeClasses(
     sizes: Float64Array,

@@ -97,6 +97,14 @@ export interface TypedArrayConstructor<T extends ArrayBufferView> {
   readonly BYTES_PER_ELEMENT: number;
 }
 
+// Pool → its native handle, for lib/ code that hands the pool to other native parts (the replayer).
+const handles = new WeakMap<Pool, NativePool>();
+
+/** Internal: the native pool behind a Pool (not exported from the package). */
+export function nativePoolOf(pool: Pool): NativePool {
+  return handles.get(pool)!;
+}
+
 /** The largest single block: what an ArrayBuffer can address in this Node.js. */
 export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
 
@@ -124,6 +132,7 @@ export class Pool {
     } catch (error) {
       throw fromNative(error);
     }
+    handles.set(this, this.#native);
   }
 
   /**

@@ -7,9 +7,10 @@
 import { TensorPoolError } from '../errors.js';
 import { CliError, type Command } from './common.js';
 import { infoCommand } from './info.js';
+import { benchCommand, replayCommand } from './replay.js';
 import { trainCommand } from './train.js';
 
-const commands: Command[] = [infoCommand, trainCommand];
+const commands: Command[] = [benchCommand, replayCommand, trainCommand, infoCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

@@ -1,0 +1,144 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { packageRoot } from '../native.js';
+import { replay, TOUCH_MODES, type ReplayReport, type TouchMode } from '../replay/replay.js';
+import { ALLOCATOR_NAMES, type AllocatorName } from '../replay/allocators.js';
+import { replayReportHtml } from '../report/html.js';
+import { describeMachine } from '../report/machine.js';
+import { formatBytes, formatTable, round } from '../report/table.js';
+import { writeFileAtomic } from '../files.js';
+import { readTrace } from '../trace/read.js';
+import { CliError, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
+import { progressBar } from './progress.js';
+
+const DEFAULT_REPS = 20;
+const replayOptions = {
+  allocators: { type: 'string' },
+  reps: { type: 'string' },
+  touch: { type: 'string' },
+  plan: { type: 'string' },
+  json: { type: 'string' },
+  report: { type: 'string' },
+} as const;
+
+const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAMES.join(', ')} (default: all; a peer that
+                      is not installed is reported with the Debian package that provides it)
+  --reps N            repetitions per allocator, each from empty (default ${DEFAULT_REPS}); the steady state is the
+                      last half
+  --touch MODE        pages: one write per 4 KiB of every block (default), full: memset, none
+  --plan FILE         tensorpool's plan (default: trained from the trace itself, order and interval auto)
+  --json FILE         write { trace, reps, touch, results: [{ allocator, nsPerOp, steadyMinorFaultsPerRep,
+                      peakRssBytes, rssGrowthBytes, lowerBoundBytes, ... }] }
+  --report FILE.html  write a self-contained HTML report (bars per allocator, memory timeline)`;
+
+function parseAllocators(value: string | undefined): AllocatorName[] | undefined {
+  if (value === undefined) return undefined;
+  const names = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (names.length === 0) throw new CliError('--allocators needs at least one allocator');
+  for (const name of names) {
+    if (!ALLOCATOR_NAMES.includes(name as AllocatorName)) {
+      throw new CliError(`unknown allocator '${name}' (known: ${ALLOCATOR_NAMES.join(', ')})`);
+    }
+  }
+  return names as AllocatorName[];
+}
+
+function printReport(report: ReplayReport): void {
+  console.log(`trace        ${report.trace}: ${report.events} events, ${report.buffers} buffers, lower bound ${formatBytes(report.lowerBoundBytes)}`);
+  if (report.plan) {
+    console.log(`plan         ${formatBytes(report.plan.arenaBytes)} arena (${round(report.plan.arenaBytes / report.lowerBoundBytes, 3)}x the lower bound), interval ${report.plan.interval}, order ${report.plan.order}, trained on ${report.plan.source}`);
+    for (const warning of report.plan.warnings) console.log(`             warning: ${warning}`);
+  }
+  console.log(`measured     ${report.reps} repetitions per allocator, interleaved, touch ${report.touch}; medians of the steady state (last half)`);
+  console.log(`machine      ${describeMachine(report.machine)}`);
+  console.log('');
+  const rows = report.results.map((r) =>
+    r.available
+      ? [
+          r.allocator,
+          round(r.nsPerOp, 0),
+          r.allocNs === null ? null : round(r.allocNs, 0),
+          r.releaseNs === null ? null : round(r.releaseNs, 0),
+          r.vsBestPeer === null ? null : round(r.vsBestPeer, 3),
+          round(r.steadyMinorFaultsPerRep, 1),
+          formatBytes(r.peakRssBytes),
+          formatBytes(r.rssGrowthBytes),
+          round(r.rssVsLowerBound, 3),
+        ]
+      : [r.allocator, null, null, null, null, null, null, null, null],
+  );
+  console.log(formatTable(['allocator', 'ns/op', 'alloc ns', 'release ns', 'x best peer', 'faults/rep', 'peak RSS', 'RSS growth', 'x LB'], rows));
+  for (const r of report.results) if (!r.available) console.log(`  ${r.error}`);
+  const pool = report.results.find((r) => r.allocator === 'tensorpool' && r.pool);
+  if (pool?.pool) {
+    const p = pool.pool;
+    console.log(`  tensorpool per repetition: ${p.hits} own-class hits, ${p.borrows} borrows, ${p.osFallbacks + p.osOversize} OS fallbacks; schedule ${p.scheduleHits} hits, ${p.scheduleMisses} misses`);
+  }
+  console.log(`  ns/op: the repetition's time (touching included) / allocs and releases; alloc/release ns: inside the calls (${pool?.faultSource ?? 'perf_event'} fault counts)`);
+}
+
+async function runReplay(tracePath: string, values: Record<string, string | undefined>): Promise<void> {
+  const reps = integerOption(values.reps, '--reps', DEFAULT_REPS, 1);
+  const touch = oneOf<TouchMode>(values.touch, '--touch', TOUCH_MODES, 'pages');
+  const allocators = parseAllocators(values.allocators);
+  const trace = readTrace(tracePath);
+  const report = await replay(trace, { reps, touch, allocators, plan: values.plan, onProgress: progressBar('replay') });
+  printReport(report);
+  writeJsonFile(values.json, report);
+  if (values.report) {
+    writeFileAtomic(values.report, replayReportHtml(report, trace));
+    console.log(`\nwrote ${values.report}`);
+  }
+}
+
+const replayUsage = `usage: tensorpool replay <trace> [--allocators a,b,...] [--reps N] [--touch pages|full|none] [--plan FILE]
+                         [--json FILE] [--report FILE.html]
+
+Replays a trace (its allocations and frees, in order; each repetition from empty) against tensorpool and
+real allocators, each in a process of its own, interleaved, and prints ns per operation, page faults per
+repetition, peak RSS and its growth, against the trace's lower bound.
+
+${optionHelp}`;
+
+export const replayCommand: Command = {
+  name: 'replay',
+  summary: 'replay a trace against tensorpool and glibc / jemalloc / mimalloc / tcmalloc',
+  usage: replayUsage,
+  async run(argv) {
+    const { values, flags, positionals } = parseCommand(argv, replayOptions, replayUsage);
+    if (flags.help) return void console.log(replayUsage);
+    await runReplay(onePositional(positionals, 'trace file', replayUsage), values);
+  },
+};
+
+/** The traces shipped in the package (traces/*.csv.gz), by name. */
+export function bundledTrace(name: string): string | undefined {
+  const file = path.join(packageRoot, 'traces', `${name}.csv.gz`);
+  return fs.existsSync(file) ? file : undefined;
+}
+
+export const DEFAULT_TRACE = 'resnet18_train';
+
+const benchUsage = `usage: tensorpool bench [--trace NAME|FILE] [--allocators a,b,...] [--reps N] [--touch pages|full|none]
+                        [--plan FILE] [--json FILE] [--report FILE.html]
+
+The main job: replays the bundled default trace (${DEFAULT_TRACE}, a real resnet18 training step) against
+tensorpool and every allocator available here. Same measurements as 'tensorpool replay'.
+
+  --trace NAME|FILE   a bundled trace (${DEFAULT_TRACE}, transformer_train) or any trace file
+${optionHelp}`;
+
+export const benchCommand: Command = {
+  name: 'bench',
+  summary: `replay the bundled ${DEFAULT_TRACE} trace against every allocator available (npm start)`,
+  usage: benchUsage,
+  async run(argv) {
+    const { values, flags, positionals } = parseCommand(argv, { ...replayOptions, trace: { type: 'string' } }, benchUsage);
+    if (flags.help) return void console.log(benchUsage);
+    if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${benchUsage}`);
+    const name = values.trace ?? DEFAULT_TRACE;
+    const tracePath = bundledTrace(name) ?? name;
+    await runReplay(tracePath, values);
+  },
+};

@@ -1,0 +1,61 @@
+/**
+ * The allocators a replay can measure. tensorpool runs in-process in its worker; the peers are the C
+ * library's malloc as LD_PRELOAD makes it: glibc's by default, or Debian's jemalloc, mimalloc, tcmalloc.
+ */
+import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
+
+export const ALLOCATOR_NAMES = ['tensorpool', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc'] as const;
+export type AllocatorName = (typeof ALLOCATOR_NAMES)[number];
+
+export interface AllocatorSpec {
+  name: AllocatorName;
+  /** What runs: the pool, or this process's malloc (with `preload` put in front by LD_PRELOAD). */
+  kind: 'pool' | 'libc';
+  /** The shared library to LD_PRELOAD, once found. */
+  library?: string;
+  /** Its file name, and the Debian package that installs it. */
+  soname?: string;
+  package?: string;
+  /** A name the worker finds in /proc/self/maps when the allocator is really loaded. */
+  mapsName?: string;
+}
+
+const PEERS: Record<'jemalloc' | 'mimalloc' | 'tcmalloc', { soname: string; package: string; mapsName: string }> = {
+  jemalloc: { soname: 'libjemalloc.so.2', package: 'libjemalloc2', mapsName: 'libjemalloc' },
+  mimalloc: { soname: 'libmimalloc.so.2', package: 'libmimalloc2.0', mapsName: 'libmimalloc' },
+  tcmalloc: { soname: 'libtcmalloc_minimal.so.4', package: 'libtcmalloc-minimal4', mapsName: 'libtcmalloc' },
+};
+
+const LIBRARY_DIRS = ['/usr/lib/x86_64-linux-gnu', '/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/lib'];
+
+/** The path of a shared library by its soname: the usual directories, then the linker's cache. */
+export function findLibrary(soname: string): string | undefined {
+  for (const dir of LIBRARY_DIRS) {
+    const file = `${dir}/${soname}`;
+    if (fs.existsSync(file)) return file;
+  }
+  try {
+    const cache = execFileSync('ldconfig', ['-p'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const line = cache.split('\n').find((l) => l.trim().startsWith(`${soname} `));
+    return line?.split('=> ')[1]?.trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Describes an allocator; a peer whose library is missing has no `library` (see `package`). */
+export function resolveAllocator(name: AllocatorName): AllocatorSpec {
+  if (name === 'tensorpool') return { name, kind: 'pool' };
+  if (name === 'malloc') return { name, kind: 'libc', mapsName: 'libc.so' };
+  const peer = PEERS[name];
+  return { name, kind: 'libc', soname: peer.soname, package: peer.package, mapsName: peer.mapsName, library: findLibrary(peer.soname) };
+}
+
+export function isAvailable(spec: AllocatorSpec): boolean {
+  return spec.kind === 'pool' || spec.name === 'malloc' || spec.library !== undefined;
+}
+
+export function missingMessage(spec: AllocatorSpec): string {
+  return `${spec.name}: not installed (${spec.soname} not found; apt-get install ${spec.package}, or run bench/install-peers.sh)`;
+}

@@ -1,0 +1,46 @@
+/** Messages between a replay and its workers (one child process per allocator). */
+import type { NativeRepetition } from '../native.js';
+
+export interface WorkerInit {
+  type: 'init';
+  tracePath: string;
+  allocator: 'pool' | 'libc';
+  planPath?: string;
+  touch: 'none' | 'pages' | 'full';
+  iterationMarks: boolean;
+  /** A library name that must appear in /proc/self/maps (the preloaded allocator), checked at start. */
+  mapsName?: string;
+}
+
+export interface WorkerRun {
+  type: 'run';
+  /** Time every operation in this repetition (for the alloc / release split). */
+  timeOperations: boolean;
+}
+
+export interface WorkerFinish {
+  type: 'finish';
+}
+
+export type ToWorker = WorkerInit | WorkerRun | WorkerFinish;
+
+/** One repetition as the native replayer measured it; `timed`: every operation was timed. */
+export interface RepetitionRecord extends NativeRepetition {
+  timed: boolean;
+}
+
+export interface PoolCounters {
+  hits: number;
+  borrows: number;
+  osFallbacks: number;
+  osOversize: number;
+  scheduleHits: number;
+  scheduleMisses: number;
+  arenaBytes: number;
+}
+
+export type FromWorker =
+  | { type: 'ready'; faultSource: 'perf_event' | 'getrusage' }
+  | { type: 'repetition'; record: RepetitionRecord }
+  | { type: 'finished'; peakRssBytes: number; rssStartBytes: number; pool?: PoolCounters }
+  | { type: 'error'; message: string };

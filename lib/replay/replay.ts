@@ -1,0 +1,296 @@
+/**
+ * replay(trace): runs a trace against tensorpool and the allocators people would pick instead, each in a
+ * worker process of its own, interleaved (one repetition of each in turn, rotating the order), and
+ * reports medians of the steady state (the last half of the repetitions).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { TensorPoolError } from '../errors.js';
+import { packageRoot } from '../native.js';
+import { Plan } from '../plan.js';
+import { machineInfo, type MachineInfo } from '../report/machine.js';
+import { median } from '../report/stats.js';
+import { readTrace } from '../trace/read.js';
+import type { Trace } from '../trace/trace.js';
+import { train } from '../train.js';
+import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
+import { ALLOCATOR_NAMES, isAvailable, missingMessage, resolveAllocator, type AllocatorName, type AllocatorSpec } from './allocators.js';
+import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';
+
+export type TouchMode = 'pages' | 'full' | 'none';
+export const TOUCH_MODES: readonly TouchMode[] = ['pages', 'full', 'none'];
+
+export interface ReplayOptions {
+  /** Allocators to measure. Default: every one available here. */
+  allocators?: AllocatorName[];
+  /** Repetitions per allocator (each starts empty). Default 20. */
+  reps?: number;
+  /** How each allocation is touched: one write per 4 KiB page (default), all of it, or not at all. */
+  touch?: TouchMode;
+  /** tensorpool's plan (a Plan or a plan file). Default: trained from the trace itself (order and interval 'auto'). */
+  plan?: Plan | string;
+  /** Called after every repetition of every allocator. */
+  onProgress?: (done: number, total: number, allocator: string) => void;
+}
+
+export interface AllocatorResult {
+  allocator: AllocatorName;
+  /** False when the allocator is not installed (see `error`) or its worker failed. */
+  available: boolean;
+  error?: string;
+  /** Median over the steady repetitions of the repetition's time / (allocs + releases); touching included. */
+  nsPerOp: number;
+  /** Median time inside allocate() / release() per call, from the repetitions that time every operation. */
+  allocNs: number | null;
+  releaseNs: number | null;
+  /** Median time of one whole repetition. */
+  repetitionMs: number;
+  /** Page faults per repetition in the steady state (mean over the last half). */
+  steadyMinorFaultsPerRep: number;
+  steadyMajorFaultsPerRep: number;
+  /** Peak RSS of the worker, and its growth over the RSS at the start of the replay. */
+  peakRssBytes: number;
+  rssGrowthBytes: number;
+  lowerBoundBytes: number;
+  /** rssGrowthBytes / lowerBoundBytes. */
+  rssVsLowerBound: number;
+  /** nsPerOp / the best peer's nsPerOp in this run (peers: every allocator but tensorpool). */
+  vsBestPeer: number | null;
+  faultSource: string;
+  /** tensorpool only: how its requests were served, per repetition. */
+  pool?: PoolCounters;
+  repetitions: RepetitionRecord[];
+}
+
+export interface ReplayReport {
+  trace: string;
+  events: number;
+  buffers: number;
+  reps: number;
+  touch: TouchMode;
+  lowerBoundBytes: number;
+  machine: MachineInfo;
+  plan: { arenaBytes: number; interval: number; order: unknown; source: unknown; warnings: string[] } | null;
+  results: AllocatorResult[];
+}
+
+const REPLAY_OPTIONS = ['allocators', 'reps', 'touch', 'plan', 'onProgress'] as const;
+const WORKER = path.join(packageRoot, 'dist', 'replay', 'worker.js');
+
+/** A worker process and the one request it has in flight. */
+class WorkerProcess {
+  readonly #child: ChildProcess;
+  #pending: { resolve: (m: FromWorker) => void; reject: (e: Error) => void } | undefined;
+  #exited: Error | undefined;
+
+  constructor(spec: AllocatorSpec) {
+    const env = { ...process.env };
+    delete env.LD_PRELOAD;
+    if (spec.library) env.LD_PRELOAD = spec.library;
+    env.TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD = String(2 ** 50); // no "large alloc" chatter on stderr
+    this.#child = fork(WORKER, [], { env, execArgv: [], stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    let stderr = '';
+    this.#child.stderr!.on('data', (chunk) => (stderr += chunk));
+    this.#child.on('message', (message: FromWorker) => {
+      const pending = this.#pending;
+      this.#pending = undefined;
+      if (message.type === 'error') pending?.reject(new Error(message.message));
+      else pending?.resolve(message);
+    });
+    this.#child.on('exit', (code, signal) => {
+      this.#exited = new Error(`the ${spec.name} worker exited (${signal ?? `code ${code}`})${stderr ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
+      this.#pending?.reject(this.#exited);
+      this.#pending = undefined;
+    });
+  }
+
+  request(message: ToWorker): Promise<FromWorker> {
+    if (this.#exited) return Promise.reject(this.#exited);
+    return new Promise((resolve, reject) => {
+      this.#pending = { resolve, reject };
+      this.#child.send(message);
+    });
+  }
+
+  kill(): void {
+    if (!this.#exited) this.#child.kill('SIGKILL');
+  }
+}
+
+interface Participant {
+  spec: AllocatorSpec;
+  worker?: WorkerProcess;
+  faultSource?: string;
+  records: RepetitionRecord[];
+  error?: string;
+  finished?: { peakRssBytes: number; rssStartBytes: number; pool?: PoolCounters };
+}
+
+function checkAllocators(value: unknown): AllocatorName[] {
+  if (value === undefined) return [...ALLOCATOR_NAMES];
+  if (!Array.isArray(value) || value.length === 0) {
+    throw invalidArgument('type', `options.allocators must be a non-empty array of ${ALLOCATOR_NAMES.join(', ')}, got ${describe(value)}`);
+  }
+  const names = value.map((v, i) => checkOneOf(v, `options.allocators[${i}]`, ALLOCATOR_NAMES));
+  return [...new Set(names)];
+}
+
+/** Why a plan may serve this trace badly: said, not fatal (a plan may be replayed on another trace). */
+function planWarnings(plan: Plan, trace: Trace): string[] {
+  const warnings: string[] = [];
+  const largest = plan.classes[plan.classes.length - 1].size;
+  let oversize = 0;
+  for (const size of trace.sizes) if (size > largest) oversize++;
+  if (oversize > 0) warnings.push(`${oversize} of ${trace.bufferCount} buffers are larger than the plan's largest class (${largest} B): they go to the OS`);
+  if (plan.schedule) {
+    const n = Math.min(plan.schedule.sizes.length, trace.bufferCount);
+    let differ = Math.abs(plan.schedule.sizes.length - trace.bufferCount);
+    for (let k = 0; k < n; k++) if (plan.schedule.sizes[k] !== trace.sizes[k]) differ++;
+    if (differ > 0 && plan.training.iteration === 'all') {
+      warnings.push(`the plan's schedule differs from this trace at ${differ} allocation(s): those are routed by class`);
+    }
+  }
+  return warnings;
+}
+
+export async function replay(input: Trace | string, options?: ReplayOptions): Promise<ReplayReport> {
+  const o = checkOptions<ReplayOptions>(options, 'options', REPLAY_OPTIONS);
+  const reps = o.reps === undefined ? 20 : checkInteger(o.reps, 'options.reps', 1, 100000);
+  const touch = o.touch === undefined ? 'pages' : checkOneOf(o.touch, 'options.touch', TOUCH_MODES);
+  const names = checkAllocators(o.allocators);
+  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') {
+    throw invalidArgument('type', `options.onProgress must be a function, got ${describe(o.onProgress)}`);
+  }
+  if (!fs.existsSync(WORKER)) {
+    throw new TensorPoolError('ERR_TP_UNSUPPORTED', `the replay worker ${WORKER} is missing: build the package (npm run build)`);
+  }
+  const trace = typeof input === 'string' ? readTrace(input) : input;
+  if (trace.bufferCount === 0) throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to replay: no allocations`);
+
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorpool-replay-'));
+  const participants: Participant[] = names.map((name) => ({ spec: resolveAllocator(name), records: [] }));
+  try {
+    let tracePath = typeof input === 'string' ? input : path.join(scratch, 'trace.csv');
+    if (typeof input !== 'string') trace.writeCsv(tracePath);
+    let plan: Plan | null = null;
+    let planPath: string | undefined;
+    if (names.includes('tensorpool')) {
+      plan = o.plan === undefined ? train(trace, { order: 'auto' }) : typeof o.plan === 'string' ? Plan.read(o.plan) : o.plan;
+      if (!(plan instanceof Plan)) throw invalidArgument('type', `options.plan must be a Plan or a plan file, got ${describe(o.plan)}`);
+      planPath = path.join(scratch, 'plan.json');
+      plan.write(planPath);
+    }
+
+    const live = participants.filter((p) => {
+      if (!isAvailable(p.spec)) p.error = missingMessage(p.spec);
+      return !p.error;
+    });
+    await Promise.all(
+      live.map(async (p) => {
+        p.worker = new WorkerProcess(p.spec);
+        const ready = await p.worker.request({
+          type: 'init',
+          tracePath,
+          allocator: p.spec.kind,
+          planPath: p.spec.kind === 'pool' ? planPath : undefined,
+          touch,
+          // A plan trained on one iteration schedules every iteration from its start.
+          iterationMarks: p.spec.kind === 'pool' && typeof plan?.training.iteration === 'number',
+          mapsName: p.spec.mapsName,
+        });
+        if (ready.type === 'ready') p.faultSource = ready.faultSource;
+      }).map((promise, i) => promise.catch((error: Error) => void (live[i].error = error.message))),
+    );
+
+    const running = () => live.filter((p) => !p.error);
+    const total = reps * running().length;
+    let done = 0;
+    for (let round = 0; round < reps; round++) {
+      const order = running();
+      for (let k = 0; k < order.length; k++) {
+        const p = order[(round + k) % order.length];
+        try {
+          const answer = await p.worker!.request({ type: 'run', timeOperations: round % 2 === 1 });
+          if (answer.type === 'repetition') p.records.push(answer.record);
+        } catch (error) {
+          p.error = (error as Error).message;
+        }
+        o.onProgress?.(++done, total, p.spec.name);
+      }
+    }
+    for (const p of running()) {
+      const answer = await p.worker!.request({ type: 'finish' }).catch((error: Error) => void (p.error = error.message));
+      if (answer && answer.type === 'finished') p.finished = answer;
+    }
+
+    const lowerBoundBytes = trace.lowerBound();
+    const results = participants.map((p) => summarise(p, lowerBoundBytes));
+    const peers = results.filter((r) => r.available && r.allocator !== 'tensorpool');
+    const best = peers.length ? Math.min(...peers.map((r) => r.nsPerOp)) : null;
+    for (const r of results) r.vsBestPeer = best && r.available ? r.nsPerOp / best : null;
+    return {
+      trace: trace.name,
+      events: trace.eventCount,
+      buffers: trace.bufferCount,
+      reps,
+      touch,
+      lowerBoundBytes,
+      machine: machineInfo(),
+      plan: plan && {
+        arenaBytes: plan.arenaBytes,
+        interval: plan.interval,
+        order: plan.training.order,
+        source: plan.source.trace,
+        warnings: planWarnings(plan, trace),
+      },
+      results,
+    };
+  } finally {
+    for (const p of participants) p.worker?.kill();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+function summarise(p: Participant, lowerBoundBytes: number): AllocatorResult {
+  const steady = p.records.slice(Math.floor(p.records.length / 2));
+  const wall = steady.filter((r) => !r.timed);
+  const timed = steady.filter((r) => r.timed);
+  const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN);
+  const available = !p.error && p.finished !== undefined && steady.length > 0;
+  const growth = p.finished ? Math.max(0, p.finished.peakRssBytes - p.finished.rssStartBytes) : Number.NaN;
+  return {
+    allocator: p.spec.name,
+    available,
+    ...(p.error && { error: p.error }),
+    nsPerOp: median((wall.length ? wall : steady).map((r) => r.ns / (r.allocs + r.releases))),
+    allocNs: timed.length ? median(timed.map((r) => r.allocNs / r.allocs)) : null,
+    releaseNs: timed.length ? median(timed.map((r) => r.releaseNs / r.releases)) : null,
+    repetitionMs: median(steady.map((r) => r.ns / 1e6)),
+    steadyMinorFaultsPerRep: mean(steady.map((r) => r.minorFaults)),
+    steadyMajorFaultsPerRep: mean(steady.map((r) => r.majorFaults)),
+    peakRssBytes: p.finished?.peakRssBytes ?? Number.NaN,
+    rssGrowthBytes: growth,
+    lowerBoundBytes,
+    rssVsLowerBound: growth / lowerBoundBytes,
+    vsBestPeer: null,
+    faultSource: p.faultSource ?? 'none',
+    pool: p.finished?.pool && perRepetition(p.finished.pool, p.records.length),
+    repetitions: p.records,
+  };
+}
+
+function perRepetition(counters: PoolCounters, reps: number): PoolCounters {
+  const each = (v: number) => v / Math.max(1, reps);
+  return {
+    hits: each(counters.hits),
+    borrows: each(counters.borrows),
+    osFallbacks: each(counters.osFallbacks),
+    osOversize: each(counters.osOversize),
+    scheduleHits: each(counters.scheduleHits),
+    scheduleMisses: each(counters.scheduleMisses),
+    arenaBytes: counters.arenaBytes,
+  };
+}
