@@ -1,0 +1,94 @@
+// Native tests of the replay loop with the pool and with the C library's allocator.
+#include <vector>
+
+#include "check.h"
+#include "replay.h"
+
+using namespace tp;
+
+namespace {
+
+struct Events {
+  std::vector<uint8_t> ops;
+  std::vector<int32_t> buffers;
+  std::vector<double> sizes;
+};
+
+// A little training-step shape: activations kept, temporaries freed, an iteration mark, one buffer never freed.
+Events steps() {
+  Events e;
+  auto alloc = [&](double size) {
+    e.sizes.push_back(size);
+    e.ops.push_back(0);
+    e.buffers.push_back(static_cast<int32_t>(e.sizes.size() - 1));
+    return static_cast<int32_t>(e.sizes.size() - 1);
+  };
+  auto release = [&](int32_t b) {
+    e.ops.push_back(1);
+    e.buffers.push_back(b);
+  };
+  alloc(4096);  // never freed
+  for (int step = 0; step < 3; ++step) {
+    if (step > 0) {
+      e.ops.push_back(2);
+      e.buffers.push_back(-1);
+    }
+    std::vector<int32_t> kept;
+    for (double size : {1 << 20, 3 << 20, 65536, 100}) {
+      const int32_t t = alloc(777);
+      kept.push_back(alloc(size));
+      release(t);
+    }
+    for (int32_t b : kept) release(b);
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST(replay_runs_against_the_pool_and_libc_and_counts_everything) {
+  Events e = steps();
+  const ReplayTrace trace{e.ops.data(), e.buffers.data(), e.ops.size(), e.sizes.data(), e.sizes.size()};
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{4096, 4}, {65536, 2}, {1 << 20, 2}, {3 << 20, 2}};
+  std::string error;
+  auto pool = Pool::create(plan, PoolOptions{}, &error);
+  CHECK(pool != nullptr);
+  PoolAllocator poolAllocator(pool);
+  LibcAllocator libc;
+  FaultMeter meter;
+  std::vector<void*> slots;
+  for (ReplayAllocator* allocator : {static_cast<ReplayAllocator*>(&poolAllocator), static_cast<ReplayAllocator*>(&libc)}) {
+    for (Touch touch : {Touch::None, Touch::Pages, Touch::Full}) {
+      for (bool timed : {false, true}) {
+        ReplayOptions options;
+        options.touch = touch;
+        options.timeOperations = timed;
+        options.iterationMarks = true;
+        Repetition r;
+        CHECK(replayOnce(trace, *allocator, options, meter, slots, &r));
+        CHECK(r.allocs == e.sizes.size() && r.releases == e.sizes.size());  // the never-freed one included
+        CHECK(r.ns > 0 && (timed ? r.allocNs > 0 : r.allocNs == 0));
+      }
+    }
+  }
+  const PoolStats s = pool->stats();
+  CHECK(s.liveBlocks == 0 && s.osFallbacks == 0 && s.iterations == 6 * 3);
+}
+
+TEST(replay_reports_an_allocator_that_refuses) {
+  Events e = steps();
+  const ReplayTrace trace{e.ops.data(), e.buffers.data(), e.ops.size(), e.sizes.data(), e.sizes.size()};
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{4096, 1}};
+  std::string error;
+  auto pool = Pool::create(plan, PoolOptions{}, &error);
+  pool->close();  // a closed pool refuses every request
+  PoolAllocator allocator(pool);
+  FaultMeter meter;
+  std::vector<void*> slots;
+  Repetition r;
+  CHECK(!replayOnce(trace, allocator, ReplayOptions{}, meter, slots, &r));
+}

@@ -1,0 +1,144 @@
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { Plan, readTrace, replay, syntheticTrainingTrace, train } from '../lib/index.js';
+import { findLibrary, isAvailable, missingMessage, resolveAllocator } from '../lib/replay/allocators.js';
+import { replayReportHtml } from '../lib/report/html.js';
+import { expectUsageError, run } from './helpers.js';
+
+const shared = path.resolve(__dirname, '../../shared/traces');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-replay-'));
+const transformer = path.join(shared, 'transformer_train/trace.csv.gz');
+
+describe('replay(): tensorpool against real allocators, each in its own process', () => {
+  it('measures time, faults and RSS; tensorpool takes no steady-state fault and serves as planned', async () => {
+    const report = await replay(transformer, { allocators: ['tensorpool', 'malloc'], reps: 4 });
+    expect(report).toMatchObject({ reps: 4, touch: 'pages', events: 4337, buffers: 2196, lowerBoundBytes: 140107820 });
+    const [pool, malloc] = report.results;
+    expect(pool.allocator).toBe('tensorpool');
+    for (const r of [pool, malloc]) {
+      expect(r.available).toBe(true);
+      expect(r.repetitions).toHaveLength(4);
+      expect(r.repetitions.every((rep) => rep.allocs === 2196 && rep.releases === 2196)).toBe(true);
+      expect(r.nsPerOp).toBeGreaterThan(0);
+      expect(r.allocNs).toBeGreaterThan(0); // repetitions 1 and 3 time every call
+      expect(r.peakRssBytes).toBeGreaterThan(r.rssGrowthBytes);
+      expect(r.faultSource).toMatch(/perf_event|getrusage/);
+    }
+    expect(pool.steadyMinorFaultsPerRep).toBe(0);
+    expect(pool.pool).toMatchObject({ osFallbacks: 0, osOversize: 0, scheduleMisses: 0, scheduleHits: 2196 });
+    // The pre-faulted arena is growth over the worker's baseline: at least the plan's arena.
+    expect(pool.rssGrowthBytes).toBeGreaterThanOrEqual(report.plan!.arenaBytes * 0.99);
+    expect(pool.rssVsLowerBound).toBeCloseTo(pool.rssGrowthBytes / report.lowerBoundBytes, 10);
+    // glibc hands 1-4 MiB tensors back to the kernel and faults them in again every repetition.
+    expect(malloc.steadyMinorFaultsPerRep).toBeGreaterThan(1000);
+    expect(malloc.vsBestPeer).toBe(1);
+    expect(pool.vsBestPeer).toBeCloseTo(pool.nsPerOp / malloc.nsPerOp, 10);
+  });
+
+  it('touch modes, a plan trained elsewhere, and a per-iteration plan', async () => {
+    const synthetic = syntheticTrainingTrace({ layers: 16, iterations: 4, seed: 5 });
+    const perIteration = train(synthetic, { iteration: 2, order: 'size-desc' });
+    for (const touch of ['none', 'full'] as const) {
+      const report = await replay(synthetic, { allocators: ['tensorpool'], reps: 2, touch, plan: perIteration });
+      const pool = report.results[0];
+      expect(pool.available).toBe(true);
+      expect(report.touch).toBe(touch);
+      // Iterations 2..4 repeat iteration 2: each is scheduled from its start (iteration marks).
+      expect(pool.pool!.scheduleHits).toBeGreaterThan(0);
+    }
+    const file = path.join(tmp, 'resnet.plan.json');
+    train(readTrace(path.join(shared, 'resnet18_train/trace.csv.gz'))).write(file);
+    const report = await replay(transformer, { allocators: ['tensorpool'], reps: 2, plan: file });
+    expect(report.plan!.warnings.join('\n')).toMatch(/differs from this trace|larger than the plan's largest class/);
+    expect(report.results[0].available).toBe(true);
+  });
+
+  it('finds the peers it can, and names the package of one that is missing', () => {
+    expect(findLibrary('libtensorpool-no-such-allocator.so.9')).toBeUndefined();
+    const missing = { ...resolveAllocator('jemalloc'), library: undefined };
+    expect(isAvailable(missing)).toBe(false);
+    expect(missingMessage(missing)).toBe('jemalloc: not installed (libjemalloc.so.2 not found; apt-get install libjemalloc2, or run bench/install-peers.sh)');
+    expect(isAvailable(resolveAllocator('malloc'))).toBe(true);
+  });
+
+  const jemalloc = resolveAllocator('jemalloc');
+  it.skipIf(!isAvailable(jemalloc))('really runs a peer: the worker checks the preloaded library is mapped', async () => {
+    const report = await replay(transformer, { allocators: ['jemalloc'], reps: 2 });
+    expect(report.results[0].available).toBe(true);
+    expect(report.results[0].error).toBeUndefined();
+  });
+
+  it('rejects bad options', async () => {
+    await expect(replay(transformer, { reps: 0 })).rejects.toThrow(/options\.reps must be between 1/);
+    await expect(replay(transformer, { allocators: ['dlmalloc' as never] })).rejects.toThrow(/options\.allocators\[0\] must be one of/);
+    await expect(replay(transformer, { touch: 'some' as never })).rejects.toThrow(/options\.touch/);
+    await expect(replay(path.join(tmp, 'missing.csv'))).rejects.toThrow(/missing\.csv: cannot read the trace/);
+    await expect(replay(transformer, { plan: path.join(tmp, 'missing.json') })).rejects.toThrow(/cannot read the plan/);
+  });
+});
+
+describe('tensorpool replay / bench (CLI) and the HTML report', () => {
+  it('bench: replays the bundled trace, prints the table, writes --json and --report', () => {
+    const json = path.join(tmp, 'bench.json');
+    const html = path.join(tmp, 'bench.html');
+    const r = run('bench', '--reps', '2', '--allocators', 'tensorpool,malloc', '--json', json, '--report', html);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/resnet18_train\.csv\.gz: 2821 events, 1442 buffers/);
+    expect(r.stdout).toMatch(/allocator\s+ns\/op\s+alloc ns\s+release ns\s+x best peer\s+faults\/rep\s+peak RSS\s+RSS growth\s+x LB/);
+    expect(r.stderr).toMatch(/replay: 4\/4 repetitions/);
+    const out = JSON.parse(fs.readFileSync(json, 'utf8'));
+    expect(out).toMatchObject({ reps: 2, touch: 'pages' });
+    expect(out.trace).toMatch(/resnet18_train/);
+    for (const result of out.results) {
+      for (const key of ['allocator', 'nsPerOp', 'steadyMinorFaultsPerRep', 'peakRssBytes', 'rssGrowthBytes', 'lowerBoundBytes']) {
+        expect(result).toHaveProperty(key);
+      }
+    }
+    const page = fs.readFileSync(html, 'utf8');
+    expect(page.startsWith('<!doctype html>')).toBe(true);
+    for (const id of ['results', 'ns-per-op', 'faults', 'rss', 'timeline']) expect(page).toContain(`id="${id}"`);
+    expect(page.match(/<svg /g)).toHaveLength(4);
+    expect(page).toMatch(/<polyline points="(\d+(\.\d)?,\d+(\.\d)? ){100,}/); // the memory timeline
+    expect(page).toContain('lower bound 205 MiB');
+    expect(page).toMatch(/tensorpool arena \d+ MiB/);
+    for (const name of ['tensorpool', 'malloc']) expect(page).toContain(`>${name}<`);
+    // Self-contained: nothing is fetched (the SVG namespace is a name, not a request).
+    expect(page.replace(/xmlns="http:\/\/www\.w3\.org\/2000\/svg"/g, '')).not.toMatch(/https?:|<script|<link|@import|src=/);
+  });
+
+  it('the report escapes what it prints', () => {
+    const trace = syntheticTrainingTrace({ layers: 4, iterations: 2 });
+    const page = replayReportHtml(
+      {
+        trace: '<script>alert(1)</script>',
+        events: trace.eventCount,
+        buffers: trace.bufferCount,
+        reps: 1,
+        touch: 'pages',
+        lowerBoundBytes: trace.lowerBound(),
+        machine: { cpus: 1, cpuModel: 'x & y', memoryBytes: 1, kernel: 'k', node: 'v' },
+        plan: null,
+        results: [],
+      },
+      trace,
+    );
+    expect(page).not.toContain('<script>');
+    expect(page).toContain('&lt;script&gt;');
+    expect(page).toContain('x &amp; y');
+  });
+
+  it('rejects bad input with one clear line and exit code 2', () => {
+    expectUsageError(run('replay', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
+    expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, malloc, jemalloc, mimalloc, tcmalloc\)/);
+    expectUsageError(run('replay', transformer, '--reps', '0'), /--reps must be an integer >= 1, got "0"/);
+    expectUsageError(run('replay', transformer, '--touch', 'all'), /--touch must be one of pages, full, none/);
+    const badPlan = path.join(tmp, 'bad.plan.json');
+    fs.writeFileSync(badPlan, JSON.stringify({ ...new Plan({ interval: 4096, classes: [{ size: 4096, blocks: 1 }] }).toJSON(), version: 7 }));
+    expectUsageError(run('replay', transformer, '--plan', badPlan), /bad\.plan\.json: plan format version 7 is not supported/);
+    expectUsageError(run('bench', '--trace', 'nonexistent_trace'), /nonexistent_trace: cannot read the trace: no such file/);
+    expectUsageError(run('bench', 'extra'), /unexpected argument 'extra'/);
+  });
+});
