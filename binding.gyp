@@ -6,7 +6,8 @@
         "<!@(node -p \"const s = require('./native/sources.json'); s.core.concat(s.addon).join(' ')\")"
       ],
       "include_dirs": [
-        "<!(node -p \"require('node-addon-api').include_dir\")"
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "native"
       ],
       "defines": [
         "NAPI_VERSION=8",

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "../planner/strategies.h"
 #include "../train.h"
 #include "args.h"
 
@@ -49,6 +50,95 @@ Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
     out.Set(static_cast<uint32_t>(r), o);
   }
   return out;
+}
+
+namespace {
+
+// A planning problem from JS, checked (planner::validate) before any planner sees it.
+planner::Problem readPlanningProblem(const Napi::Object& object) {
+  Napi::Env env = object.Env();
+  planner::Problem p;
+  forEachUint(object.Get("sizes"), "problem.sizes", [&](size_t, uint64_t v) { p.size.push_back(v); });
+  if (!object.Get("neighbours").IsUndefined()) {
+    std::vector<uint64_t> starts;
+    forEachUint(object.Get("neighbourStarts"), "problem.neighbourStarts", [&](size_t, uint64_t v) { starts.push_back(v); });
+    std::vector<uint32_t> targets;
+    forEachUint(object.Get("neighbours"), "problem.neighbours", [&](size_t, uint64_t v) {
+      if (v >= p.size.size()) throw Napi::RangeError::New(env, "problem.neighbours names a buffer that does not exist");
+      targets.push_back(static_cast<uint32_t>(v));
+    });
+    if (starts.size() != p.size.size() + 1 || starts.back() != targets.size()) {
+      throw Napi::RangeError::New(env, "problem.neighbourStarts must have one entry per buffer plus one");
+    }
+    p.neighbours.resize(p.size.size());
+    for (size_t b = 0; b < p.size.size(); ++b) {
+      if (starts[b] > starts[b + 1]) throw Napi::RangeError::New(env, "problem.neighbourStarts must not decrease");
+      p.neighbours[b].assign(targets.begin() + static_cast<std::ptrdiff_t>(starts[b]),
+                             targets.begin() + static_cast<std::ptrdiff_t>(starts[b + 1]));
+    }
+  } else {
+    forEachUint(object.Get("lower"), "problem.lower", [&](size_t, uint64_t v) { p.lower.push_back(v); });
+    forEachUint(object.Get("upper"), "problem.upper", [&](size_t, uint64_t v) { p.upper.push_back(v); });
+  }
+  std::string error;
+  if (!planner::validate(p, &error)) throw errorWithCode(env, "ERR_TP_BAD_PROBLEM", error);
+  return p;
+}
+
+std::vector<uint64_t> readOffsets(const Napi::Value& value, size_t count) {
+  std::vector<uint64_t> offsets;
+  offsets.reserve(count);
+  forEachUint(value, "offsets", [&](size_t, uint64_t v) { offsets.push_back(v); });
+  return offsets;
+}
+
+}  // namespace
+
+Napi::Value PlanOffsets(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const planner::Problem problem = readPlanningProblem(requireObjectArg(info, 0, "problem"));
+  Napi::Object optionsArg = requireObjectArg(info, 1, "options");
+  planner::PlanOptions options;
+  const std::string strategy = optionsArg.Get("strategy").IsString() ? optionsArg.Get("strategy").As<Napi::String>().Utf8Value() : "";
+  if (strategy == "greedy-size") options.strategy = planner::Strategy::GreedySize;
+  else if (strategy == "s1") options.strategy = planner::Strategy::S1;
+  else if (strategy == "s2") options.strategy = planner::Strategy::S2;
+  else if (strategy == "s3") options.strategy = planner::Strategy::S3;
+  else if (strategy == "best") options.strategy = planner::Strategy::Best;
+  else throw Napi::TypeError::New(env, "options.strategy must be greedy-size, s1, s2, s3 or best");
+  options.timeLimitMs = optionalUint(optionsArg, "timeLimitMs", options.timeLimitMs);
+  options.seed = optionalUint(optionsArg, "seed", options.seed);
+
+  const planner::PlanResult result = planner::planOffsets(problem, options);
+  Napi::Float64Array offsets = Napi::Float64Array::New(env, result.offsets.size());
+  for (size_t b = 0; b < result.offsets.size(); ++b) offsets[b] = static_cast<double>(result.offsets[b]);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("offsets", offsets);
+  setNumber(o, "peak", result.peak);
+  setNumber(o, "lowerBound", result.lowerBound.value);
+  o.Set("lowerBoundExact", Napi::Boolean::New(env, result.lowerBound.exact));
+  o.Set("optimal", Napi::Boolean::New(env, result.optimal));
+  o.Set("ms", Napi::Number::New(env, static_cast<double>(result.elapsedNs) / 1e6));
+  o.Set("notes", Napi::String::New(env, result.notes));
+  Napi::Uint32Array order = Napi::Uint32Array::New(env, result.order.size());
+  std::copy(result.order.begin(), result.order.end(), order.Data());
+  o.Set("order", order);
+  std::string why;
+  o.Set("valid", Napi::Boolean::New(env, planner::verify(problem, result.offsets, &why)));
+  o.Set("why", Napi::String::New(env, why));
+  return o;
+}
+
+Napi::Value VerifyOffsets(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const planner::Problem problem = readPlanningProblem(requireObjectArg(info, 0, "problem"));
+  const std::vector<uint64_t> offsets = readOffsets(info[1], problem.count());
+  std::string why;
+  const bool valid = planner::verify(problem, offsets, &why);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("valid", Napi::Boolean::New(env, valid));
+  o.Set("why", Napi::String::New(env, why));
+  return o;
 }
 
 }  // namespace tp::napi

@@ -10,4 +10,12 @@ namespace tp::napi {
 //      (per tensor), ms: number }; the intervals are trained in parallel.
 Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info);
 
+// (problem, { strategy, timeLimitMs, seed }) -> { offsets: Float64Array, peak, lowerBound, lowerBoundExact,
+//   optimal, ms, notes, order: Uint32Array (greedy-size, s1), valid, why (the verifier's verdict) }. problem: { sizes: Float64Array, lower, upper: Float64Array } (lifetimes) or
+//   { sizes, neighbourStarts: Float64Array (n + 1), neighbours: Float64Array } (a conflict graph, CSR).
+Napi::Value PlanOffsets(const Napi::CallbackInfo& info);
+
+// (problem, offsets: Float64Array) -> { valid: boolean, why: string }
+Napi::Value VerifyOffsets(const Napi::CallbackInfo& info);
+
 }  // namespace tp::napi

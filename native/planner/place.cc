@@ -1,0 +1,208 @@
+#include "planner/place.h"
+
+#include "os.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+#include <tuple>
+
+namespace tp::planner {
+
+namespace {
+
+// Sorts [offset, end) pairs by offset: an LSD radix sort over the offset bytes in use (a few passes of
+// 256 buckets) for long lists, which cost the greedy planners most of their time with std::sort.
+void sortByOffset(std::vector<std::pair<uint64_t, uint64_t>>& v, std::vector<std::pair<uint64_t, uint64_t>>& scratch) {
+  if (v.size() < 256) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  constexpr unsigned kBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  uint64_t max = 0;
+  for (const auto& e : v) max |= e.first;
+  scratch.resize(v.size());
+  for (unsigned shift = 0; shift < 64 && (max >> shift) != 0; shift += kBits) {
+    size_t count[kBuckets + 1] = {};
+    for (const auto& e : v) count[((e.first >> shift) & (kBuckets - 1)) + 1]++;
+    for (size_t i = 1; i <= kBuckets; ++i) count[i] += count[i - 1];
+    for (const auto& e : v) scratch[count[(e.first >> shift) & (kBuckets - 1)]++] = e;
+    v.swap(scratch);
+  }
+}
+
+// Problems this large split each query between two threads (below, the hand-over costs more than it saves).
+constexpr size_t kSplitAbove = 8192;
+
+}  // namespace
+
+HelperThread::HelperThread() : thread_([this] { loop(); }) {}
+
+HelperThread::~HelperThread() {
+  state_.store(3, std::memory_order_release);
+  thread_.join();
+}
+
+void HelperThread::loop() {
+  for (;;) {
+    const int state = state_.load(std::memory_order_acquire);
+    if (state == 3) return;
+    if (state == 1) {
+      task_(context_);
+      state_.store(2, std::memory_order_release);
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void HelperThread::start(void (*task)(void*), void* context) {
+  task_ = task;
+  context_ = context;
+  state_.store(1, std::memory_order_release);
+}
+
+void HelperThread::wait() {
+  while (state_.load(std::memory_order_acquire) != 2) std::this_thread::yield();
+  state_.store(0, std::memory_order_release);
+}
+
+namespace {
+bool splitQueries(const Problem& p) {
+  return !p.isGraph() && p.count() > kSplitAbove && std::thread::hardware_concurrency() > 1;
+}
+}  // namespace
+
+Placer::Placer(const Problem& problem)
+    : problem_(problem), index_(problem, 0, splitQueries(problem) ? 2 : 1) {
+  if (splitQueries(problem)) {
+    helperIndex_ = std::make_unique<ConflictIndex>(problem, 1, 2);
+    helper_ = std::make_unique<HelperThread>();
+  }
+}
+
+Placer::~Placer() = default;
+
+uint64_t Placer::offsetFor(uint32_t b, Fit fit, const std::vector<uint64_t>& offsets) {
+  busy_.clear();
+  helperBusy_.clear();
+  if (problem_.isGraph()) {
+    for (uint32_t c : problem_.neighbours[b]) {
+      if (offsets[c] != kUnplaced) busy_.emplace_back(offsets[c], offsets[c] + problem_.size[c]);
+    }
+  } else if (helper_) {
+    // The index marks follow `offsets` (reset / put / take); each thread collects and sorts one half.
+    helperQuery_ = b;
+    helper_->start(
+        [](void* self) {
+          Placer& placer = *static_cast<Placer*>(self);
+          placer.helperIndex_->collectPlacedBusy(placer.helperQuery_, placer.helperBusy_);
+          sortByOffset(placer.helperBusy_, placer.helperScratch_);
+        },
+        this);
+    index_.collectPlacedBusy(b, busy_);
+  } else {
+    index_.collectPlacedBusy(b, busy_);
+  }
+  sortByOffset(busy_, scratch_);
+  if (helper_ && !problem_.isGraph()) helper_->wait();
+
+  // Walk the busy ranges of both halves in offset order (a merge), tracking the gaps between them.
+  const uint64_t size = problem_.size[b];
+  uint64_t cursor = 0;
+  uint64_t bestOffset = kUnplaced, bestGap = UINT64_MAX;
+  size_t i = 0, j = 0;
+  while (i < busy_.size() || j < helperBusy_.size()) {
+    const bool takeMine = j == helperBusy_.size() || (i < busy_.size() && busy_[i].first <= helperBusy_[j].first);
+    const auto [start, end] = takeMine ? busy_[i++] : helperBusy_[j++];
+    if (start > cursor) {
+      const uint64_t gap = start - cursor;
+      if (gap >= size) {
+        if (fit == Fit::First) return cursor;
+        if (gap < bestGap) {
+          bestGap = gap;
+          bestOffset = cursor;
+        }
+      }
+    }
+    cursor = std::max(cursor, end);
+  }
+  return bestOffset != kUnplaced ? bestOffset : cursor;
+}
+
+void Placer::reset(const std::vector<uint64_t>& offsets) {
+  for (uint32_t b = 0; b < problem_.count(); ++b) mark(b, offsets[b] != kUnplaced, offsets[b]);
+}
+
+uint64_t Placer::put(uint32_t b, Fit fit, std::vector<uint64_t>& offsets) {
+  offsets[b] = offsetFor(b, fit, offsets);
+  mark(b, true, offsets[b]);
+  return offsets[b];
+}
+
+void Placer::take(uint32_t b, std::vector<uint64_t>& offsets) {
+  offsets[b] = kUnplaced;
+  mark(b, false, 0);
+}
+
+void Placer::mark(uint32_t b, bool placed, uint64_t offset) {
+  index_.markPlaced(b, placed, offset);
+  if (helperIndex_) helperIndex_->markPlaced(b, placed, offset);
+}
+
+std::vector<uint64_t> Placer::place(const std::vector<uint32_t>& order, Fit fit, uint64_t deadlineNs) {
+  std::vector<uint64_t> offsets(problem_.count(), kUnplaced);
+  reset(offsets);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if ((i & 1023) == 1023 && os::monotonicNs() > deadlineNs) return {};
+    put(order[i], fit, offsets);
+  }
+  return offsets;
+}
+
+std::vector<uint64_t> placeLowestFirst(const Problem& p, const std::vector<uint32_t>& rank, uint64_t deadlineNs) {
+  const size_t n = p.count();
+  const ConflictIndex index(p);
+  std::vector<uint64_t> offsets(n, kUnplaced), lowest(n, 0);
+  using Entry = std::tuple<uint64_t, uint32_t, uint32_t>;  // (offset, rank, buffer)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  for (uint32_t b = 0; b < n; ++b) heap.emplace(0, rank[b], b);
+  size_t placed = 0;
+  while (!heap.empty()) {
+    const auto [offset, r, b] = heap.top();
+    heap.pop();
+    if (offsets[b] != kUnplaced || offset != lowest[b]) continue;  // placed, or a stale entry
+    if ((++placed & 1023) == 0 && os::monotonicNs() > deadlineNs) return {};
+    offsets[b] = offset;
+    const uint64_t top = offset + p.size[b];
+    index.forEachConflict(b, [&](uint32_t c) {
+      if (offsets[c] == kUnplaced && lowest[c] < top) {
+        lowest[c] = top;
+        heap.emplace(top, rank[c], c);
+      }
+    });
+  }
+  return offsets;
+}
+
+std::vector<uint32_t> orderBy(const Problem& p, const std::vector<double>& key) {
+  std::vector<uint32_t> order(p.count());
+  std::iota(order.begin(), order.end(), 0u);
+  const bool graph = p.isGraph();
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    if (key[a] != key[b]) return key[a] > key[b];
+    if (graph) return false;
+    const uint64_t la = p.upper[a] - p.lower[a], lb = p.upper[b] - p.lower[b];
+    if (la != lb) return la > lb;
+    return p.lower[a] < p.lower[b];
+  });
+  return order;
+}
+
+std::vector<uint32_t> sizeOrder(const Problem& p) {
+  std::vector<double> key(p.size.begin(), p.size.end());
+  return orderBy(p, key);
+}
+
+}  // namespace tp::planner
