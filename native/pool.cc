@@ -6,22 +6,59 @@
 
 namespace tp {
 
-std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& options, std::string* error) {
+namespace {
+// Every pool of the process, held weakly: Pool::owning() looks a pointer up among them.
+std::mutex registryMu;
+std::vector<std::weak_ptr<Pool>>& registry() {
+  static std::vector<std::weak_ptr<Pool>> pools;
+  return pools;
+}
+}  // namespace
+
+std::shared_ptr<Pool> Pool::owning(const void* data, uint64_t* bytes) {
+  std::lock_guard<std::mutex> lock(registryMu);
+  auto& pools = registry();
+  pools.erase(std::remove_if(pools.begin(), pools.end(), [](const auto& w) { return w.expired(); }), pools.end());
+  for (const auto& weak : pools) {
+    if (auto pool = weak.lock()) {
+      if (const uint64_t size = pool->liveSize(data)) {
+        *bytes = size;
+        return pool;
+      }
+    }
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& options, std::string* error,
+                                   const OffsetSchedule* offsets) {
   std::shared_ptr<Pool> pool(new Pool(options, os::randomSeed()));
   auto generation =
       SizeClassPool::create(1, pool->secret_, plan, options.arena, options.grow, options.growReserve, error);
   if (!generation) return nullptr;
   pool->generations_.push_back(std::move(generation));
+  if (offsets && !offsets->empty()) {
+    pool->offsetArena_ = OffsetArena::create(*offsets, options.arena, error);
+    if (!pool->offsetArena_) return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(registryMu);
+  registry().push_back(pool);
   return pool;
 }
 
 Pool::~Pool() {
-  for (BlockHeader* header : osLive_) {
-    if (header->origin == Origin::OsMap) {
-      os::unmapMemory(header, header->osLength);
-    } else {
-      os::freeHeap(header);
-    }
+  for (auto& [stream, queue] : deferred_) {
+    for (Deferred& d : queue) events_.recycle(d.event);
+  }
+  for (BlockHeader* header : osLive_) unmapOsBlock(header);
+  for (BlockHeader* header : zombies_) unmapOsBlock(header);
+}
+
+void Pool::unmapOsBlock(BlockHeader* header) {
+  if (header->origin == Origin::OsMap) {
+    os::unmapMemory(header, header->osLength);
+  } else {
+    os::freeHeap(header);
   }
 }
 
@@ -29,34 +66,47 @@ Allocation Pool::alloc(uint64_t bytes) {
   if (bytes == 0 || bytes > kMaxRequest) return {AllocStatus::BadSize};
   std::lock_guard<std::mutex> lock(mu_);
   if (counters_.closed) return {AllocStatus::Closed};
+  if (counters_.deferredPending != 0) reclaimLocked();  // S4: completed pairs first
+  const uint64_t position = cursor_++;
+  if (offsetArena_ && position < offsetArena_->positions()) {
+    if (void* data = offsetArena_->take(position, bytes, nextSerial_)) {
+      counters_.offsetHits++;
+      return counted(data, bytes, nextSerial_++, Route::Offset);
+    }
+    counters_.offsetMisses++;
+  }
   SizeClassPool& serving = *generations_.back();
   Source source = Source::Own;
   BlockHeader* header = nullptr;
   const std::vector<ScheduleEntry>& schedule = serving.schedule();
-  if (cursor_ < schedule.size()) {
-    const ScheduleEntry& entry = schedule[cursor_];
+  if (position < schedule.size()) {
+    const ScheduleEntry& entry = schedule[position];
     // entry.size <= its class's size was checked when the plan was built; equality with bytes makes the
     // scheduled block large enough.
     if (entry.size == bytes) header = serving.takeFrom(entry.classIndex, bytes, &source);
     if (header) counters_.scheduleHits++; else counters_.scheduleMisses++;
   }
-  cursor_++;
   if (!header) header = serving.take(bytes, &source);
   if (!header) {
     return allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
   }
   header->serial = nextSerial_++;
-  counters_.allocs++;
-  counters_.liveBlocks++;
-  counters_.bytesLive += bytes;
-  if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
   Route route = Route::Own;
   switch (source) {
     case Source::Own: counters_.hits++; break;
     case Source::Borrowed: counters_.borrows++; route = Route::Borrowed; break;
     case Source::Grown: counters_.grown++; counters_.hits++; route = Route::Grown; break;
   }
-  return {AllocStatus::Ok, header->data(), header->serial, route};
+  return counted(header->data(), bytes, header->serial, route);
+}
+
+// Called with mu_ held: the counters every served allocation updates.
+Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route) {
+  counters_.allocs++;
+  counters_.liveBlocks++;
+  counters_.bytesLive += bytes;
+  if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
+  return {AllocStatus::Ok, data, serial, route};
 }
 
 // Called with mu_ held.
@@ -84,15 +134,10 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   header->serial = nextSerial_++;
   header->osLength = length;
   osLive_.insert(header);
-
-  counters_.allocs++;
-  counters_.liveBlocks++;
-  counters_.bytesLive += bytes;
-  if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
   counters_.osLiveBlocks++;
   counters_.osLiveBytes += bytes;
   if (route == Route::OsOversize) counters_.osOversize++; else counters_.osFallbacks++;
-  return {AllocStatus::Ok, header->data(), header->serial, route};
+  return counted(header->data(), bytes, header->serial, route);
 }
 
 BlockHeader* Pool::findLocked(const void* data) const {
@@ -125,11 +170,22 @@ ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
 
 uint64_t Pool::liveSize(const void* data) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (offsetArena_ && offsetArena_->isLive(data)) return offsetArena_->requestedOf(data);
   BlockHeader* header = findLocked(data);
   return header && header->state == BlockState::Live ? header->requested : 0;
 }
 
 ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySerial) {
+  if (offsetArena_ && offsetArena_->contains(data)) {
+    if (!offsetArena_->isLive(data)) return ReleaseStatus::NotOwned;
+    if (bySerial && offsetArena_->serialOf(data) != serial) return ReleaseStatus::Stale;
+    counters_.releases++;
+    counters_.liveBlocks--;
+    counters_.bytesLive -= offsetArena_->requestedOf(data);
+    offsetArena_->give(data);
+    dropDrainedLocked();
+    return ReleaseStatus::Ok;
+  }
   BlockHeader* header = findLocked(data);
   if (!header) return ReleaseStatus::NotOwned;
   if (header->state != BlockState::Live) return ReleaseStatus::NotLive;
@@ -150,21 +206,106 @@ void Pool::returnBlockLocked(BlockHeader* header) {
   counters_.osLiveBlocks--;
   counters_.osLiveBytes -= header->requested;
   osLive_.erase(header);
-  if (header->origin == Origin::OsMap) {
-    os::unmapMemory(header, header->osLength);
+  if (pins_.load(std::memory_order_acquire) != 0) {
+    zombies_.push_back(header);  // a stream task may still touch it: unmapped once unpinned
   } else {
-    os::freeHeap(header);
+    unmapOsBlock(header);
   }
 }
 
 // Unmaps every arena that no longer serves and has no block outstanding. The newest arena serves until the
 // pool is closed; older ones only drain.
 void Pool::dropDrainedLocked() {
+  if (pins_.load(std::memory_order_acquire) != 0) return;  // a stream task may still touch an arena
   const auto draining = generations_.begin() + static_cast<std::ptrdiff_t>(
                                                    counters_.closed ? generations_.size() : generations_.size() - 1);
   const auto kept = std::remove_if(generations_.begin(), draining,
                                    [](const auto& generation) { return generation->outstandingBlocks() == 0; });
   generations_.erase(kept, draining);
+  if (counters_.closed && offsetArena_ && offsetArena_->liveBlocks() == 0) offsetArena_.reset();
+}
+
+ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>& stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes;
+  if (offsetArena_ && offsetArena_->contains(data)) {
+    if (!offsetArena_->isLive(data)) return ReleaseStatus::NotOwned;
+    bytes = offsetArena_->requestedOf(data);
+    offsetArena_->defer(data);
+  } else {
+    BlockHeader* header = findLocked(data);
+    if (!header) return ReleaseStatus::NotOwned;
+    if (header->state != BlockState::Live) return ReleaseStatus::NotLive;
+    bytes = header->requested;
+    header->state = BlockState::Deferred;
+  }
+  counters_.releases++;
+  counters_.liveBlocks--;
+  counters_.bytesLive -= bytes;
+  counters_.deferredPending++;
+  counters_.deferredBytes += bytes;
+  auto queue = std::find_if(deferred_.begin(), deferred_.end(), [&](const auto& q) { return q.first == stream.get(); });
+  if (queue == deferred_.end()) {
+    deferred_.emplace_back(stream.get(), std::deque<Deferred>{});
+    queue = deferred_.end() - 1;
+    stream->addObserver(weak_from_this());
+  }
+  queue->second.push_back({data, events_.record(stream), bytes});
+  return ReleaseStatus::Ok;
+}
+
+uint64_t Pool::reclaim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reclaimLocked();
+}
+
+// Each stream's events pass in the order they were recorded: stop at the first that has not.
+uint64_t Pool::reclaimLocked() {
+  uint64_t returned = 0;
+  for (auto& [stream, queue] : deferred_) {
+    while (!queue.empty() && queue.front().event->passed()) {
+      const Deferred d = queue.front();
+      queue.pop_front();
+      events_.recycle(d.event);
+      counters_.deferredPending--;
+      counters_.deferredBytes -= d.bytes;
+      if (offsetArena_ && offsetArena_->contains(d.data)) {
+        offsetArena_->give(d.data);
+      } else {
+        returnBlockLocked(findLocked(d.data));
+      }
+      ++returned;
+    }
+  }
+  deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(), [](const auto& q) { return q.second.empty(); }),
+                  deferred_.end());
+  if (returned) dropDrainedLocked();
+  return returned;
+}
+
+void Pool::onProgress(Stream&, uint64_t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (counters_.closed && counters_.deferredPending != 0) reclaimLocked();
+}
+
+std::shared_ptr<void> Pool::pin() {
+  pins_.fetch_add(1, std::memory_order_acq_rel);
+  std::shared_ptr<Pool> self = shared_from_this();
+  return std::shared_ptr<void>(this, [self](void*) { self->unpin(); });
+}
+
+void Pool::unpin() {
+  if (pins_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pins_.load(std::memory_order_acquire) != 0) return;  // pinned again meanwhile
+  for (BlockHeader* header : zombies_) unmapOsBlock(header);
+  zombies_.clear();
+  dropDrainedLocked();
+}
+
+void Pool::setEventPooling(bool pooling) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.setPooling(pooling);
 }
 
 void Pool::beginIteration() {
@@ -188,6 +329,14 @@ PoolStats Pool::stats() const {
     s.committedBytes += generation->arena().committedBytes();
   }
   s.arenas = generations_.size();
+  s.eventsCreated = events_.created();
+  s.eventsReused = events_.reused();
+  if (offsetArena_) {
+    s.arenaBytes += offsetArena_->arena().carvedBytes();
+    s.reservedBytes += offsetArena_->arena().reservedBytes();
+    s.committedBytes += offsetArena_->arena().committedBytes();
+    s.arenas++;
+  }
   return s;
 }
 

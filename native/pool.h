@@ -3,7 +3,9 @@
 // it safe to use from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -11,8 +13,11 @@
 #include <vector>
 
 #include "classes.h"
+#include "events.h"
+#include "offset_arena.h"
 #include "header.h"
 #include "size_class_pool.h"
+#include "stream.h"
 
 namespace tp {
 
@@ -24,7 +29,7 @@ struct PoolOptions {
 };
 
 // How a request was served.
-enum class Route : uint8_t { Own = 0, Borrowed = 1, Grown = 2, OsFallback = 3, OsOversize = 4 };
+enum class Route : uint8_t { Own = 0, Borrowed = 1, Grown = 2, OsFallback = 3, OsOversize = 4, Offset = 5 };
 
 enum class AllocStatus : uint8_t { Ok, Closed, BadSize, OutOfMemory };
 
@@ -49,6 +54,12 @@ struct PoolStats {
   uint64_t iterations = 0;      // beginIteration() calls
   uint64_t scheduleHits = 0;    // allocations served where the plan's schedule put them
   uint64_t scheduleMisses = 0;  // scheduled positions whose size differed or whose class had no free block
+  uint64_t offsetHits = 0;      // allocations served at their planned offset (offsets mode)
+  uint64_t offsetMisses = 0;    // planned positions whose size differed or whose range was still in use
+  uint64_t eventsCreated = 0;   // S4: events made because the event pool was empty
+  uint64_t eventsReused = 0;    // ... and taken from it
+  uint64_t deferredPending = 0; // released with a stream, waiting for it to pass their event
+  uint64_t deferredBytes = 0;
   bool closed = false;
 };
 
@@ -57,12 +68,17 @@ struct ClassStats {
   ClassCounters counters;
 };
 
-class Pool {
+class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
  public:
   // The largest single request: 2^47 bytes.
   static constexpr uint64_t kMaxRequest = uint64_t{1} << 47;
 
-  static std::shared_ptr<Pool> create(const PlanSpec& plan, const PoolOptions& options, std::string* error);
+  // With `offsets`, the pool also has an offsets-mode arena laid out by that schedule, tried first.
+  static std::shared_ptr<Pool> create(const PlanSpec& plan, const PoolOptions& options, std::string* error,
+                                      const OffsetSchedule* offsets = nullptr);
+  // The pool (of this process) in which `data` starts a live block, and that block's size; nullptr when
+  // none does. Stream tasks use it to accept only pool memory.
+  static std::shared_ptr<Pool> owning(const void* data, uint64_t* bytes);
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -82,6 +98,20 @@ class Pool {
   // Bytes the live block at `data` was allocated with, or 0 when it is not a live block of this pool.
   uint64_t liveSize(const void* data);
 
+  // Stream-ordered release (S4): the block stops being the caller's now but is reused only once `stream`
+  // has passed an event recorded now (taken from the event pool). Statuses as release().
+  ReleaseStatus releaseAfter(const void* data, const std::shared_ptr<Stream>& stream);
+  // Gives back the deferred blocks whose events have passed, their events back to the event pool (every
+  // alloc does this first). Returns how many blocks came back.
+  uint64_t reclaim();
+  // Held by stream tasks that touch this pool's memory: while any pin is held, no arena is unmapped and no
+  // OS block returned to the OS (released ones wait), so a task never writes into unmapped memory.
+  std::shared_ptr<void> pin();
+  // With pooling off, every event is made and destroyed (the benchmark's comparison).
+  void setEventPooling(bool pooling);
+  // A closed pool reclaims as its streams move on (nobody allocates any more to do it).
+  void onProgress(Stream& stream, uint64_t completed) override;
+
   // Stops serving. Arenas are unmapped as soon as no block of theirs is outstanding (at once if none is);
   // blocks still live can be released later. Idempotent.
   void close();
@@ -93,9 +123,13 @@ class Pool {
  private:
   Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret) {}
   Allocation allocFromOs(uint64_t bytes, Route route);
+  Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route);
   BlockHeader* findLocked(const void* data) const;
   ReleaseStatus releaseLocked(const void* data, uint64_t serial, bool bySerial);
   void returnBlockLocked(BlockHeader* header);
+  uint64_t reclaimLocked();
+  void unpin();
+  void unmapOsBlock(BlockHeader* header);
   SizeClassPool* generationLocked(uint32_t id) const;
   void dropDrainedLocked();
 
@@ -103,10 +137,21 @@ class Pool {
   PoolOptions options_;
   uint64_t secret_;
   std::vector<std::unique_ptr<SizeClassPool>> generations_;  // back() serves
+  std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
   uint64_t nextSerial_ = 1;
   uint64_t cursor_ = 0;  // allocations since beginIteration(): the schedule position of the next one
+
+  struct Deferred {
+    const void* data;
+    StreamEvent* event;
+    uint64_t bytes;
+  };
+  EventPool events_;
+  std::vector<std::pair<Stream*, std::deque<Deferred>>> deferred_;  // per stream, in release order
+  std::atomic<uint64_t> pins_{0};
+  std::vector<BlockHeader*> zombies_;  // OS blocks released while pinned: unmapped once unpinned
 };
 
 }  // namespace tp

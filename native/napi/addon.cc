@@ -8,20 +8,26 @@
 #include "planning.h"
 #include "pool_object.h"
 #include "replayer_object.h"
+#include "stream_object.h"
 
 namespace tp::napi {
 
 Addon::Addon(Napi::Env env, Napi::Object exports) {
   Napi::Function pool = PoolObject::Define(env);
   poolConstructor = Napi::Persistent(pool);
+  Napi::Function stream = StreamObject::Define(env);
+  streamConstructor = Napi::Persistent(stream);
   DefineAddon(exports, {
                            InstanceValue("NativePool", pool),
                            InstanceValue("NativeFaultMeter", FaultMeterObject::Define(env)),
                            InstanceValue("NativeReplayer", ReplayerObject::Define(env)),
+                           InstanceValue("NativeStream", stream),
                            InstanceMethod<&Addon::ProcessFaults>("processFaults"),
                            InstanceMethod<&Addon::Memory>("memory"),
                            InstanceMethod<&Addon::BufferAddress>("bufferAddress"),
                            InstanceValue("trainSizeClasses", Napi::Function::New(env, TrainSizeClasses)),
+                           InstanceValue("planOffsets", Napi::Function::New(env, PlanOffsets)),
+                           InstanceValue("verifyOffsets", Napi::Function::New(env, VerifyOffsets)),
                            InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(os::pageSize()))),
                        });
 }

@@ -9,8 +9,9 @@ class Addon : public Napi::Addon<Addon> {
  public:
   Addon(Napi::Env env, Napi::Object exports);
 
-  // The NativePool class of this environment, to recognise its instances.
+  // The classes of this environment, to recognise their instances.
   Napi::FunctionReference poolConstructor;
+  Napi::FunctionReference streamConstructor;
 
  private:
   Napi::Value ProcessFaults(const Napi::CallbackInfo& info);

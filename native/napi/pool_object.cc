@@ -4,6 +4,7 @@
 
 #include "addon.h"
 #include "args.h"
+#include "stream_object.h"
 
 namespace tp::napi {
 
@@ -47,6 +48,12 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   set("iterations", s.iterations);
   set("scheduleHits", s.scheduleHits);
   set("scheduleMisses", s.scheduleMisses);
+  set("offsetHits", s.offsetHits);
+  set("offsetMisses", s.offsetMisses);
+  set("eventsCreated", s.eventsCreated);
+  set("eventsReused", s.eventsReused);
+  set("deferredPending", s.deferredPending);
+  set("deferredBytes", s.deferredBytes);
   o.Set("closed", Napi::Boolean::New(env, s.closed));
   return o;
 }
@@ -62,6 +69,8 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::ClassStats>("classStats"),
                          InstanceMethod<&PoolObject::Close>("close"),
                          InstanceMethod<&PoolObject::BeginIteration>("beginIteration"),
+                         InstanceMethod<&PoolObject::Reclaim>("reclaim"),
+                         InstanceMethod<&PoolObject::SetEventPooling>("setEventPooling"),
                      });
 }
 
@@ -109,8 +118,18 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   options.growReserve = optionalUint(optionsArg, "growReserve", options.growReserve);
   options.osMapThreshold = optionalUint(optionsArg, "osMapThreshold", options.osMapThreshold);
 
+  OffsetSchedule offsets;
+  const Napi::Value offsetsArg = optionsArg.Get("offsets");
+  if (!offsetsArg.IsUndefined() && !offsetsArg.IsNull()) {
+    if (!offsetsArg.IsObject()) throw Napi::TypeError::New(info.Env(), "options.offsets must be an object");
+    Napi::Object o = offsetsArg.As<Napi::Object>();
+    offsets.height = requireUint(o.Get("height"), "offsets.height");
+    forEachUint(o.Get("sizes"), "offsets.sizes", [&](size_t, uint64_t v) { offsets.sizes.push_back(v); });
+    forEachUint(o.Get("offsets"), "offsets.offsets", [&](size_t, uint64_t v) { offsets.offsets.push_back(v); });
+  }
+
   std::string error;
-  pool_ = Pool::create(plan, options, &error);
+  pool_ = Pool::create(plan, options, &error, &offsets);
   if (!pool_) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
 }
 
@@ -142,7 +161,10 @@ Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
   if (buffer.IsDetached()) return Napi::Number::New(env, kDetached);
-  switch (pool_->release(buffer.Data())) {
+  StreamObject* stream = info[1].IsUndefined() ? nullptr : StreamObject::From(info[1]);
+  if (!info[1].IsUndefined() && !stream) throw Napi::TypeError::New(env, "stream must be a NativeStream");
+  const ReleaseStatus status = stream ? pool_->releaseAfter(buffer.Data(), stream->stream()) : pool_->release(buffer.Data());
+  switch (status) {
     case ReleaseStatus::Ok: break;
     case ReleaseStatus::NotOwned: return Napi::Number::New(env, kNotOwned);
     case ReleaseStatus::NotLive:
@@ -179,6 +201,15 @@ Napi::Value PoolObject::ClassStats(const Napi::CallbackInfo& info) {
   o.Set("lent", lent);
   o.Set("grown", grown);
   return o;
+}
+
+Napi::Value PoolObject::Reclaim(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(pool_->reclaim()));
+}
+
+Napi::Value PoolObject::SetEventPooling(const Napi::CallbackInfo& info) {
+  pool_->setEventPooling(info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value());
+  return info.Env().Undefined();
 }
 
 Napi::Value PoolObject::BeginIteration(const Napi::CallbackInfo& info) {

@@ -14,7 +14,8 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   static Napi::Function Define(Napi::Env env);
   // new NativePool({ interval, sizes, blocks, scheduleSizes?, scheduleClasses? : Float64Array }
   //                  | null (the default classes),
-  //                { prefault, hugePages, lock, grow, growReserve, osMapThreshold })
+  //                { prefault, hugePages, lock, grow, growReserve, osMapThreshold,
+  //                  offsets?: { height, sizes: Float64Array, offsets: Float64Array } (offsets mode) })
   explicit PoolObject(const Napi::CallbackInfo& info);
 
   // The PoolObject behind a JS value, or nullptr when it is not one.
@@ -23,7 +24,9 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
 
  private:
   Napi::Value Alloc(const Napi::CallbackInfo& info);       // (bytes) -> ArrayBuffer
-  Napi::Value Release(const Napi::CallbackInfo& info);     // (ArrayBuffer) -> ReleaseCode
+  Napi::Value Release(const Napi::CallbackInfo& info);     // (ArrayBuffer, NativeStream?) -> ReleaseCode
+  Napi::Value Reclaim(const Napi::CallbackInfo& info);     // -> blocks returned
+  Napi::Value SetEventPooling(const Napi::CallbackInfo& info);  // (boolean)
   Napi::Value Stats(const Napi::CallbackInfo& info);       // -> plain object of counters
   Napi::Value ClassStats(const Napi::CallbackInfo& info);  // -> { size, blocks, free, hits, lent, grown }
   Napi::Value Close(const Napi::CallbackInfo& info);

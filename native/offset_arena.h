@@ -1,0 +1,62 @@
+// The offsets-mode arena: one pre-faulted region laid out by a static plan (native/planner). The k-th
+// allocation of an iteration is served at its planned offset when its size is the planned one and that
+// range is free right now, which a run that repeats the plan always finds; a run that departs from it is
+// refused here (the pool then routes by size class), so no two live blocks ever overlap. Blocks carry no
+// header: the arena knows its live blocks by offset. Not thread-safe: Pool serialises access.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arena.h"
+
+namespace tp {
+
+struct OffsetSchedule {
+  uint64_t height = 0;            // bytes the plan needs
+  std::vector<uint64_t> sizes;    // per allocation, in order: bytes asked
+  std::vector<uint64_t> offsets;  // ... and where it goes (multiples of 64)
+  bool empty() const { return sizes.empty(); }
+};
+
+class OffsetArena {
+ public:
+  // Checks the schedule (offsets 64-byte aligned, every block inside the height) and maps the arena.
+  static std::unique_ptr<OffsetArena> create(const OffsetSchedule& schedule, const ArenaOptions& options, std::string* error);
+
+  size_t positions() const { return schedule_.sizes.size(); }
+  // The block planned for position k if it asked for `bytes` and its range is free; else nullptr.
+  void* take(uint64_t k, uint64_t bytes, uint64_t serial);
+  // Whether `data` is the start of a live block of this arena (deferred blocks are not live), and its details.
+  bool isLive(const void* data) const;
+  // A live block whose release waits for a stream: still occupying its range, no longer live.
+  void defer(const void* data);
+  uint64_t requestedOf(const void* data) const;
+  uint64_t serialOf(const void* data) const;
+  bool contains(const void* data) const { return arena_->contains(data); }
+  // Pre: the block is live or deferred.
+  void give(const void* data);
+
+  size_t liveBlocks() const { return live_.size(); }
+  const Arena& arena() const { return *arena_; }
+
+ private:
+  struct Live {
+    uint64_t end;
+    uint64_t requested;
+    uint64_t serial;
+    bool deferred;
+  };
+  uint64_t offsetOf(const void* data) const {
+    return reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(arena_->base());
+  }
+
+  OffsetSchedule schedule_;
+  std::unique_ptr<Arena> arena_;
+  std::map<uint64_t, Live> live_;  // by offset; ranges never overlap
+};
+
+}  // namespace tp
