@@ -23,3 +23,8 @@ export { replay, TOUCH_MODES } from './replay/replay.js';
 export type { ReplayOptions, ReplayReport, AllocatorResult, TouchMode } from './replay/replay.js';
 export { ALLOCATOR_NAMES } from './replay/allocators.js';
 export type { AllocatorName } from './replay/allocators.js';
+export { planOffsets, verifyOffsets, mutexGraph, STRATEGIES } from './planner.js';
+export type { Strategy, OffsetLayout, PlanOffsetsOptions, ConflictProblem, OperatorGraph, PlanningInput } from './planner.js';
+export { OffsetPlan, OFFSET_PLAN_FORMAT, OFFSET_PLAN_VERSION } from './offset-plan.js';
+export type { OffsetPlanOptions, OffsetPlanSource } from './offset-plan.js';
+export { Stream, StreamEvent } from './stream.js';

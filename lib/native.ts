@@ -30,6 +30,12 @@ export interface NativeStats {
   iterations: number;
   scheduleHits: number;
   scheduleMisses: number;
+  offsetHits: number;
+  offsetMisses: number;
+  eventsCreated: number;
+  eventsReused: number;
+  deferredPending: number;
+  deferredBytes: number;
   closed: boolean;
 }
 
@@ -52,6 +58,7 @@ export interface NativePlanSpec {
 }
 
 export interface NativePoolOptions {
+  offsets?: { height: number; sizes: Float64Array; offsets: Float64Array } | null;
   prefault: boolean;
   hugePages: boolean;
   lock: boolean;
@@ -66,7 +73,9 @@ export type ReleaseCode = (typeof ReleaseCode)[keyof typeof ReleaseCode];
 
 export interface NativePool {
   alloc(bytes: number): ArrayBuffer;
-  release(buffer: ArrayBuffer): ReleaseCode;
+  release(buffer: ArrayBuffer, stream?: NativeStream): ReleaseCode;
+  reclaim(): number;
+  setEventPooling(pooling: boolean): void;
   stats(): NativeStats;
   classStats(): NativeClassStats;
   close(): void;
@@ -93,7 +102,44 @@ export interface NativeReplayer {
   readonly faultSource: 'perf_event' | 'getrusage';
 }
 
+export interface NativePlanningProblem {
+  sizes: Float64Array;
+  lower?: Float64Array;
+  upper?: Float64Array;
+  neighbourStarts?: Float64Array;
+  neighbours?: Float64Array;
+}
+
+export interface NativeStream {
+  fill(buffer: ArrayBuffer, byteOffset: number, byteLength: number, patternLow: number, patternHigh: number, patternBytes: number): number;
+  copy(dst: ArrayBuffer, dstOffset: number, src: ArrayBuffer, srcOffset: number, bytes: number): number;
+  axpy(a: number, x: ArrayBuffer, xOffset: number, y: ArrayBuffer, yOffset: number, count: number): number;
+  waitGate(): [number, number];
+  openGate(gate: number): void;
+  recorded(): number;
+  completed(): number;
+  watch(sequence: number): void;
+  close(cancel: boolean): void;
+}
+
 export interface NativeAddon {
+  NativeStream: new (onProgress: (completed: number) => void) => NativeStream;
+  planOffsets(
+    problem: NativePlanningProblem,
+    options: { strategy: string; timeLimitMs: number; seed: number },
+  ): {
+    offsets: Float64Array;
+    peak: number;
+    lowerBound: number;
+    lowerBoundExact: boolean;
+    optimal: boolean;
+    ms: number;
+    notes: string;
+    order: Uint32Array;
+    valid: boolean;
+    why: string;
+  };
+  verifyOffsets(problem: NativePlanningProblem, offsets: Float64Array): { valid: boolean; why: string };
   NativeReplayer: new (
     allocator: NativePool | 'libc',
     ops: Uint8Array,
@@ -123,4 +169,5 @@ export const packageRoot = path.join(__dirname, '..');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const loadBinding: (dir: string) => unknown = require('node-gyp-build');
 
-export const native = loadBinding(packageRoot) as NativeAddon;
+// TENSORPOOL_ADDON names a specific build to load instead (the sanitizer run uses an ASan build).
+export const native = (process.env.TENSORPOOL_ADDON ? require(process.env.TENSORPOOL_ADDON) : loadBinding(packageRoot)) as NativeAddon;

@@ -6,7 +6,9 @@ import { constants as bufferConstants } from 'node:buffer';
 
 import { TensorPoolError, fromNative } from './errors.js';
 import { native, ReleaseCode, type NativePool } from './native.js';
+import { OffsetPlan } from './offset-plan.js';
 import { Plan } from './plan.js';
+import { Stream, nativeStreamOf } from './stream.js';
 import { checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
@@ -17,6 +19,12 @@ export interface PoolOptions {
    * to 64 MiB) and grows: a class with no free block gets a new block carved from the reservation.
    */
   plan?: PlanSpec | string;
+  /**
+   * Offsets mode: an OffsetPlan (or its file). The k-th allocation after beginIteration() is served at its
+   * planned offset in an arena of the plan's height when it asks for the planned size and that range is
+   * free; anything else goes to the size classes (the plan's, else the default growing ones), then the OS.
+   */
+  offsets?: OffsetPlan | string;
   /** Fault every arena page in when it is mapped, so the steady state takes no page faults. Default true. */
   prefault?: boolean;
   /** madvise(MADV_HUGEPAGE) on the arena. Default false. */
@@ -31,7 +39,7 @@ export interface PoolOptions {
   osMapThreshold?: number;
 }
 
-const POOL_OPTIONS = ['plan', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold'] as const;
+const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold'] as const;
 
 export interface ClassStats {
   /** Bytes per block. */
@@ -85,6 +93,15 @@ export interface PoolStats {
   scheduleHits: number;
   /** Scheduled positions where the run departed (another size) or the scheduled class had no free block. */
   scheduleMisses: number;
+  /** Offsets mode: allocations served at their planned offset, and planned positions that could not be. */
+  offsetHits: number;
+  offsetMisses: number;
+  /** S4's event pool: events made because it was empty, and events taken from it. */
+  eventsCreated: number;
+  eventsReused: number;
+  /** Blocks released with a stream, waiting for it to pass their events (and their bytes). */
+  deferredPending: number;
+  deferredBytes: number;
   closed: boolean;
   /** The serving classes' interval (0 for the default classes). */
   interval: number;
@@ -113,11 +130,17 @@ export class Pool {
   #closed = false;
   /** The plan the pool was built from, or null for the default classes. */
   readonly plan: PlanSpec | null;
-  readonly options: Readonly<Required<Omit<PoolOptions, 'plan'>>>;
+  /** The offset plan of offsets mode, or null. */
+  readonly offsetPlan: OffsetPlan | null;
+  readonly options: Readonly<Required<Omit<PoolOptions, 'plan' | 'offsets'>>>;
 
   constructor(options?: PoolOptions) {
     const o = checkOptions<PoolOptions>(options, 'options', POOL_OPTIONS);
     this.plan = o.plan === undefined ? null : typeof o.plan === 'string' ? Plan.read(o.plan) : checkPlanSpec(o.plan);
+    if (o.offsets !== undefined && !(o.offsets instanceof OffsetPlan) && typeof o.offsets !== 'string') {
+      throw invalidArgument('type', `options.offsets must be an OffsetPlan or the path of one, got ${describe(o.offsets)}`);
+    }
+    this.offsetPlan = o.offsets === undefined ? null : typeof o.offsets === 'string' ? OffsetPlan.read(o.offsets) : o.offsets;
     this.options = Object.freeze({
       prefault: o.prefault === undefined ? true : checkBoolean(o.prefault, 'options.prefault'),
       hugePages: o.hugePages === undefined ? false : checkBoolean(o.hugePages, 'options.hugePages'),
@@ -128,7 +151,8 @@ export class Pool {
         o.osMapThreshold === undefined ? 256 * 1024 : checkInteger(o.osMapThreshold, 'options.osMapThreshold', 1),
     });
     try {
-      this.#native = new native.NativePool(this.plan && toNativePlan(this.plan), this.options);
+      const offsets = this.offsetPlan && { height: this.offsetPlan.height, sizes: this.offsetPlan.sizes, offsets: this.offsetPlan.offsets };
+      this.#native = new native.NativePool(this.plan && toNativePlan(this.plan), { ...this.options, offsets });
     } catch (error) {
       throw fromNative(error);
     }
@@ -176,8 +200,17 @@ export class Pool {
    * released). The buffer is detached at once: every view on it now has length 0, so nothing can touch
    * memory that may already belong to the next tensor. Throws, changing nothing, when the buffer was
    * already released or was not made by this pool. Allowed after close(), so blocks can still come back.
+   *
+   * With `{ stream }` (S4) the release is stream-ordered: an event is recorded on the stream (taken from
+   * the pool's event pool) and the block is reused only once the stream has passed it, so work already
+   * queued on the stream (a copy still reading the block) finishes first. Every alloc() reclaims the
+   * blocks whose events have passed; reclaim() does it on demand.
    */
-  release(buffer: ArrayBuffer | ArrayBufferView): void {
+  release(buffer: ArrayBuffer | ArrayBufferView, options?: { stream?: Stream }): void {
+    const o = checkOptions<{ stream?: Stream }>(options, 'options', ['stream']);
+    if (o.stream !== undefined && !(o.stream instanceof Stream)) {
+      throw invalidArgument('type', `options.stream must be a Stream, got ${describe(o.stream)}`);
+    }
     const arrayBuffer = ArrayBuffer.isView(buffer) ? buffer.buffer : buffer;
     if (!(arrayBuffer instanceof ArrayBuffer)) {
       throw invalidArgument(
@@ -185,7 +218,8 @@ export class Pool {
         `release() takes an ArrayBuffer from pool.alloc() or a view on one, got ${describe(buffer)}`,
       );
     }
-    switch (this.#native.release(arrayBuffer)) {
+    const code = o.stream ? this.#native.release(arrayBuffer, nativeStreamOf(o.stream)) : this.#native.release(arrayBuffer);
+    switch (code) {
       case ReleaseCode.Released:
         return;
       case ReleaseCode.Detached:
@@ -204,6 +238,11 @@ export class Pool {
   beginIteration(): void {
     if (this.#closed) throw closedError();
     this.#native.beginIteration();
+  }
+
+  /** Returns the stream-ordered releases whose events have passed; how many blocks came back. */
+  reclaim(): number {
+    return this.#native.reclaim();
   }
 
   stats(): PoolStats {

@@ -7,10 +7,11 @@
 import { TensorPoolError } from '../errors.js';
 import { CliError, type Command } from './common.js';
 import { infoCommand } from './info.js';
+import { planCommand } from './plan.js';
 import { benchCommand, replayCommand } from './replay.js';
 import { trainCommand } from './train.js';
 
-const commands: Command[] = [benchCommand, replayCommand, trainCommand, infoCommand];
+const commands: Command[] = [benchCommand, replayCommand, trainCommand, planCommand, infoCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

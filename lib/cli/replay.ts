@@ -18,6 +18,7 @@ const replayOptions = {
   reps: { type: 'string' },
   touch: { type: 'string' },
   plan: { type: 'string' },
+  'offset-plan': { type: 'string' },
   json: { type: 'string' },
   report: { type: 'string' },
 } as const;
@@ -28,6 +29,7 @@ const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAME
                       last half
   --touch MODE        pages: one write per 4 KiB of every block (default), full: memset, none
   --plan FILE         tensorpool's plan (default: trained from the trace itself, order and interval auto)
+  --offset-plan FILE  tensorpool-offsets' plan (default: planned from the trace itself, strategy best, 10 s)
   --json FILE         write { trace, reps, touch, results: [{ allocator, nsPerOp, steadyMinorFaultsPerRep,
                       peakRssBytes, rssGrowthBytes, lowerBoundBytes, ... }] }
   --report FILE.html  write a self-contained HTML report (bars per allocator, memory timeline)`;
@@ -50,6 +52,10 @@ function printReport(report: ReplayReport): void {
     console.log(`plan         ${formatBytes(report.plan.arenaBytes)} arena (${round(report.plan.arenaBytes / report.lowerBoundBytes, 3)}x the lower bound), interval ${report.plan.interval}, order ${report.plan.order}, trained on ${report.plan.source}`);
     for (const warning of report.plan.warnings) console.log(`             warning: ${warning}`);
   }
+  if (report.offsetPlan) {
+    const o = report.offsetPlan;
+    console.log(`offset plan  ${formatBytes(o.height)} arena (${round(o.height / report.lowerBoundBytes, 4)}x the lower bound), strategy ${o.strategy}${o.optimal ? ' (optimal)' : ''}, planned on ${o.source}`);
+  }
   console.log(`measured     ${report.reps} repetitions per allocator, interleaved, touch ${report.touch}; medians of the steady state (last half)`);
   console.log(`machine      ${describeMachine(report.machine)}`);
   console.log('');
@@ -70,12 +76,17 @@ function printReport(report: ReplayReport): void {
   );
   console.log(formatTable(['allocator', 'ns/op', 'alloc ns', 'release ns', 'x best peer', 'faults/rep', 'peak RSS', 'RSS growth', 'x LB'], rows));
   for (const r of report.results) if (!r.available) console.log(`  ${r.error}`);
-  const pool = report.results.find((r) => r.allocator === 'tensorpool' && r.pool);
-  if (pool?.pool) {
-    const p = pool.pool;
-    console.log(`  tensorpool per repetition: ${p.hits} own-class hits, ${p.borrows} borrows, ${p.osFallbacks + p.osOversize} OS fallbacks; schedule ${p.scheduleHits} hits, ${p.scheduleMisses} misses`);
+  for (const r of report.results) {
+    const p = r.pool;
+    if (!p) continue;
+    const served =
+      r.allocator === 'tensorpool-offsets'
+        ? `${p.offsetHits} at planned offsets, ${p.offsetMisses} not (then ${p.hits} from classes, ${p.osFallbacks + p.osOversize} from the OS)`
+        : `${p.hits} own-class hits, ${p.borrows} borrows, ${p.osFallbacks + p.osOversize} OS fallbacks; schedule ${p.scheduleHits} hits, ${p.scheduleMisses} misses`;
+    console.log(`  ${r.allocator} per repetition: ${served}`);
   }
-  console.log(`  ns/op: the repetition's time (touching included) / allocs and releases; alloc/release ns: inside the calls (${pool?.faultSource ?? 'perf_event'} fault counts)`);
+  const faultSource = report.results.find((r) => r.available)?.faultSource ?? 'perf_event';
+  console.log(`  ns/op: the repetition's time (touching included) / allocs and releases; alloc/release ns: inside the calls (${faultSource} fault counts)`);
 }
 
 async function runReplay(tracePath: string, values: Record<string, string | undefined>): Promise<void> {
@@ -83,7 +94,14 @@ async function runReplay(tracePath: string, values: Record<string, string | unde
   const touch = oneOf<TouchMode>(values.touch, '--touch', TOUCH_MODES, 'pages');
   const allocators = parseAllocators(values.allocators);
   const trace = readTrace(tracePath);
-  const report = await replay(trace, { reps, touch, allocators, plan: values.plan, onProgress: progressBar('replay') });
+  const report = await replay(trace, {
+    reps,
+    touch,
+    allocators,
+    plan: values.plan,
+    offsetPlan: values['offset-plan'],
+    onProgress: progressBar('replay'),
+  });
   printReport(report);
   writeJsonFile(values.json, report);
   if (values.report) {

@@ -1,17 +1,18 @@
 /**
- * The allocators a replay can measure. tensorpool runs in-process in its worker; the peers are the C
- * library's malloc as LD_PRELOAD makes it: glibc's by default, or Debian's jemalloc, mimalloc, tcmalloc.
+ * The allocators a replay can measure. tensorpool (size classes trained by S0) and tensorpool-offsets (the
+ * offsets-mode pool, laid out by a static planner) run in their worker; the peers are the C library's
+ * malloc as LD_PRELOAD makes it: glibc's by default, or Debian's jemalloc, mimalloc, tcmalloc.
  */
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 
-export const ALLOCATOR_NAMES = ['tensorpool', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc'] as const;
+export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-offsets', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc'] as const;
 export type AllocatorName = (typeof ALLOCATOR_NAMES)[number];
 
 export interface AllocatorSpec {
   name: AllocatorName;
-  /** What runs: the pool, or this process's malloc (with `preload` put in front by LD_PRELOAD). */
-  kind: 'pool' | 'libc';
+  /** What runs: the pool (size classes, or offsets mode), or this process's malloc (LD_PRELOAD decides whose). */
+  kind: 'pool' | 'offsets' | 'libc';
   /** The shared library to LD_PRELOAD, once found. */
   library?: string;
   /** Its file name, and the Debian package that installs it. */
@@ -47,13 +48,14 @@ export function findLibrary(soname: string): string | undefined {
 /** Describes an allocator; a peer whose library is missing has no `library` (see `package`). */
 export function resolveAllocator(name: AllocatorName): AllocatorSpec {
   if (name === 'tensorpool') return { name, kind: 'pool' };
+  if (name === 'tensorpool-offsets') return { name, kind: 'offsets' };
   if (name === 'malloc') return { name, kind: 'libc', mapsName: 'libc.so' };
   const peer = PEERS[name];
   return { name, kind: 'libc', soname: peer.soname, package: peer.package, mapsName: peer.mapsName, library: findLibrary(peer.soname) };
 }
 
 export function isAvailable(spec: AllocatorSpec): boolean {
-  return spec.kind === 'pool' || spec.name === 'malloc' || spec.library !== undefined;
+  return spec.kind !== 'libc' || spec.name === 'malloc' || spec.library !== undefined;
 }
 
 export function missingMessage(spec: AllocatorSpec): string {

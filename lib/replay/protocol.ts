@@ -4,7 +4,8 @@ import type { NativeRepetition } from '../native.js';
 export interface WorkerInit {
   type: 'init';
   tracePath: string;
-  allocator: 'pool' | 'libc';
+  allocator: 'pool' | 'offsets' | 'libc';
+  /** The size-class plan (pool) or the offset plan (offsets). */
   planPath?: string;
   touch: 'none' | 'pages' | 'full';
   iterationMarks: boolean;
@@ -36,6 +37,8 @@ export interface PoolCounters {
   osOversize: number;
   scheduleHits: number;
   scheduleMisses: number;
+  offsetHits: number;
+  offsetMisses: number;
   arenaBytes: number;
 }
 

@@ -10,6 +10,7 @@ import path from 'node:path';
 
 import { TensorPoolError } from '../errors.js';
 import { packageRoot } from '../native.js';
+import { OffsetPlan } from '../offset-plan.js';
 import { Plan } from '../plan.js';
 import { machineInfo, type MachineInfo } from '../report/machine.js';
 import { median } from '../report/stats.js';
@@ -32,6 +33,8 @@ export interface ReplayOptions {
   touch?: TouchMode;
   /** tensorpool's plan (a Plan or a plan file). Default: trained from the trace itself (order and interval 'auto'). */
   plan?: Plan | string;
+  /** tensorpool-offsets' plan (an OffsetPlan or its file). Default: planned from the trace itself ('best', 10 s). */
+  offsetPlan?: OffsetPlan | string;
   /** Called after every repetition of every allocator. */
   onProgress?: (done: number, total: number, allocator: string) => void;
 }
@@ -57,10 +60,10 @@ export interface AllocatorResult {
   lowerBoundBytes: number;
   /** rssGrowthBytes / lowerBoundBytes. */
   rssVsLowerBound: number;
-  /** nsPerOp / the best peer's nsPerOp in this run (peers: every allocator but tensorpool). */
+  /** nsPerOp / the best peer's nsPerOp in this run (peers: every allocator but tensorpool's). */
   vsBestPeer: number | null;
   faultSource: string;
-  /** tensorpool only: how its requests were served, per repetition. */
+  /** tensorpool's allocators only: how their requests were served, per repetition. */
   pool?: PoolCounters;
   repetitions: RepetitionRecord[];
 }
@@ -74,10 +77,11 @@ export interface ReplayReport {
   lowerBoundBytes: number;
   machine: MachineInfo;
   plan: { arenaBytes: number; interval: number; order: unknown; source: unknown; warnings: string[] } | null;
+  offsetPlan: { height: number; strategy: string; optimal: boolean; source: unknown } | null;
   results: AllocatorResult[];
 }
 
-const REPLAY_OPTIONS = ['allocators', 'reps', 'touch', 'plan', 'onProgress'] as const;
+const REPLAY_OPTIONS = ['allocators', 'reps', 'touch', 'plan', 'offsetPlan', 'onProgress'] as const;
 const WORKER = path.join(packageRoot, 'dist', 'replay', 'worker.js');
 
 /** A worker process and the one request it has in flight. */
@@ -183,6 +187,21 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
       planPath = path.join(scratch, 'plan.json');
       plan.write(planPath);
     }
+    let offsetPlan: OffsetPlan | null = null;
+    let offsetPlanPath: string | undefined;
+    if (names.includes('tensorpool-offsets')) {
+      offsetPlan =
+        o.offsetPlan === undefined
+          ? OffsetPlan.fromTrace(trace, { strategy: 'best', timeLimitMs: 10000 })
+          : typeof o.offsetPlan === 'string'
+            ? OffsetPlan.read(o.offsetPlan)
+            : o.offsetPlan;
+      if (!(offsetPlan instanceof OffsetPlan)) {
+        throw invalidArgument('type', `options.offsetPlan must be an OffsetPlan or its file, got ${describe(o.offsetPlan)}`);
+      }
+      offsetPlanPath = path.join(scratch, 'offsets.json');
+      offsetPlan.write(offsetPlanPath);
+    }
 
     const live = participants.filter((p) => {
       if (!isAvailable(p.spec)) p.error = missingMessage(p.spec);
@@ -195,10 +214,12 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
           type: 'init',
           tracePath,
           allocator: p.spec.kind,
-          planPath: p.spec.kind === 'pool' ? planPath : undefined,
+          planPath: p.spec.kind === 'pool' ? planPath : p.spec.kind === 'offsets' ? offsetPlanPath : undefined,
           touch,
-          // A plan trained on one iteration schedules every iteration from its start.
-          iterationMarks: p.spec.kind === 'pool' && typeof plan?.training.iteration === 'number',
+          // A plan of one iteration schedules every iteration from its start.
+          iterationMarks:
+            (p.spec.kind === 'pool' && typeof plan?.training.iteration === 'number') ||
+            (p.spec.kind === 'offsets' && typeof offsetPlan?.source.iteration === 'number'),
           mapsName: p.spec.mapsName,
         });
         if (ready.type === 'ready') p.faultSource = ready.faultSource;
@@ -228,7 +249,7 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
 
     const lowerBoundBytes = trace.lowerBound();
     const results = participants.map((p) => summarise(p, lowerBoundBytes));
-    const peers = results.filter((r) => r.available && r.allocator !== 'tensorpool');
+    const peers = results.filter((r) => r.available && !r.allocator.startsWith('tensorpool'));
     const best = peers.length ? Math.min(...peers.map((r) => r.nsPerOp)) : null;
     for (const r of results) r.vsBestPeer = best && r.available ? r.nsPerOp / best : null;
     return {
@@ -245,6 +266,12 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
         order: plan.training.order,
         source: plan.source.trace,
         warnings: planWarnings(plan, trace),
+      },
+      offsetPlan: offsetPlan && {
+        height: offsetPlan.height,
+        strategy: offsetPlan.strategy,
+        optimal: offsetPlan.optimal,
+        source: offsetPlan.source.trace,
       },
       results,
     };
@@ -291,6 +318,8 @@ function perRepetition(counters: PoolCounters, reps: number): PoolCounters {
     osOversize: each(counters.osOversize),
     scheduleHits: each(counters.scheduleHits),
     scheduleMisses: each(counters.scheduleMisses),
+    offsetHits: each(counters.offsetHits),
+    offsetMisses: each(counters.offsetMisses),
     arenaBytes: counters.arenaBytes,
   };
 }

@@ -26,6 +26,7 @@ function init(message: WorkerInit): void {
   // The baseline is taken before the allocator makes anything: a pool's pre-faulted arena is growth.
   rssStartBytes = native.memory(true).rss;
   if (message.allocator === 'pool') pool = new Pool({ plan: message.planPath });
+  if (message.allocator === 'offsets') pool = new Pool({ offsets: message.planPath });
   replayer = new native.NativeReplayer(pool ? nativePoolOf(pool) : 'libc', trace.ops, trace.eventBuffer, trace.sizes, {
     touch: message.touch,
     iterationMarks: message.iterationMarks,
@@ -53,6 +54,8 @@ function handle(message: ToWorker): void {
         osOversize: s.osOversize,
         scheduleHits: s.scheduleHits,
         scheduleMisses: s.scheduleMisses,
+        offsetHits: s.offsetHits,
+        offsetMisses: s.offsetMisses,
         arenaBytes: s.arenaBytes,
       },
     });

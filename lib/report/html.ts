@@ -29,7 +29,7 @@ interface Bar {
  */
 function barChart(id: string, title: string, bars: Bar[], options: { log: boolean; reference?: { value: number; label: string } }): string {
   const width = 760;
-  const labelWidth = 110;
+  const labelWidth = 130;
   const barHeight = 26;
   const height = 40 + bars.length * (barHeight + 8) + (options.reference ? 16 : 0);
   const f = (v: number) => (options.log ? Math.log10(1 + v) : v);
@@ -56,15 +56,15 @@ function barChart(id: string, title: string, bars: Bar[], options: { log: boolea
   );
 }
 
-/** Bytes live after each event, as a line; the lower bound and the arena as horizontal lines. */
-function timeline(trace: Trace, lowerBound: number, arenaBytes: number | null): string {
+/** Bytes live after each event, as a line; the lower bound and the arenas as horizontal lines. */
+function timeline(trace: Trace, lowerBound: number, arenaBytes: number | null, offsetsHeight: number | null): string {
   const width = 760;
   const height = 300;
   const left = 70;
   const bottom = 30;
   const live = trace.liveBytes();
   const buckets = Math.min(live.length, 1000);
-  const top = Math.max(lowerBound, arenaBytes ?? 0) * 1.08 || 1;
+  const top = Math.max(lowerBound, arenaBytes ?? 0, offsetsHeight ?? 0) * 1.08 || 1;
   const x = (i: number) => left + ((width - left - 10) * i) / Math.max(1, buckets - 1);
   const y = (v: number) => height - bottom - ((height - bottom - 20) * v) / top;
   const points: string[] = [];
@@ -76,9 +76,13 @@ function timeline(trace: Trace, lowerBound: number, arenaBytes: number | null): 
     for (let e = from; e < to; e++) peak = Math.max(peak, live[e]);
     points.push(`${x(b).toFixed(1)},${y(peak).toFixed(1)}`);
   }
-  const line = (value: number, cls: string, label: string) =>
+  // Labels sit at the right above their line, or (`below`) at the left under it, so that lines of equal
+  // height keep readable labels.
+  const line = (value: number, cls: string, label: string, below = false) =>
     `<line x1="${left}" x2="${width - 10}" y1="${y(value).toFixed(1)}" y2="${y(value).toFixed(1)}" class="${cls}"/>` +
-    `<text x="${width - 12}" y="${(y(value) - 5).toFixed(1)}" text-anchor="end" class="${cls}-label">${escape(label)}</text>`;
+    (below
+      ? `<text x="${left + 6}" y="${(y(value) + 14).toFixed(1)}" class="${cls}-label">${escape(label)}</text>`
+      : `<text x="${width - 12}" y="${(y(value) - 5).toFixed(1)}" text-anchor="end" class="${cls}-label">${escape(label)}</text>`);
   const ticks = [0, 0.25, 0.5, 0.75, 1]
     .map((f) => `<text x="${left - 6}" y="${(y(f * top) + 4).toFixed(1)}" text-anchor="end" class="axis">${escape(formatBytes(f * top))}</text>`)
     .join('');
@@ -99,6 +103,7 @@ function timeline(trace: Trace, lowerBound: number, arenaBytes: number | null): 
     `<polyline points="${points.join(' ')}" class="live"/>` +
     line(lowerBound, 'bound', `lower bound ${formatBytes(lowerBound)}`) +
     (arenaBytes ? line(arenaBytes, 'arena', `tensorpool arena ${formatBytes(arenaBytes)}`) : '') +
+    (offsetsHeight ? line(offsetsHeight, 'offsets', `tensorpool-offsets arena ${formatBytes(offsetsHeight)}`, true) : '') +
     `<text x="${(width + left) / 2}" y="${height - 8}" text-anchor="middle" class="axis">time (allocations and frees)</text>` +
     `</svg>`
   );
@@ -107,11 +112,11 @@ function timeline(trace: Trace, lowerBound: number, arenaBytes: number | null): 
 export function replayReportHtml(report: ReplayReport, trace: Trace): string {
   const available = report.results.filter((r) => r.available);
   const bars = (pick: (r: (typeof available)[number]) => number, text: (v: number) => string) =>
-    available.map((r) => ({ label: r.allocator, value: pick(r), text: text(pick(r)), highlight: r.allocator === 'tensorpool' }));
+    available.map((r) => ({ label: r.allocator, value: pick(r), text: text(pick(r)), highlight: r.allocator.startsWith('tensorpool') }));
   const rows = report.results
     .map((r) =>
       r.available
-        ? `<tr${r.allocator === 'tensorpool' ? ' class="ours"' : ''}><td>${escape(r.allocator)}</td><td>${number(r.nsPerOp)}</td>` +
+        ? `<tr${r.allocator.startsWith('tensorpool') ? ' class="ours"' : ''}><td>${escape(r.allocator)}</td><td>${number(r.nsPerOp)}</td>` +
           `<td>${r.vsBestPeer === null ? '–' : number(r.vsBestPeer, 2)}</td><td>${number(r.steadyMinorFaultsPerRep, 1)}</td>` +
           `<td>${escape(formatBytes(r.rssGrowthBytes))}</td><td>${number(r.rssVsLowerBound, 3)}</td></tr>`
         : `<tr class="missing"><td>${escape(r.allocator)}</td><td colspan="5">${escape(r.error ?? 'not available')}</td></tr>`,
@@ -138,6 +143,7 @@ tr.missing td { color: #888; text-align: left; }
 .live { fill: none; stroke: #2b6cb0; stroke-width: 1.5; }
 .bound { stroke: #c53030; stroke-dasharray: 6 4; } .bound-label { fill: #c53030; font-size: 12px; }
 .arena { stroke: #2f855a; stroke-dasharray: 2 3; } .arena-label { fill: #2f855a; font-size: 12px; }
+.offsets { stroke: #6b46c1; stroke-dasharray: 8 3; } .offsets-label { fill: #6b46c1; font-size: 12px; }
 .axis-line { stroke: #999; } .iteration { stroke: #bbb; stroke-dasharray: 1 3; }
 </style>
 </head>
@@ -156,7 +162,7 @@ ${barChart('rss', 'peak RSS growth over the replay', bars((r) => r.rssGrowthByte
   log: false,
   reference: { value: report.lowerBoundBytes, label: `lower bound ${formatBytes(report.lowerBoundBytes)}` },
 })}
-${timeline(trace, report.lowerBoundBytes, report.plan?.arenaBytes ?? null)}
+${timeline(trace, report.lowerBoundBytes, report.plan?.arenaBytes ?? null, report.offsetPlan?.height ?? null)}
 </body>
 </html>
 `;
