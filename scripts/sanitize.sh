@@ -1,11 +1,24 @@
 #!/bin/sh
-# Builds the native core with AddressSanitizer + UndefinedBehaviorSanitizer (gcc's runtimes: libasan8,
-# libubsan1) and runs the native unit tests; any report fails the run.
+# Runs the native code under AddressSanitizer + UndefinedBehaviorSanitizer (gcc's runtimes, libasan8 and
+# libubsan1); any report fails the run:
+#  1. the native unit tests (test/native), built with both sanitizers;
+#  2. the addon built with both sanitizers (cmake-js), loaded into Node with the runtimes preloaded, under
+#     the vitest suites that drive the core in-process (pool, streams, training, traces, planners).
 set -eu
 cd "$(dirname "$0")/.."
-cmake -S . -B build-asan -DTP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build-asan -j "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+cmake -S . -B build-asan -DTP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-asan -j "$(nproc)"
 ./build-asan/tp_native_tests
 echo "sanitize: native tests clean under ASan + UBSan"
+
+npx cmake-js compile --out build-asan-addon --CDTP_SANITIZE=ON --CDCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+npx tsc -p tsconfig.json
+# Node itself leaks at exit by design: leak checking is for the native tests above.
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
+TENSORPOOL_ADDON="$PWD/build-asan-addon/Release/tensorpool.node" \
+  npx vitest run test/pool.test.ts test/streams.test.ts test/train.test.ts test/trace.test.ts test/planner.test.ts
+echo "sanitize: the addon is clean under ASan + UBSan in the pool, stream, training, trace and planner suites"

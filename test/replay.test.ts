@@ -14,11 +14,12 @@ const transformer = path.join(shared, 'transformer_train/trace.csv.gz');
 
 describe('replay(): tensorpool against real allocators, each in its own process', () => {
   it('measures time, faults and RSS; tensorpool takes no steady-state fault and serves as planned', async () => {
-    const report = await replay(transformer, { allocators: ['tensorpool', 'malloc'], reps: 4 });
+    const report = await replay(transformer, { allocators: ['tensorpool', 'tensorpool-offsets', 'malloc'], reps: 4 });
     expect(report).toMatchObject({ reps: 4, touch: 'pages', events: 4337, buffers: 2196, lowerBoundBytes: 140107820 });
-    const [pool, malloc] = report.results;
+    const [pool, offsets, malloc] = report.results;
     expect(pool.allocator).toBe('tensorpool');
-    for (const r of [pool, malloc]) {
+    expect(offsets.allocator).toBe('tensorpool-offsets');
+    for (const r of [pool, offsets, malloc]) {
       expect(r.available).toBe(true);
       expect(r.repetitions).toHaveLength(4);
       expect(r.repetitions.every((rep) => rep.allocs === 2196 && rep.releases === 2196)).toBe(true);
@@ -32,10 +33,16 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     // The pre-faulted arena is growth over the worker's baseline: at least the plan's arena.
     expect(pool.rssGrowthBytes).toBeGreaterThanOrEqual(report.plan!.arenaBytes * 0.99);
     expect(pool.rssVsLowerBound).toBeCloseTo(pool.rssGrowthBytes / report.lowerBoundBytes, 10);
+    // Offsets mode: every allocation at its planned offset, in an arena of the plan's height.
+    expect(offsets.steadyMinorFaultsPerRep).toBe(0);
+    expect(offsets.pool).toMatchObject({ offsetHits: 2196, offsetMisses: 0, osFallbacks: 0 });
+    expect(report.offsetPlan!.height).toBeGreaterThanOrEqual(report.lowerBoundBytes);
+    expect(offsets.rssGrowthBytes).toBeGreaterThanOrEqual(report.offsetPlan!.height * 0.99);
     // glibc hands 1-4 MiB tensors back to the kernel and faults them in again every repetition.
     expect(malloc.steadyMinorFaultsPerRep).toBeGreaterThan(1000);
     expect(malloc.vsBestPeer).toBe(1);
     expect(pool.vsBestPeer).toBeCloseTo(pool.nsPerOp / malloc.nsPerOp, 10);
+    expect(offsets.vsBestPeer).toBeCloseTo(offsets.nsPerOp / malloc.nsPerOp, 10);
   });
 
   it('touch modes, a plan trained elsewhere, and a per-iteration plan', async () => {
@@ -132,7 +139,7 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
 
   it('rejects bad input with one clear line and exit code 2', () => {
     expectUsageError(run('replay', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
-    expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, malloc, jemalloc, mimalloc, tcmalloc\)/);
+    expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, tensorpool-offsets, malloc, jemalloc, mimalloc, tcmalloc\)/);
     expectUsageError(run('replay', transformer, '--reps', '0'), /--reps must be an integer >= 1, got "0"/);
     expectUsageError(run('replay', transformer, '--touch', 'all'), /--touch must be one of pages, full, none/);
     const badPlan = path.join(tmp, 'bad.plan.json');
