@@ -89,8 +89,8 @@ PlanResult geneticSearch(const Problem& p, uint64_t timeLimitMs, uint64_t seed, 
     return result;
   }
   std::vector<double> area(n), width(n), start(n);
-  for (size_t b = 0; b < n; ++b) {
-    width[b] = p.isGraph() ? static_cast<double>(p.neighbours[b].size()) : static_cast<double>(p.upper[b] - p.lower[b]);
+  for (uint32_t b = 0; b < n; ++b) {
+    width[b] = p.width(b);
     area[b] = width[b] * static_cast<double>(p.size[b]);
     start[b] = p.isGraph() ? 0 : -static_cast<double>(p.lower[b]);
   }

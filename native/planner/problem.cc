@@ -67,6 +67,20 @@ Sections buildSections(const Problem& p) {
   return s;
 }
 
+std::vector<uint64_t> sectionLoads(const Problem& p, const Sections& s) {
+  // A difference array over the sections, summed up; it may wrap below zero on the way, which unsigned
+  // arithmetic makes harmless (the running sums are exact).
+  std::vector<uint64_t> delta(s.count() + 1, 0);
+  for (size_t b = 0; b < p.count(); ++b) {
+    delta[s.first[b]] += p.size[b];
+    delta[s.last[b] + 1] -= p.size[b];
+  }
+  std::vector<uint64_t> loads(s.count());
+  uint64_t running = 0;
+  for (size_t k = 0; k < s.count(); ++k) loads[k] = running += delta[k];
+  return loads;
+}
+
 ConflictIndex::ConflictIndex(const Problem& problem) : ConflictIndex(problem, 0, 1) {}
 
 ConflictIndex::ConflictIndex(const Problem& problem, unsigned part, unsigned parts)
@@ -159,18 +173,8 @@ class CliqueSearch {
 LowerBound lowerBound(const Problem& p) {
   if (p.count() == 0) return {};
   if (p.isGraph()) return CliqueSearch(p, 2'000'000).run();
-  const Sections s = buildSections(p);
-  std::vector<uint64_t> delta(s.count() + 1, 0), minus(s.count() + 1, 0);
-  for (size_t b = 0; b < p.count(); ++b) {
-    delta[s.first[b]] += p.size[b];
-    minus[s.last[b] + 1] += p.size[b];
-  }
-  uint64_t live = 0, max = 0;
-  for (size_t i = 0; i < s.count(); ++i) {
-    live = live + delta[i] - minus[i];
-    max = std::max(max, live);
-  }
-  return {max, true};
+  const std::vector<uint64_t> loads = sectionLoads(p, buildSections(p));
+  return {*std::max_element(loads.begin(), loads.end()), true};
 }
 
 uint64_t heightOf(const Problem& p, const std::vector<uint64_t>& offsets) {

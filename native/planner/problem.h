@@ -20,6 +20,11 @@ struct Problem {
   size_t count() const { return size.size(); }
   bool isGraph() const { return !neighbours.empty() || (lower.empty() && !size.empty()); }
   bool conflict(uint32_t a, uint32_t b) const;
+  // How much of the problem a buffer spans, for the heuristics' orders: its lifetime's length, or (graphs)
+  // one more than its number of conflicts.
+  double width(uint32_t b) const {
+    return isGraph() ? static_cast<double>(neighbours[b].size() + 1) : static_cast<double>(upper[b] - lower[b]);
+  }
 };
 
 // Checks shapes and values: sizes > 0, lower < upper, neighbour indices in range and symmetric, no self
@@ -34,6 +39,8 @@ struct Sections {
   size_t count() const { return times.empty() ? 0 : times.size() - 1; }
 };
 Sections buildSections(const Problem& problem);
+// Bytes live in each section (the sum of the sizes of the buffers spanning it).
+std::vector<uint64_t> sectionLoads(const Problem& problem, const Sections& sections);
 
 // Finds, for a buffer, the buffers whose lifetimes overlap its own, in O(k log n): buffers sorted by lower,
 // with a max-tree of upper over that order. Graph problems use their neighbour lists instead.

@@ -29,13 +29,12 @@ class Search {
       const size_t s = sections_.count();
       members_.resize(s);
       floor_.assign(s, 0);
-      total_.assign(s, 0);
+      total_ = sectionLoads(p, sections_);
       cuts_.assign(s, 0);
       sectionStamp_.assign(s, 0);
       for (uint32_t b = 0; b < n_; ++b) {
         for (uint32_t k = sections_.first[b]; k <= sections_.last[b]; ++k) {
           members_[k].push_back(b);
-          total_[k] += p.size[b];
           if (k < sections_.last[b]) cuts_[k]++;  // b spans the boundary between k and k + 1
         }
       }
@@ -114,10 +113,9 @@ class Search {
   Status solvePart(const Part& part, Heuristic h, const std::vector<double>* hint) {
     std::vector<uint32_t> order = part.buffers;
     auto key = [&](char c, uint32_t b) -> double {
-      const double width = graph_ ? static_cast<double>(conflicts_[b].size()) : static_cast<double>(p_.upper[b] - p_.lower[b]);
       switch (c) {
-        case 'W': return width;
-        case 'A': return width * static_cast<double>(p_.size[b]);
+        case 'W': return p_.width(b);
+        case 'A': return p_.width(b) * static_cast<double>(p_.size[b]);
         default: {
           if (graph_) return static_cast<double>(p_.size[b]);
           uint64_t heaviest = 0;

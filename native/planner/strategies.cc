@@ -68,26 +68,18 @@ Keys keysOf(const Problem& p) {
   k.size.resize(n);
   k.area.resize(n);
   k.crowd.resize(n);
-  std::vector<uint64_t> total;
   Sections sections;
+  std::vector<uint64_t> loads;
   if (!p.isGraph()) {
     sections = buildSections(p);
-    std::vector<int64_t> delta(sections.count() + 1, 0);
-    for (size_t b = 0; b < n; ++b) {
-      delta[sections.first[b]] += static_cast<int64_t>(p.size[b]);
-      delta[sections.last[b] + 1] -= static_cast<int64_t>(p.size[b]);
-    }
-    total.resize(sections.count());
-    int64_t running = 0;
-    for (size_t s = 0; s < sections.count(); ++s) total[s] = static_cast<uint64_t>(running += delta[s]);
+    loads = sectionLoads(p, sections);
   }
-  for (size_t b = 0; b < n; ++b) {
-    const double width = p.isGraph() ? static_cast<double>(p.neighbours[b].size() + 1) : static_cast<double>(p.upper[b] - p.lower[b]);
+  for (uint32_t b = 0; b < n; ++b) {
     k.size[b] = static_cast<double>(p.size[b]);
-    k.area[b] = width * k.size[b];
+    k.area[b] = p.width(b) * k.size[b];
     uint64_t heaviest = p.size[b];
     if (!p.isGraph()) {
-      for (uint32_t s = sections.first[b]; s <= sections.last[b]; ++s) heaviest = std::max(heaviest, total[s]);
+      for (uint32_t s = sections.first[b]; s <= sections.last[b]; ++s) heaviest = std::max(heaviest, loads[s]);
     }
     // Crowd first, area second (a lexicographic order within a double: area is below 2^53 / 2^20 here).
     k.crowd[b] = static_cast<double>(heaviest) * 1048576.0 + k.area[b] / (k.area[b] + 1.0);
@@ -129,10 +121,7 @@ void restarts(const Problem& p, uint64_t seed, uint64_t deadline, uint64_t lower
   int tries = 0;
   while (os::monotonicNs() < deadline && incumbent.peak > lowerBound) {
     const double alpha = unit(rng), noise = unit(rng) * 0.5;
-    for (size_t b = 0; b < n; ++b) {
-      const double width = p.isGraph() ? static_cast<double>(p.neighbours[b].size() + 1) : static_cast<double>(p.upper[b] - p.lower[b]);
-      key[b] = static_cast<double>(p.size[b]) * std::pow(width, alpha) * (1 + noise * unit(rng));
-    }
+    for (uint32_t b = 0; b < n; ++b) key[b] = static_cast<double>(p.size[b]) * std::pow(p.width(b), alpha) * (1 + noise * unit(rng));
     std::vector<uint64_t> offsets = placeLowestFirst(p, rankBy(p, key), deadline);
     if (offsets.empty()) break;
     const uint64_t peak = heightOf(p, offsets);

@@ -27,7 +27,7 @@ Measures measure(const Problem& p) {
   const ConflictIndex index(p);
   for (uint32_t b = 0; b < n; ++b) {
     m.size[b] = static_cast<double>(p.size[b]);
-    m.lifetime[b] = p.isGraph() ? static_cast<double>(p.neighbours[b].size()) : static_cast<double>(p.upper[b] - p.lower[b]);
+    m.lifetime[b] = p.width(b);
     // Total time-overlap with the others (graphs: the sizes of the conflicting buffers).
     index.forEachConflict(b, [&](uint32_t c) {
       m.overlap[b] += p.isGraph() ? static_cast<double>(p.size[c])
