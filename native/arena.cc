@@ -54,6 +54,15 @@ bool Arena::commitUpTo(uint64_t upTo, std::string* error) {
   return true;
 }
 
+void Arena::discard(char* start, uint64_t bytes) {
+  if (options_.lock) return;
+  const uintptr_t page = os::pageSize();
+  const uintptr_t from = roundUp(reinterpret_cast<uintptr_t>(start), page);
+  const uintptr_t to = (reinterpret_cast<uintptr_t>(start) + bytes) / page * page;
+  // Advice: when the kernel refuses, the pages simply stay resident until the arena is unmapped.
+  if (to > from) os::discardMemory(reinterpret_cast<void*>(from), to - from);
+}
+
 char* Arena::carve(uint64_t bytes, std::string* error) {
   if (bytes > reserved_ - carved_) {
     *error = "arena reservation exhausted";

@@ -30,6 +30,10 @@ class Arena {
   // exhausted or the OS refuses to fault / lock the new pages (*error says which).
   char* carve(uint64_t bytes, std::string* error);
 
+  // Gives the whole pages inside [start, start + bytes) back to the OS; a no-op for a locked arena (locked
+  // pages stay resident by contract). The bytes read as zero afterwards. Pre: the range was carved.
+  void discard(char* start, uint64_t bytes);
+
   // Compares addresses as integers: the pointer may belong to any object, or to none.
   bool contains(const void* p) const {
     const uintptr_t at = reinterpret_cast<uintptr_t>(p), start = reinterpret_cast<uintptr_t>(base_);

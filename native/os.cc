@@ -54,6 +54,8 @@ int populateMemory(void* start, size_t bytes) {
   return 0;
 }
 
+int discardMemory(void* start, size_t bytes) { return bytes == 0 ? 0 : madvise(start, bytes, MADV_DONTNEED); }
+
 int adviseHugePages(void* start, size_t bytes) { return madvise(start, bytes, MADV_HUGEPAGE); }
 
 int lockMemory(void* start, size_t bytes) { return mlock(start, bytes); }

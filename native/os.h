@@ -33,6 +33,13 @@ int unmapMemory(void* start, size_t bytes);
 // Post: every page is resident (unless the system is out of memory: -1, errno ENOMEM/EFAULT).
 int populateMemory(void* start, size_t bytes);
 
+// Gives the pages of the range back to the OS (MADV_DONTNEED) while keeping it mapped: resident memory
+// drops now, and the next touch of a page faults in a zero page.
+// Pre:  the range lies in a mapping made by mapMemory and is not locked; start and bytes are multiples of
+//       pageSize().
+// Post: 0, or -1 with errno (the range is then unchanged).
+int discardMemory(void* start, size_t bytes);
+
 // Asks for transparent huge pages on the range (MADV_HUGEPAGE). Advice only: 0 does not promise huge pages.
 int adviseHugePages(void* start, size_t bytes);
 

@@ -37,6 +37,7 @@ std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& opti
       SizeClassPool::create(1, pool->secret_, plan, options.arena, options.grow, options.growReserve, error);
   if (!generation) return nullptr;
   pool->generations_.push_back(std::move(generation));
+  pool->counters_.generation = 1;
   if (offsets && !offsets->empty()) {
     pool->offsetArena_ = OffsetArena::create(*offsets, options.arena, error);
     if (!pool->offsetArena_) return nullptr;
@@ -86,6 +87,7 @@ Allocation Pool::alloc(uint64_t bytes) {
     if (entry.size == bytes) header = serving.takeFrom(entry.classIndex, bytes, &source);
     if (header) counters_.scheduleHits++; else counters_.scheduleMisses++;
   }
+  const bool scheduled = header != nullptr;
   if (!header) header = serving.take(bytes, &source);
   if (!header) {
     return allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
@@ -94,14 +96,34 @@ Allocation Pool::alloc(uint64_t bytes) {
   Route route = Route::Own;
   switch (source) {
     case Source::Own: counters_.hits++; break;
-    case Source::Borrowed: counters_.borrows++; route = Route::Borrowed; break;
+    case Source::Borrowed:
+      counters_.borrows++;
+      if (!scheduled) counters_.unplannedBorrows++;
+      route = Route::Borrowed;
+      break;
     case Source::Grown: counters_.grown++; counters_.hits++; route = Route::Grown; break;
   }
   return counted(header->data(), bytes, header->serial, route);
 }
 
+namespace {
+// A bijective mix of 64 bits (the splitmix64 finaliser): summed over an iteration's sizes it gives an
+// order-independent hash of the multiset in which no two small sets of sizes are likely to collide.
+uint64_t mixSize(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
 // Called with mu_ held: the counters every served allocation updates.
 Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route) {
+  tally_.allocs++;
+  tally_.bytes += bytes;
+  tally_.sizeHash += mixSize(bytes);
+  recorder_.alloc(serial, bytes);
   counters_.allocs++;
   counters_.liveBlocks++;
   counters_.bytesLive += bytes;
@@ -179,6 +201,7 @@ ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySeri
   if (offsetArena_ && offsetArena_->contains(data)) {
     if (!offsetArena_->isLive(data)) return ReleaseStatus::NotOwned;
     if (bySerial && offsetArena_->serialOf(data) != serial) return ReleaseStatus::Stale;
+    recordReleaseLocked(offsetArena_->serialOf(data), nullptr);
     counters_.releases++;
     counters_.liveBlocks--;
     counters_.bytesLive -= offsetArena_->requestedOf(data);
@@ -190,6 +213,7 @@ ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySeri
   if (!header) return ReleaseStatus::NotOwned;
   if (header->state != BlockState::Live) return ReleaseStatus::NotLive;
   if (bySerial && header->serial != serial) return ReleaseStatus::Stale;
+  recordReleaseLocked(header->serial, nullptr);
   counters_.releases++;
   counters_.liveBlocks--;
   counters_.bytesLive -= header->requested;
@@ -231,12 +255,14 @@ ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>
   if (offsetArena_ && offsetArena_->contains(data)) {
     if (!offsetArena_->isLive(data)) return ReleaseStatus::NotOwned;
     bytes = offsetArena_->requestedOf(data);
+    recordReleaseLocked(offsetArena_->serialOf(data), stream.get());
     offsetArena_->defer(data);
   } else {
     BlockHeader* header = findLocked(data);
     if (!header) return ReleaseStatus::NotOwned;
     if (header->state != BlockState::Live) return ReleaseStatus::NotLive;
     bytes = header->requested;
+    recordReleaseLocked(header->serial, stream.get());
     header->state = BlockState::Deferred;
   }
   counters_.releases++;
@@ -308,10 +334,70 @@ void Pool::setEventPooling(bool pooling) {
   events_.setPooling(pooling);
 }
 
-void Pool::beginIteration() {
+void Pool::recordReleaseLocked(uint64_t serial, const Stream* stream) {
+  if (recorder_.on()) recorder_.release(serial, stream ? recorder_.streamNumber(stream) : 0);
+}
+
+IterationSummary Pool::markIteration() {
   std::lock_guard<std::mutex> lock(mu_);
+  recorder_.mark();
+  IterationSummary ended = tally_;
+  ended.sizeHash &= (uint64_t{1} << 53) - 1;  // exact in a JS number
+  ended.osFallbacks = counters_.osFallbacks - tally_.osFallbacks;
+  ended.osOversize = counters_.osOversize - tally_.osOversize;
+  ended.unplannedBorrows = counters_.unplannedBorrows - tally_.unplannedBorrows;
+  ended.recorderEnd = recorder_.end();
+  tally_ = IterationSummary{};
+  tally_.osFallbacks = counters_.osFallbacks;
+  tally_.osOversize = counters_.osOversize;
+  tally_.unplannedBorrows = counters_.unplannedBorrows;
   cursor_ = 0;
   counters_.iterations++;
+  return ended;
+}
+
+bool Pool::switchPlan(const PlanSpec& plan, std::string* error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (counters_.closed) {
+    *error = "the pool is closed";
+    return false;
+  }
+  const uint32_t id = generations_.back()->id() + 1;
+  auto generation = SizeClassPool::create(id, secret_, plan, options_.arena, false, 0, error);
+  if (!generation) return false;
+  generations_.back()->retire();
+  generations_.push_back(std::move(generation));
+  counters_.generation = id;
+  counters_.switches++;
+  dropDrainedLocked();
+  return true;
+}
+
+void Pool::startRecording(uint64_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  recorder_.start(limit);
+}
+
+void Pool::stopRecording() {
+  std::lock_guard<std::mutex> lock(mu_);
+  recorder_.stop();
+}
+
+RecordingState Pool::recordingState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {recorder_.on(), recorder_.truncated(), recorder_.begin(), recorder_.end()};
+}
+
+std::vector<RecordedEvent> Pool::copyRecording(uint64_t from) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t count;
+  const RecordedEvent* events = recorder_.from(from, &count);
+  return std::vector<RecordedEvent>(events, events + count);
+}
+
+void Pool::discardRecording(uint64_t before) {
+  std::lock_guard<std::mutex> lock(mu_);
+  recorder_.discard(before);
 }
 
 void Pool::close() {

@@ -14,8 +14,9 @@
 
 #include "classes.h"
 #include "events.h"
-#include "offset_arena.h"
 #include "header.h"
+#include "offset_arena.h"
+#include "recorder.h"
 #include "size_class_pool.h"
 #include "stream.h"
 
@@ -51,7 +52,10 @@ struct PoolStats {
   uint64_t reservedBytes = 0;   // address space the arenas hold
   uint64_t committedBytes = 0;  // pre-faulted / locked by the arenas
   uint64_t arenas = 0;          // arenas alive (the serving one and any still draining)
-  uint64_t iterations = 0;      // beginIteration() calls
+  uint64_t unplannedBorrows = 0; // borrows the plan's schedule did not call for (the run left the plan)
+  uint64_t iterations = 0;      // markIteration() calls
+  uint64_t generation = 0;      // id of the serving classes: 1 at creation, +1 per switchPlan()
+  uint64_t switches = 0;        // switchPlan() calls that succeeded
   uint64_t scheduleHits = 0;    // allocations served where the plan's schedule put them
   uint64_t scheduleMisses = 0;  // scheduled positions whose size differed or whose class had no free block
   uint64_t offsetHits = 0;      // allocations served at their planned offset (offsets mode)
@@ -61,6 +65,25 @@ struct PoolStats {
   uint64_t deferredPending = 0; // released with a stream, waiting for it to pass their event
   uint64_t deferredBytes = 0;
   bool closed = false;
+};
+
+// What one iteration (the allocations since the previous mark) asked for and how it was served. Its
+// pattern is the multiset of requested sizes: two iterations with equal allocs, bytes and sizeHash asked
+// for the same sizes the same number of times (in any order), up to a 2^-53 chance of a hash collision.
+struct IterationSummary {
+  uint64_t allocs = 0;
+  uint64_t bytes = 0;             // requested, summed
+  uint64_t sizeHash = 0;          // order-independent hash of the requested sizes, 53 bits
+  uint64_t osFallbacks = 0;       // of those allocations: served by the OS though a class holds them
+  uint64_t osOversize = 0;        // ... served by the OS as larger than every class
+  uint64_t unplannedBorrows = 0;  // ... served by a larger class the schedule did not name
+  uint64_t recorderEnd = 0;       // number of the next recorded event (the mark is the one before)
+};
+
+struct RecordingState {
+  bool on = false;
+  bool truncated = false;  // stopped because the event limit was reached
+  uint64_t begin = 0, end = 0;  // numbers of the events held: [begin, end)
 };
 
 struct ClassStats {
@@ -84,12 +107,27 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Pool& operator=(const Pool&) = delete;
 
   // A block of at least `bytes` (1 .. kMaxRequest), 64-byte aligned. When the plan has a schedule and this
-  // is the k-th allocation since beginIteration() with the size recorded for position k, the block comes
+  // is the k-th allocation since markIteration() with the size recorded for position k, the block comes
   // from the class training chose; otherwise (or when that class has no free block): own class, larger
   // classes ascending, then the OS.
   Allocation alloc(uint64_t bytes);
-  // An iteration starts: the next allocation is position 0 of the schedule.
-  void beginIteration();
+  // An iteration ends and the next starts: the next allocation is position 0 of the schedule. Returns what
+  // the iteration that ended asked for (since the previous mark, or creation).
+  IterationSummary markIteration();
+  // Serves new allocations from classes built from `plan` in a new arena (pre-faulted per the pool's
+  // options; never growing, so that a departure from the plan shows as OS fallbacks). Blocks from before
+  // keep working and go back to the arena they came from; an arena that no longer serves gives the pages of
+  // its free blocks back to the OS (unless locked) and is unmapped once its last block is returned. False
+  // with *error (the pool unchanged) when the plan is invalid, the OS refuses, or the pool is closed.
+  bool switchPlan(const PlanSpec& plan, std::string* error);
+
+  // Recording of the events this pool serves (see recorder.h). startRecording keeps what is already held
+  // and sets the limit on events held; copyRecording copies the events numbered [from, end()).
+  void startRecording(uint64_t limit);
+  void stopRecording();
+  RecordingState recordingState() const;
+  std::vector<RecordedEvent> copyRecording(uint64_t from) const;
+  void discardRecording(uint64_t before);
   // Returns a live block. NotOwned: `data` is not the start of a block this pool made; NotLive: it was
   // already released. Nothing changes unless the status is Ok.
   ReleaseStatus release(const void* data);
@@ -132,6 +170,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   void unmapOsBlock(BlockHeader* header);
   SizeClassPool* generationLocked(uint32_t id) const;
   void dropDrainedLocked();
+  void recordReleaseLocked(uint64_t serial, const Stream* stream);
 
   mutable std::mutex mu_;
   PoolOptions options_;
@@ -141,7 +180,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
   uint64_t nextSerial_ = 1;
-  uint64_t cursor_ = 0;  // allocations since beginIteration(): the schedule position of the next one
+  uint64_t cursor_ = 0;  // allocations since markIteration(): the schedule position of the next one
+  IterationSummary tally_;  // of the iteration under way (the os* and borrow fields: counters at its start)
+  Recorder recorder_;
 
   struct Deferred {
     const void* data;

@@ -35,18 +35,12 @@ inline void touch(void* p, uint64_t bytes, Touch how, uint8_t value) {
   }
 }
 
-}  // namespace
-
-bool replayOnce(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
-                const FaultMeter& meter, std::vector<void*>& slots, Repetition* out) {
-  slots.assign(trace.buffers_count, nullptr);
-  Repetition r;
-  const os::FaultCounts faultsBefore = meter.read();
-  const uint64_t start = os::monotonicNs();
-  bool ok = true;
-
-  allocator.startIteration();
-  for (size_t e = 0; e < trace.events && ok; ++e) {
+// Runs events [cursor.next, to) into *r (counts and per-operation times; the caller times the whole).
+bool runEvents(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
+               ReplayCursor& cursor, size_t to, Repetition* r) {
+  if (cursor.slots.size() != trace.buffers_count) cursor.slots.assign(trace.buffers_count, nullptr);
+  std::vector<void*>& slots = cursor.slots;
+  for (size_t& e = cursor.next; e < to; ++e) {
     const uint8_t op = trace.ops[e];
     if (op == 2) {
       if (options.iterationMarks) allocator.startIteration();
@@ -57,37 +51,74 @@ bool replayOnce(const ReplayTrace& trace, ReplayAllocator& allocator, const Repl
       const uint64_t bytes = static_cast<uint64_t>(trace.sizes[b]);
       uint64_t t0 = options.timeOperations ? os::monotonicNs() : 0;
       void* p = allocator.allocate(bytes);
-      if (options.timeOperations) r.allocNs += os::monotonicNs() - t0;
-      if (!p) {
-        ok = false;
-        break;
-      }
+      if (options.timeOperations) r->allocNs += os::monotonicNs() - t0;
+      if (!p) return false;
       touch(p, bytes, options.touch, static_cast<uint8_t>(e));
       slots[b] = p;
-      r.allocs++;
+      r->allocs++;
     } else {
       uint64_t t0 = options.timeOperations ? os::monotonicNs() : 0;
       allocator.release(slots[b]);
-      if (options.timeOperations) r.releaseNs += os::monotonicNs() - t0;
+      if (options.timeOperations) r->releaseNs += os::monotonicNs() - t0;
       slots[b] = nullptr;
-      r.releases++;
+      r->releases++;
     }
   }
-  // Start the next repetition empty: what the trace never freed goes back now.
-  for (void*& p : slots) {
+  return true;
+}
+
+// Releases what the cursor holds, into *r.
+void releaseLive(ReplayAllocator& allocator, const ReplayOptions& options, ReplayCursor& cursor, Repetition* r) {
+  for (void*& p : cursor.slots) {
     if (!p) continue;
     uint64_t t0 = options.timeOperations ? os::monotonicNs() : 0;
     allocator.release(p);
-    if (options.timeOperations) r.releaseNs += os::monotonicNs() - t0;
+    if (options.timeOperations) r->releaseNs += os::monotonicNs() - t0;
     p = nullptr;
-    r.releases++;
+    r->releases++;
   }
+  cursor.next = 0;
+}
+
+// Runs `body` and charges its wall time and page faults to *out.
+template <typename Body>
+bool measured(const FaultMeter& meter, Repetition* out, Body body) {
+  Repetition r;
+  const os::FaultCounts faultsBefore = meter.read();
+  const uint64_t start = os::monotonicNs();
+  const bool ok = body(&r);
   r.ns = os::monotonicNs() - start;
   const os::FaultCounts faultsAfter = meter.read();
   r.minorFaults = faultsAfter.minor - faultsBefore.minor;
   r.majorFaults = faultsAfter.major - faultsBefore.major;
   *out = r;
   return ok;
+}
+
+}  // namespace
+
+bool replayOnce(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
+                const FaultMeter& meter, ReplayCursor& cursor, Repetition* out) {
+  return measured(meter, out, [&](Repetition* r) {
+    allocator.startIteration();
+    const bool ok = runEvents(trace, allocator, options, cursor, trace.events, r);
+    // Start the next repetition empty: what the trace never freed (or a refusal left) goes back now.
+    releaseLive(allocator, options, cursor, r);
+    return ok;
+  });
+}
+
+bool replayUntil(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
+                 const FaultMeter& meter, ReplayCursor& cursor, size_t to, Repetition* out) {
+  return measured(meter, out, [&](Repetition* r) { return runEvents(trace, allocator, options, cursor, to, r); });
+}
+
+void replayRewind(ReplayAllocator& allocator, const ReplayOptions& options, const FaultMeter& meter,
+                  ReplayCursor& cursor, Repetition* out) {
+  measured(meter, out, [&](Repetition* r) {
+    releaseLive(allocator, options, cursor, r);
+    return true;
+  });
 }
 
 }  // namespace tp

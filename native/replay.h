@@ -37,7 +37,7 @@ class PoolAllocator final : public ReplayAllocator {
   explicit PoolAllocator(std::shared_ptr<Pool> pool) : pool_(std::move(pool)) {}
   void* allocate(uint64_t bytes) override;
   void release(void* p) override;
-  void startIteration() override { pool_->beginIteration(); }
+  void startIteration() override { pool_->markIteration(); }
 
  private:
   std::shared_ptr<Pool> pool_;
@@ -67,9 +67,23 @@ struct Repetition {
   uint64_t minorFaults = 0, majorFaults = 0;
 };
 
+// A replay that can run a trace in steps, keeping its buffers live between them (an adaptive pool is
+// marked between iterations from JS). `slots` holds the live blocks, `next` the next event to run.
+struct ReplayCursor {
+  std::vector<void*> slots;
+  size_t next = 0;
+};
+
 // Replays the trace once from empty: every buffer still live at the end is released (and counted).
-// `slots` is scratch space reused between repetitions. Returns false when the allocator refused a block.
+// The cursor must be at its start (next == 0) and is left there. Returns false when the allocator
+// refused a block.
 bool replayOnce(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
-                const FaultMeter& meter, std::vector<void*>& slots, Repetition* out);
+                const FaultMeter& meter, ReplayCursor& cursor, Repetition* out);
+// Runs events [cursor.next, to) (to <= trace.events) and leaves what they allocated live.
+bool replayUntil(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
+                 const FaultMeter& meter, ReplayCursor& cursor, size_t to, Repetition* out);
+// Releases every block the cursor holds and rewinds it to the start.
+void replayRewind(ReplayAllocator& allocator, const ReplayOptions& options, const FaultMeter& meter,
+                  ReplayCursor& cursor, Repetition* out);
 
 }  // namespace tp

@@ -141,7 +141,15 @@ void SizeClassPool::give(BlockHeader* header) {
   header->requested = 0;
   header->lent = 0;
   outstanding_--;
+  if (retired_) arena_->discard(header->data(), header->capacity);
   push(header->classIndex, header);
+}
+
+void SizeClassPool::retire() {
+  retired_ = true;
+  for (BlockHeader* head : heads_) {
+    for (BlockHeader* header = head; header; header = header->next) arena_->discard(header->data(), header->capacity);
+  }
 }
 
 BlockHeader* SizeClassPool::headerOf(const void* data) const {

@@ -38,8 +38,12 @@ class SizeClassPool {
   // A free block of class `cls` for `bytes` (a scheduled placement), or nullptr when the class has none.
   // Pre: cls < table().count() and bytes <= table().size(cls).
   BlockHeader* takeFrom(size_t cls, uint64_t bytes, Source* source);
-  // Returns a live or deferred block of this pool to its class's free list.
+  // Returns a live or deferred block of this pool to its class's free list (its pages to the OS, once
+  // retired).
   void give(BlockHeader* header);
+  // This pool serves no more (a newer plan does): the pages of its free blocks, now and as they come back,
+  // go back to the OS, so that a draining arena holds memory only under live blocks.
+  void retire();
 
   // The header of the block whose data starts at `data`, or nullptr when `data` is not the start of a block
   // of this pool. Never reads memory outside the arena.
@@ -65,6 +69,7 @@ class SizeClassPool {
   uint32_t id_ = 0;
   uint64_t secret_ = 0;
   bool grow_ = false;
+  bool retired_ = false;
   SizeClassTable table_;
   std::vector<ScheduleEntry> schedule_;
   std::unique_ptr<Arena> arena_;

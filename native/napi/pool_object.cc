@@ -45,7 +45,10 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   set("reservedBytes", s.reservedBytes);
   set("committedBytes", s.committedBytes);
   set("arenas", s.arenas);
+  set("unplannedBorrows", s.unplannedBorrows);
   set("iterations", s.iterations);
+  set("generation", s.generation);
+  set("switches", s.switches);
   set("scheduleHits", s.scheduleHits);
   set("scheduleMisses", s.scheduleMisses);
   set("offsetHits", s.offsetHits);
@@ -58,6 +61,35 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   return o;
 }
 
+// A plan as lib/plan-spec.ts's toNativePlan hands it over: { interval, sizes, blocks, scheduleSizes?,
+// scheduleClasses? }, arrays as Float64Arrays. Class sizes and schedule entries are validated when the
+// plan is built (SizeClassTable::build).
+PlanSpec readPlan(const Napi::Value& value) {
+  if (!value.IsObject()) throw Napi::TypeError::New(value.Env(), "plan must be an object");
+  Napi::Object planArg = value.As<Napi::Object>();
+  PlanSpec plan;
+  plan.interval = optionalUint(planArg, "interval", 0);
+  forEachUint(planArg.Get("sizes"), "plan.sizes", [&](size_t, uint64_t size) { plan.classes.push_back({size, 0}); });
+  forEachUint(planArg.Get("blocks"), "plan.blocks", [&](size_t i, uint64_t blocks) {
+    if (i >= plan.classes.size()) throw Napi::TypeError::New(value.Env(), "plan.blocks is longer than plan.sizes");
+    plan.classes[i].blocks = blocks;
+  });
+  if (!planArg.Get("scheduleSizes").IsUndefined()) {
+    std::vector<uint64_t> classes;
+    forEachUint(planArg.Get("scheduleSizes"), "plan.scheduleSizes",
+                [&](size_t, uint64_t size) { plan.schedule.push_back({size, 0}); });
+    forEachUint(planArg.Get("scheduleClasses"), "plan.scheduleClasses",
+                [&](size_t, uint64_t cls) { classes.push_back(cls); });
+    if (classes.size() != plan.schedule.size()) {
+      throw Napi::TypeError::New(value.Env(), "plan.scheduleClasses and plan.scheduleSizes differ in length");
+    }
+    for (size_t k = 0; k < classes.size(); ++k) {
+      plan.schedule[k].classIndex = static_cast<uint32_t>(std::min<uint64_t>(classes[k], UINT32_MAX));
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 Napi::Function PoolObject::Define(Napi::Env env) {
@@ -68,7 +100,13 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::Stats>("stats"),
                          InstanceMethod<&PoolObject::ClassStats>("classStats"),
                          InstanceMethod<&PoolObject::Close>("close"),
-                         InstanceMethod<&PoolObject::BeginIteration>("beginIteration"),
+                         InstanceMethod<&PoolObject::MarkIteration>("markIteration"),
+                         InstanceMethod<&PoolObject::SwitchPlan>("switchPlan"),
+                         InstanceMethod<&PoolObject::StartRecording>("startRecording"),
+                         InstanceMethod<&PoolObject::StopRecording>("stopRecording"),
+                         InstanceMethod<&PoolObject::RecordingState>("recordingState"),
+                         InstanceMethod<&PoolObject::CopyRecording>("copyRecording"),
+                         InstanceMethod<&PoolObject::DiscardRecording>("discardRecording"),
                          InstanceMethod<&PoolObject::Reclaim>("reclaim"),
                          InstanceMethod<&PoolObject::SetEventPooling>("setEventPooling"),
                      });
@@ -82,32 +120,7 @@ PoolObject* PoolObject::From(const Napi::Value& value) {
 }
 
 PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolObject>(info) {
-  PlanSpec plan;
-  if (info[0].IsNull()) {
-    plan = defaultPlan();
-  } else {
-    Napi::Object planArg = requireObjectArg(info, 0, "plan");
-    plan.interval = optionalUint(planArg, "interval", 0);
-    forEachUint(planArg.Get("sizes"), "plan.sizes", [&](size_t, uint64_t size) { plan.classes.push_back({size, 0}); });
-    forEachUint(planArg.Get("blocks"), "plan.blocks", [&](size_t i, uint64_t blocks) {
-      if (i >= plan.classes.size()) throw Napi::TypeError::New(info.Env(), "plan.blocks is longer than plan.sizes");
-      plan.classes[i].blocks = blocks;
-    });
-    if (!planArg.Get("scheduleSizes").IsUndefined()) {
-      std::vector<uint64_t> classes;
-      forEachUint(planArg.Get("scheduleSizes"), "plan.scheduleSizes",
-                  [&](size_t, uint64_t size) { plan.schedule.push_back({size, 0}); });
-      forEachUint(planArg.Get("scheduleClasses"), "plan.scheduleClasses",
-                  [&](size_t, uint64_t cls) { classes.push_back(cls); });
-      if (classes.size() != plan.schedule.size()) {
-        throw Napi::TypeError::New(info.Env(), "plan.scheduleClasses and plan.scheduleSizes differ in length");
-      }
-      for (size_t k = 0; k < classes.size(); ++k) {
-        // Out-of-range indices are rejected when the plan is built (SizeClassTable::build).
-        plan.schedule[k].classIndex = static_cast<uint32_t>(std::min<uint64_t>(classes[k], UINT32_MAX));
-      }
-    }
-  }
+  PlanSpec plan = info[0].IsNull() ? defaultPlan() : readPlan(info[0]);
   Napi::Object optionsArg = requireObjectArg(info, 1, "options");
 
   PoolOptions options;
@@ -212,8 +225,66 @@ Napi::Value PoolObject::SetEventPooling(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-Napi::Value PoolObject::BeginIteration(const Napi::CallbackInfo& info) {
-  pool_->beginIteration();
+Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
+  const IterationSummary ended = pool_->markIteration();
+  Napi::Object o = Napi::Object::New(info.Env());
+  setNumber(o, "allocs", ended.allocs);
+  setNumber(o, "bytes", ended.bytes);
+  setNumber(o, "sizeHash", ended.sizeHash);
+  setNumber(o, "osFallbacks", ended.osFallbacks);
+  setNumber(o, "osOversize", ended.osOversize);
+  setNumber(o, "unplannedBorrows", ended.unplannedBorrows);
+  setNumber(o, "recorderEnd", ended.recorderEnd);
+  return o;
+}
+
+Napi::Value PoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
+  const PlanSpec plan = readPlan(info[0]);
+  std::string error;
+  if (!pool_->switchPlan(plan, &error)) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
+  return info.Env().Undefined();
+}
+
+Napi::Value PoolObject::StartRecording(const Napi::CallbackInfo& info) {
+  pool_->startRecording(requireUintArg(info, 0, "limit"));
+  return info.Env().Undefined();
+}
+
+Napi::Value PoolObject::StopRecording(const Napi::CallbackInfo& info) {
+  pool_->stopRecording();
+  return info.Env().Undefined();
+}
+
+Napi::Value PoolObject::RecordingState(const Napi::CallbackInfo& info) {
+  const tp::RecordingState state = pool_->recordingState();
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("on", Napi::Boolean::New(info.Env(), state.on));
+  o.Set("truncated", Napi::Boolean::New(info.Env(), state.truncated));
+  setNumber(o, "begin", state.begin);
+  setNumber(o, "end", state.end);
+  return o;
+}
+
+Napi::Value PoolObject::CopyRecording(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<RecordedEvent> events = pool_->copyRecording(requireUintArg(info, 0, "from"));
+  Napi::Uint8Array ops = Napi::Uint8Array::New(env, events.size());
+  Napi::Float64Array serials = Napi::Float64Array::New(env, events.size());
+  Napi::Float64Array values = Napi::Float64Array::New(env, events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    ops[i] = static_cast<uint8_t>(events[i].op());
+    serials[i] = static_cast<double>(events[i].serial);
+    values[i] = static_cast<double>(events[i].payload());
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ops", ops);
+  o.Set("serials", serials);
+  o.Set("values", values);
+  return o;
+}
+
+Napi::Value PoolObject::DiscardRecording(const Napi::CallbackInfo& info) {
+  pool_->discardRecording(requireUintArg(info, 0, "before"));
   return info.Env().Undefined();
 }
 

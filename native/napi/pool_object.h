@@ -30,7 +30,14 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   Napi::Value Stats(const Napi::CallbackInfo& info);       // -> plain object of counters
   Napi::Value ClassStats(const Napi::CallbackInfo& info);  // -> { size, blocks, free, hits, lent, grown }
   Napi::Value Close(const Napi::CallbackInfo& info);
-  Napi::Value BeginIteration(const Napi::CallbackInfo& info);
+  Napi::Value MarkIteration(const Napi::CallbackInfo& info);   // -> { allocs, bytes, sizeHash, ... }
+  Napi::Value SwitchPlan(const Napi::CallbackInfo& info);      // (plan as for the constructor)
+  Napi::Value StartRecording(const Napi::CallbackInfo& info);  // (limit: events held at most)
+  Napi::Value StopRecording(const Napi::CallbackInfo& info);
+  Napi::Value RecordingState(const Napi::CallbackInfo& info);  // -> { on, truncated, begin, end }
+  // (from) -> { ops: Uint8Array, serials: Float64Array, values: Float64Array } of events [from, end)
+  Napi::Value CopyRecording(const Napi::CallbackInfo& info);
+  Napi::Value DiscardRecording(const Napi::CallbackInfo& info);  // (before)
 
   std::shared_ptr<Pool> pool_;
 };

@@ -9,6 +9,8 @@ Napi::Function ReplayerObject::Define(Napi::Env env) {
   return DefineClass(env, "NativeReplayer",
                      {
                          InstanceMethod<&ReplayerObject::Run>("run"),
+                         InstanceMethod<&ReplayerObject::RunUntil>("runUntil"),
+                         InstanceMethod<&ReplayerObject::Rewind>("rewind"),
                          InstanceAccessor<&ReplayerObject::FaultSourceName>("faultSource"),
                      });
 }
@@ -60,15 +62,9 @@ ReplayerObject::ReplayerObject(const Napi::CallbackInfo& info) : Napi::ObjectWra
   options_.iterationMarks = optionalBool(options, "iterationMarks", false);
 }
 
-Napi::Value ReplayerObject::Run(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  ReplayOptions options = options_;
-  options.timeOperations = info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value();
-  const ReplayTrace trace{ops_.data(), buffers_.data(), ops_.size(), sizes_.data(), sizes_.size()};
-  Repetition r;
-  if (!replayOnce(trace, *allocator_, options, meter_, slots_, &r)) {
-    throw errorWithCode(env, "ERR_TP_OUT_OF_MEMORY", "the allocator refused a block during the replay");
-  }
+namespace {
+
+Napi::Object repetitionObject(Napi::Env env, const Repetition& r) {
   Napi::Object o = Napi::Object::New(env);
   setNumber(o, "ns", r.ns);
   setNumber(o, "allocNs", r.allocNs);
@@ -78,6 +74,43 @@ Napi::Value ReplayerObject::Run(const Napi::CallbackInfo& info) {
   setNumber(o, "minorFaults", r.minorFaults);
   setNumber(o, "majorFaults", r.majorFaults);
   return o;
+}
+
+Napi::Error refused(Napi::Env env) {
+  return errorWithCode(env, "ERR_TP_OUT_OF_MEMORY", "the allocator refused a block during the replay");
+}
+
+}  // namespace
+
+ReplayOptions ReplayerObject::optionsFor(const Napi::CallbackInfo& info, size_t index) const {
+  ReplayOptions options = options_;
+  options.timeOperations = info[index].IsBoolean() && info[index].As<Napi::Boolean>().Value();
+  return options;
+}
+
+Napi::Value ReplayerObject::Run(const Napi::CallbackInfo& info) {
+  const ReplayOptions options = optionsFor(info, 0);
+  Repetition r;
+  if (cursor_.next != 0) replayRewind(*allocator_, options, meter_, cursor_, &r);
+  if (!replayOnce(trace(), *allocator_, options, meter_, cursor_, &r)) throw refused(info.Env());
+  return repetitionObject(info.Env(), r);
+}
+
+Napi::Value ReplayerObject::RunUntil(const Napi::CallbackInfo& info) {
+  const uint64_t to = requireUintArg(info, 0, "to");
+  if (to < cursor_.next || to > ops_.size()) {
+    throw Napi::RangeError::New(info.Env(), "to must be between " + std::to_string(cursor_.next) + " and " +
+                                                std::to_string(ops_.size()) + ", got " + std::to_string(to));
+  }
+  Repetition r;
+  if (!replayUntil(trace(), *allocator_, optionsFor(info, 1), meter_, cursor_, to, &r)) throw refused(info.Env());
+  return repetitionObject(info.Env(), r);
+}
+
+Napi::Value ReplayerObject::Rewind(const Napi::CallbackInfo& info) {
+  Repetition r;
+  replayRewind(*allocator_, optionsFor(info, 0), meter_, cursor_, &r);
+  return repetitionObject(info.Env(), r);
 }
 
 Napi::Value ReplayerObject::FaultSourceName(const Napi::CallbackInfo& info) {

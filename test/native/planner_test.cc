@@ -136,7 +136,7 @@ TEST(offset_arena_never_hands_out_overlapping_live_blocks) {
   CHECK(pool->stats().offsetMisses == 1);
   CHECK(pool->release(a.data) == ReleaseStatus::NotOwned);  // released already
   CHECK(pool->release(b.data) == ReleaseStatus::Ok && pool->release(c.data) == ReleaseStatus::Ok);
-  pool->beginIteration();
+  pool->markIteration();
   Allocation again = pool->alloc(1024);
   CHECK(again.route == Route::Offset && again.data == a.data);
   CHECK(pool->releaseIfSerial(again.data, again.serial + 1) == ReleaseStatus::Stale);

@@ -339,3 +339,100 @@ TEST(locked_arena_is_resident_or_names_rlimit_memlock) {
     CHECK(error.find("RLIMIT_MEMLOCK") != std::string::npos);
   }
 }
+
+TEST(recording_names_buffers_by_serial_and_marks_iterations) {
+  auto pool = makePool(smallPlan());
+  Allocation before = pool->alloc(100);  // allocated before recording: its release is still recorded
+  pool->startRecording(1000);
+  Allocation a = pool->alloc(5000);
+  Allocation b = pool->alloc(70000);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  IterationSummary ended = pool->markIteration();
+  CHECK(ended.allocs == 3 && ended.bytes == 100 + 5000 + 70000 && ended.recorderEnd == 4);
+  CHECK(pool->release(before.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(b.data) == ReleaseStatus::NotLive);  // a refused release records nothing
+  pool->stopRecording();
+  pool->alloc(64);  // not recorded
+  const std::vector<RecordedEvent> events = pool->copyRecording(0);
+  CHECK(events.size() == 6);
+  CHECK(events[0].op() == RecordedOp::Alloc && events[0].serial == a.serial && events[0].payload() == 5000);
+  CHECK(events[1].op() == RecordedOp::Alloc && events[1].serial == b.serial && events[1].payload() == 70000);
+  CHECK(events[2].op() == RecordedOp::Release && events[2].serial == a.serial && events[2].payload() == 0);
+  CHECK(events[3].op() == RecordedOp::Mark);
+  CHECK(events[4].op() == RecordedOp::Release && events[4].serial == before.serial);
+  CHECK(events[5].op() == RecordedOp::Release && events[5].serial == b.serial);
+  pool->discardRecording(4);
+  const RecordingState state = pool->recordingState();
+  CHECK(!state.on && !state.truncated && state.begin == 4 && state.end == 6);
+  CHECK(pool->copyRecording(0).size() == 2 && pool->copyRecording(5).size() == 1);
+}
+
+TEST(recording_stops_at_its_limit) {
+  auto pool = makePool(smallPlan());
+  pool->startRecording(3);
+  for (int i = 0; i < 5; ++i) pool->release(pool->alloc(4096).data);
+  const RecordingState state = pool->recordingState();
+  CHECK(!state.on && state.truncated && state.end == 3);
+}
+
+TEST(iteration_pattern_hash_ignores_order_and_sees_sizes) {
+  auto pool = makePool(smallPlan());
+  auto iteration = [&](std::vector<uint64_t> sizes) {
+    for (uint64_t size : sizes) pool->release(pool->alloc(size).data);
+    return pool->markIteration();
+  };
+  pool->markIteration();
+  const IterationSummary x = iteration({100, 5000, 70000});
+  const IterationSummary y = iteration({70000, 100, 5000});
+  const IterationSummary z = iteration({100, 5001, 69999});  // same count and bytes, other sizes
+  CHECK(x.sizeHash == y.sizeHash && x.allocs == y.allocs && x.bytes == y.bytes);
+  CHECK(z.bytes == x.bytes && z.sizeHash != x.sizeHash);
+}
+
+TEST(switching_plans_keeps_old_blocks_valid_and_unmaps_the_old_arena_when_drained) {
+  auto pool = makePool(defaultPlan(), true, 64 << 20);
+  LiveRanges live;
+  std::vector<std::pair<Allocation, uint64_t>> old;
+  for (uint64_t bytes : {100, 5000, 70000, 1 << 20, 3 << 20}) {
+    Allocation a = pool->alloc(bytes);
+    CHECK(a.status == AllocStatus::Ok && live.insert(a.data, bytes));
+    std::memset(a.data, static_cast<int>(bytes & 0xff), bytes);
+    old.emplace_back(a, bytes);
+  }
+  // A free block in the old arena whose pages go back to the OS when it retires.
+  Allocation freed = pool->alloc(1 << 20);
+  std::memset(freed.data, 0x5a, 1 << 20);
+  CHECK(pool->release(freed.data) == ReleaseStatus::Ok);
+
+  std::string error;
+  PlanSpec bad;
+  bad.interval = 4096;
+  bad.classes = {{4000, 1}};  // not a multiple of the interval
+  CHECK(!pool->switchPlan(bad, &error) && !error.empty());
+  CHECK(pool->stats().generation == 1 && pool->stats().switches == 0);
+
+  CHECK(pool->switchPlan(smallPlan(), &error));
+  PoolStats s = pool->stats();
+  CHECK(s.generation == 2 && s.switches == 1 && s.arenas == 2);
+  // Discarded pages read back as zero: the free block's memory went back to the OS.
+  CHECK(static_cast<volatile uint8_t*>(freed.data)[4096] == 0);
+  for (int i = 0; i < 8; ++i) {
+    Allocation a = pool->alloc(4096);
+    CHECK(a.status == AllocStatus::Ok && live.insert(a.data, 4096));
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    live.erase(a.data);
+  }
+  CHECK(pool->stats().osFallbacks == 0);
+  CHECK(pool->alloc(200 << 20).status == AllocStatus::Ok);  // oversize for the new plan: the OS
+  for (auto& [a, bytes] : old) {
+    const uint8_t* p = static_cast<const uint8_t*>(a.data);
+    CHECK(p[0] == static_cast<uint8_t>(bytes & 0xff) && p[bytes - 1] == static_cast<uint8_t>(bytes & 0xff));
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    live.erase(a.data);
+  }
+  s = pool->stats();
+  CHECK(s.arenas == 1 && s.generation == 2);  // the old arena went with its last block
+  pool->close();
+  CHECK(!pool->switchPlan(smallPlan(), &error) && error == "the pool is closed");
+}

@@ -58,7 +58,7 @@ TEST(replay_runs_against_the_pool_and_libc_and_counts_everything) {
   PoolAllocator poolAllocator(pool);
   LibcAllocator libc;
   FaultMeter meter;
-  std::vector<void*> slots;
+  ReplayCursor cursor;
   for (ReplayAllocator* allocator : {static_cast<ReplayAllocator*>(&poolAllocator), static_cast<ReplayAllocator*>(&libc)}) {
     for (Touch touch : {Touch::None, Touch::Pages, Touch::Full}) {
       for (bool timed : {false, true}) {
@@ -67,7 +67,7 @@ TEST(replay_runs_against_the_pool_and_libc_and_counts_everything) {
         options.timeOperations = timed;
         options.iterationMarks = true;
         Repetition r;
-        CHECK(replayOnce(trace, *allocator, options, meter, slots, &r));
+        CHECK(replayOnce(trace, *allocator, options, meter, cursor, &r));
         CHECK(r.allocs == e.sizes.size() && r.releases == e.sizes.size());  // the never-freed one included
         CHECK(r.ns > 0 && (timed ? r.allocNs > 0 : r.allocNs == 0));
       }
@@ -88,7 +88,34 @@ TEST(replay_reports_an_allocator_that_refuses) {
   pool->close();  // a closed pool refuses every request
   PoolAllocator allocator(pool);
   FaultMeter meter;
-  std::vector<void*> slots;
+  ReplayCursor cursor;
   Repetition r;
-  CHECK(!replayOnce(trace, allocator, ReplayOptions{}, meter, slots, &r));
+  CHECK(!replayOnce(trace, allocator, ReplayOptions{}, meter, cursor, &r));
+}
+
+TEST(replay_in_steps_keeps_buffers_live_between_steps) {
+  Events e = steps();
+  const ReplayTrace trace{e.ops.data(), e.buffers.data(), e.ops.size(), e.sizes.data(), e.sizes.size()};
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), [] { PoolOptions o; o.grow = true; return o; }(), &error);
+  CHECK(pool != nullptr);
+  PoolAllocator allocator(pool);
+  FaultMeter meter;
+  ReplayCursor cursor;
+  ReplayOptions options;
+  uint64_t allocs = 0, releases = 0;
+  for (size_t to = 0; to <= e.ops.size(); to += 5) {
+    Repetition r;
+    CHECK(replayUntil(trace, allocator, options, meter, cursor, std::min(to, e.ops.size()), &r));
+    allocs += r.allocs;
+    releases += r.releases;
+    CHECK(pool->stats().liveBlocks == allocs - releases);
+  }
+  Repetition r;
+  CHECK(replayUntil(trace, allocator, options, meter, cursor, e.ops.size(), &r));
+  allocs += r.allocs;
+  releases += r.releases;
+  CHECK(allocs == e.sizes.size() && pool->stats().liveBlocks == 1);  // the never-freed buffer
+  replayRewind(allocator, options, meter, cursor, &r);
+  CHECK(r.releases == 1 && cursor.next == 0 && pool->stats().liveBlocks == 0);
 }
