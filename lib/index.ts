@@ -3,6 +3,8 @@
  */
 export { Pool, MAX_ALLOC_BYTES } from './pool.js';
 export type { PoolOptions, PoolStats, ClassStats, TypedArrayConstructor } from './pool.js';
+export type { PoolCounters } from './native.js';
+export type { AdaptiveOptions, AdaptiveStats, AdaptiveMode, PlanSwitch, IterationReport } from './adaptive.js';
 export { Plan, PLAN_FORMAT, PLAN_VERSION } from './plan.js';
 export type { PlanJson, PlanSource, PlanTraining } from './plan.js';
 export type { PlanSpec, PlanClass } from './plan-spec.js';
@@ -18,6 +20,7 @@ export type { Problem } from './trace/problem.js';
 export { train, AUTO_INTERVALS, TRAIN_ORDERS } from './train.js';
 export type { TrainOptions, TrainOrder, TrainCandidate } from './train.js';
 export { syntheticTrainingTrace } from './trace/synthetic.js';
+export { repeatIteration } from './trace/repeat.js';
 export type { SyntheticOptions } from './trace/synthetic.js';
 export { replay, TOUCH_MODES } from './replay/replay.js';
 export type { ReplayOptions, ReplayReport, AllocatorResult, TouchMode } from './replay/replay.js';

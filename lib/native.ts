@@ -9,34 +9,78 @@ export interface NativeFaultCounts {
   major: number;
 }
 
-export interface NativeStats {
+/** The pool's counters, as the core keeps them (native/pool.h); PoolStats (pool.ts) adds the classes. */
+export interface PoolCounters {
+  /** Allocations served, by any route. */
   allocs: number;
+  /** Blocks returned by release(). */
   releases: number;
+  /** Blocks returned by the finalizer because their buffer was dropped without release() (a leak caught). */
   finalized: number;
+  /** Served from the request's own class. */
   hits: number;
+  /** Served by a block of a larger class. */
   borrows: number;
+  /** Served by a block carved on demand. */
   grown: number;
+  /** Served by the OS because no class had a free block. */
   osFallbacks: number;
+  /** Served by the OS because the request is larger than every class. */
   osOversize: number;
   liveBlocks: number;
+  /** Bytes requested by live blocks. */
   bytesLive: number;
   peakBytesLive: number;
   osLiveBlocks: number;
   osLiveBytes: number;
+  /** Bytes carved from the arenas (blocks and their 64-byte headers). */
   arenaBytes: number;
+  /** Address space the arenas hold. */
   reservedBytes: number;
+  /** Bytes the arenas pre-faulted or locked. */
   committedBytes: number;
+  /** Arenas mapped: the serving one, plus any older one still draining. */
   arenas: number;
+  /** Borrows the plan's schedule did not call for: the run departed from what the plan was trained on. */
+  unplannedBorrows: number;
+  /** markIteration() calls. */
   iterations: number;
+  /** Which classes serve: 1 at creation, one more at every plan switch (adaptive mode). */
+  generation: number;
+  /** Plan switches so far. */
+  switches: number;
+  /** Allocations served from the class the plan's schedule gave their position. */
   scheduleHits: number;
+  /** Scheduled positions where the run departed (another size) or the scheduled class had no free block. */
   scheduleMisses: number;
+  /** Offsets mode: allocations served at their planned offset, and planned positions that could not be. */
   offsetHits: number;
   offsetMisses: number;
+  /** S4's event pool: events made because it was empty, and events taken from it. */
   eventsCreated: number;
   eventsReused: number;
+  /** Blocks released with a stream, waiting for it to pass their events (and their bytes). */
   deferredPending: number;
   deferredBytes: number;
   closed: boolean;
+}
+
+/** What markIteration() reports about the iteration that ended (native/pool.h IterationSummary). */
+export interface NativeIterationSummary {
+  allocs: number;
+  bytes: number;
+  sizeHash: number;
+  osFallbacks: number;
+  osOversize: number;
+  unplannedBorrows: number;
+  recorderEnd: number;
+}
+
+/** Recorded events (native/recorder.h): op 0 alloc (value: bytes), 1 release (value: stream number or 0), 2 mark. */
+export interface NativeRecording {
+  ops: Uint8Array;
+  serials: Float64Array;
+  values: Float64Array;
 }
 
 export interface NativeClassStats {
@@ -76,10 +120,16 @@ export interface NativePool {
   release(buffer: ArrayBuffer, stream?: NativeStream): ReleaseCode;
   reclaim(): number;
   setEventPooling(pooling: boolean): void;
-  stats(): NativeStats;
+  stats(): PoolCounters;
   classStats(): NativeClassStats;
   close(): void;
-  beginIteration(): void;
+  markIteration(): NativeIterationSummary;
+  switchPlan(plan: NativePlanSpec): void;
+  startRecording(limit: number): void;
+  stopRecording(): void;
+  recordingState(): { on: boolean; truncated: boolean; begin: number; end: number };
+  copyRecording(from: number): NativeRecording;
+  discardRecording(before: number): void;
 }
 
 export interface NativeFaultMeter {
@@ -99,6 +149,10 @@ export interface NativeRepetition {
 
 export interface NativeReplayer {
   run(timeOperations: boolean): NativeRepetition;
+  /** Runs the events from where the last step stopped up to `to`, leaving their blocks live. */
+  runUntil(to: number, timeOperations: boolean): NativeRepetition;
+  /** Releases what runUntil left live and starts over. */
+  rewind(timeOperations: boolean): NativeRepetition;
   readonly faultSource: 'perf_event' | 'getrusage';
 }
 

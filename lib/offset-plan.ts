@@ -1,6 +1,6 @@
 /**
  * Offset plans: a static layout of one iteration (or a whole trace) for the offsets-mode pool. The k-th
- * allocation after pool.beginIteration() is served at offsets[k] when it asks for sizes[k] bytes.
+ * allocation after pool.markIteration() is served at offsets[k] when it asks for sizes[k] bytes.
  *
  * ```json
  * { "format": "tensorpool-offset-plan", "version": 1, "height": 215409408,

@@ -15,7 +15,7 @@ export interface PlanClass {
 
 /**
  * Where training placed each allocation, in allocation order: the k-th allocation after
- * `pool.beginIteration()` (or pool creation) asked for `sizes[k]` bytes and went to class `classes[k]`
+ * `pool.markIteration()` (or pool creation) asked for `sizes[k]` bytes and went to class `classes[k]`
  * (an index into the plan's classes). While the run repeats that sequence the pool serves each allocation
  * from its scheduled class, which realises training's placement exactly.
  */

@@ -4,12 +4,15 @@
  */
 import { constants as bufferConstants } from 'node:buffer';
 
+import { Adaptation, checkAdaptiveOptions, type AdaptiveOptions, type AdaptiveStats } from './adaptive.js';
 import { TensorPoolError, fromNative } from './errors.js';
-import { native, ReleaseCode, type NativePool } from './native.js';
+import { native, ReleaseCode, type NativePool, type PoolCounters } from './native.js';
 import { OffsetPlan } from './offset-plan.js';
 import { Plan } from './plan.js';
 import { Stream, nativeStreamOf } from './stream.js';
 import { checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
+import { traceFromRecording } from './recording.js';
+import type { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
 export interface PoolOptions {
@@ -20,7 +23,7 @@ export interface PoolOptions {
    */
   plan?: PlanSpec | string;
   /**
-   * Offsets mode: an OffsetPlan (or its file). The k-th allocation after beginIteration() is served at its
+   * Offsets mode: an OffsetPlan (or its file). The k-th allocation after markIteration() is served at its
    * planned offset in an arena of the plan's height when it asks for the planned size and that range is
    * free; anything else goes to the size classes (the plan's, else the default growing ones), then the OS.
    */
@@ -37,9 +40,19 @@ export interface PoolOptions {
   growReserve?: number;
   /** OS fallbacks of at least this many bytes are mmap'd, smaller ones come from the C heap. Default 256 KiB. */
   osMapThreshold?: number;
+  /**
+   * Adaptive mode (lib/adaptive.ts): record the first iterations, train a plan once their pattern is
+   * stable, switch to it, and re-plan when the run drifts from it. Iterations are delimited by
+   * markIteration(). `true` takes every default. With `plan`, the pool starts planned and re-plans on
+   * drift. Not with `offsets`.
+   */
+  adaptive?: boolean | AdaptiveOptions;
 }
 
-const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold'] as const;
+const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold', 'adaptive'] as const;
+
+/** Events a recording holds at most by default (16 bytes each): 64 MiB. */
+export const DEFAULT_RECORD_EVENTS = 4 * 2 ** 20;
 
 export interface ClassStats {
   /** Bytes per block. */
@@ -56,56 +69,14 @@ export interface ClassStats {
   grown: number;
 }
 
-export interface PoolStats {
-  /** Allocations served, by any route. */
-  allocs: number;
-  /** Blocks returned by release(). */
-  releases: number;
-  /** Blocks returned by the finalizer because their buffer was dropped without release() (a leak caught). */
-  finalized: number;
-  /** Served from the request's own class. */
-  hits: number;
-  /** Served by a block of a larger class. */
-  borrows: number;
-  /** Served by a block carved on demand. */
-  grown: number;
-  /** Served by the OS because no class had a free block. */
-  osFallbacks: number;
-  /** Served by the OS because the request is larger than every class. */
-  osOversize: number;
-  liveBlocks: number;
-  /** Bytes requested by live blocks. */
-  bytesLive: number;
-  peakBytesLive: number;
-  osLiveBlocks: number;
-  osLiveBytes: number;
-  /** Bytes carved from the arenas (blocks and their 64-byte headers). */
-  arenaBytes: number;
-  /** Address space the arenas hold. */
-  reservedBytes: number;
-  /** Bytes the arenas pre-faulted or locked. */
-  committedBytes: number;
-  /** Arenas mapped: the serving one, plus any older one still draining. */
-  arenas: number;
-  /** beginIteration() calls. */
-  iterations: number;
-  /** Allocations served from the class the plan's schedule gave their position. */
-  scheduleHits: number;
-  /** Scheduled positions where the run departed (another size) or the scheduled class had no free block. */
-  scheduleMisses: number;
-  /** Offsets mode: allocations served at their planned offset, and planned positions that could not be. */
-  offsetHits: number;
-  offsetMisses: number;
-  /** S4's event pool: events made because it was empty, and events taken from it. */
-  eventsCreated: number;
-  eventsReused: number;
-  /** Blocks released with a stream, waiting for it to pass their events (and their bytes). */
-  deferredPending: number;
-  deferredBytes: number;
-  closed: boolean;
+export interface PoolStats extends PoolCounters {
   /** The serving classes' interval (0 for the default classes). */
   interval: number;
   classes: ClassStats[];
+  /** Adaptive mode: its mode, switches and what triggered them; null for other pools. */
+  adaptive: AdaptiveStats | null;
+  /** The pool's own recording (record()): whether it runs, events held, and whether it hit its limit. */
+  recording: { on: boolean; events: number; truncated: boolean };
 }
 
 /** Typed-array constructors pool.allocArray accepts. */
@@ -128,15 +99,18 @@ export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
 export class Pool {
   readonly #native: NativePool;
   #closed = false;
-  /** The plan the pool was built from, or null for the default classes. */
-  readonly plan: PlanSpec | null;
+  readonly #initialPlan: PlanSpec | null;
+  readonly #adaptation: Adaptation | null;
+  #recordingFrom: number | null = null; // record(): the number of its first event
   /** The offset plan of offsets mode, or null. */
   readonly offsetPlan: OffsetPlan | null;
-  readonly options: Readonly<Required<Omit<PoolOptions, 'plan' | 'offsets'>>>;
+  readonly options: Readonly<Required<Omit<PoolOptions, 'plan' | 'offsets' | 'adaptive'>>>;
 
   constructor(options?: PoolOptions) {
     const o = checkOptions<PoolOptions>(options, 'options', POOL_OPTIONS);
-    this.plan = o.plan === undefined ? null : typeof o.plan === 'string' ? Plan.read(o.plan) : checkPlanSpec(o.plan);
+    const plan =
+      o.plan === undefined ? null : typeof o.plan === "string" ? Plan.read(o.plan) : o.plan instanceof Plan ? o.plan : checkPlanSpec(o.plan);
+    this.#initialPlan = plan;
     if (o.offsets !== undefined && !(o.offsets instanceof OffsetPlan) && typeof o.offsets !== 'string') {
       throw invalidArgument('type', `options.offsets must be an OffsetPlan or the path of one, got ${describe(o.offsets)}`);
     }
@@ -145,18 +119,31 @@ export class Pool {
       prefault: o.prefault === undefined ? true : checkBoolean(o.prefault, 'options.prefault'),
       hugePages: o.hugePages === undefined ? false : checkBoolean(o.hugePages, 'options.hugePages'),
       lock: o.lock === undefined ? false : checkBoolean(o.lock, 'options.lock'),
-      grow: o.grow === undefined ? this.plan === null : checkBoolean(o.grow, 'options.grow'),
+      grow: o.grow === undefined ? plan === null : checkBoolean(o.grow, 'options.grow'),
       growReserve: o.growReserve === undefined ? 2 ** 30 : checkInteger(o.growReserve, 'options.growReserve', 0, 2 ** 46),
       osMapThreshold:
         o.osMapThreshold === undefined ? 256 * 1024 : checkInteger(o.osMapThreshold, 'options.osMapThreshold', 1),
     });
+    const adaptive = o.adaptive === undefined || o.adaptive === false ? null : checkAdaptiveOptions(o.adaptive);
+    if (adaptive && this.offsetPlan) {
+      throw invalidArgument('type', 'options.adaptive and options.offsets cannot be combined: an offset plan is static');
+    }
     try {
       const offsets = this.offsetPlan && { height: this.offsetPlan.height, sizes: this.offsetPlan.sizes, offsets: this.offsetPlan.offsets };
-      this.#native = new native.NativePool(this.plan && toNativePlan(this.plan), { ...this.options, offsets });
+      this.#native = new native.NativePool(plan && toNativePlan(plan), { ...this.options, offsets });
     } catch (error) {
       throw fromNative(error);
     }
+    this.#adaptation = adaptive && new Adaptation(this.#native, adaptive, plan && (plan instanceof Plan ? plan : new Plan(plan)));
     handles.set(this, this.#native);
+  }
+
+  /**
+   * The plan serving now: the one the pool was built with, or the last one adaptive mode trained (a Plan:
+   * write() it and start the next run with it). Null while the default classes serve.
+   */
+  get plan(): PlanSpec | null {
+    return this.#adaptation?.plan ?? this.#initialPlan;
   }
 
   /**
@@ -235,9 +222,42 @@ export class Pool {
    * position 0 of the plan's schedule. Call it at the same point of every iteration as in the trace the
    * plan was trained on.
    */
-  beginIteration(): void {
+  markIteration(): void {
     if (this.#closed) throw closedError();
-    this.#native.beginIteration();
+    const ended = this.#native.markIteration();
+    const switched = this.#adaptation?.step(ended);
+    if (switched) this.#adaptation!.onSwitch?.(switched);
+  }
+
+  /**
+   * Starts recording every allocation and release this pool serves, and the iteration marks, natively (no
+   * JS work per event), until stopRecording(). At most `maxEvents` events (16 bytes each) are held; at the
+   * limit recording stops and stats().recording.truncated says so. An adaptive pool records on its own:
+   * its switches carry the trace each plan was trained on.
+   */
+  record(options?: { maxEvents?: number }): void {
+    const o = checkOptions<{ maxEvents?: number }>(options, 'options', ['maxEvents']);
+    const maxEvents = o.maxEvents === undefined ? DEFAULT_RECORD_EVENTS : checkInteger(o.maxEvents, 'options.maxEvents', 1, 2 ** 40);
+    if (this.#adaptation) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'an adaptive pool records on its own: see stats().adaptive.lastSwitch.trace');
+    if (this.#recordingFrom !== null) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'the pool is already recording');
+    const state = this.#native.recordingState();
+    this.#native.discardRecording(state.end);
+    this.#recordingFrom = state.end;
+    this.#native.startRecording(maxEvents);
+  }
+
+  /**
+   * Stops recording and returns what was recorded as a Trace (format 'recorded'), which train() and
+   * replay() take and writeCsv() saves. Releases of blocks allocated before record() are left out (counted
+   * in trace.anomalies.freeOfUnknown); blocks still live count as never freed.
+   */
+  stopRecording(name = 'recorded'): Trace {
+    if (this.#recordingFrom === null) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'the pool is not recording: call record() first');
+    this.#native.stopRecording();
+    const trace = traceFromRecording(this.#native.copyRecording(this.#recordingFrom), name);
+    this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
+    this.#recordingFrom = null;
+    return trace;
   }
 
   /** Returns the stream-ordered releases whose events have passed; how many blocks came back. */
@@ -259,7 +279,18 @@ export class Pool {
         grown: c.grown[i],
       });
     }
-    return { ...s, interval: c.interval, classes };
+    const recording = this.#native.recordingState();
+    return {
+      ...s,
+      interval: c.interval,
+      classes,
+      adaptive: this.#adaptation?.stats() ?? null,
+      recording: {
+        on: recording.on && this.#recordingFrom !== null,
+        events: this.#recordingFrom === null ? 0 : recording.end - recording.begin,
+        truncated: this.#recordingFrom !== null && recording.truncated,
+      },
+    };
   }
 
   /**

@@ -3,7 +3,7 @@
 # libubsan1); any report fails the run:
 #  1. the native unit tests (test/native), built with both sanitizers;
 #  2. the addon built with both sanitizers (cmake-js), loaded into Node with the runtimes preloaded, under
-#     the vitest suites that drive the core in-process (pool, streams, training, traces, planners).
+#     the vitest suites that drive the core in-process (pool, streams, training, traces, planners, adaptive mode).
 set -eu
 cd "$(dirname "$0")/.."
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
@@ -20,5 +20,5 @@ npx tsc -p tsconfig.json
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
 TENSORPOOL_ADDON="$PWD/build-asan-addon/Release/tensorpool.node" \
-  npx vitest run test/pool.test.ts test/streams.test.ts test/train.test.ts test/trace.test.ts test/planner.test.ts
-echo "sanitize: the addon is clean under ASan + UBSan in the pool, stream, training, trace and planner suites"
+  npx vitest run test/pool.test.ts test/streams.test.ts test/train.test.ts test/trace.test.ts test/planner.test.ts test/adaptive.test.ts
+echo "sanitize: the addon is clean under ASan + UBSan in the pool, stream, training, trace, planner and adaptive suites"

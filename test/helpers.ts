@@ -3,6 +3,9 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { expect } from 'vitest';
 
+import type { Pool, Trace } from '../lib/index.js';
+import { EventOp } from '../lib/trace/trace.js';
+
 const cli = path.resolve(__dirname, '../dist/cli/main.js');
 
 /** Runs the compiled CLI (npm test builds dist/ first). */
@@ -17,6 +20,21 @@ export function expectUsageError(result: ReturnType<typeof run>, message: RegExp
   expect(result.stderr).toMatch(/^tensorpool: /);
   expect(result.stderr).toMatch(message);
   expect(result.stderr).not.toMatch(/\n\s+at /);
+}
+
+/** Whether the addon runs under AddressSanitizer (scripts/sanitize.sh preloads its runtime). */
+export const underAsan = /libasan/.test(process.env.LD_PRELOAD ?? '');
+
+/** `fn` throws an Error carrying `code`. */
+export function expectCode(fn: () => unknown, code: string): void {
+  let thrown: unknown;
+  try {
+    fn();
+  } catch (error) {
+    thrown = error;
+  }
+  expect(thrown, `expected an error with code ${code}`).toBeInstanceOf(Error);
+  expect((thrown as { code?: string }).code).toBe(code);
 }
 
 /** xorshift128+ (32-bit halves): a small seeded generator, so every run draws the same sequence. */
@@ -99,4 +117,43 @@ export class LiveRanges {
     this.#starts.splice(this.#starts.indexOf(start), 1);
     this.#ends.delete(start);
   }
+}
+
+export interface RunTraceOptions {
+  /** Call pool.markIteration() at every iteration mark of the trace (then onMark). Default false. */
+  marks?: boolean;
+  onMark?: () => void;
+  /** Fill every block with a pattern when allocated and check it when released. Default false. */
+  patterns?: boolean;
+  /** Blocks live from an earlier run (by buffer index, of a trace with the same carry-over); updated. */
+  live?: Map<number, ArrayBuffer>;
+}
+
+/**
+ * Runs a trace's allocations and releases through a pool from JS, as a runtime would. Returns the blocks
+ * still live (by buffer index). With `patterns`, a block whose contents changed while it was live fails
+ * the test, naming the buffer.
+ */
+export function runTrace(pool: Pool, trace: Trace, options: RunTraceOptions = {}): Map<number, ArrayBuffer> {
+  const live = options.live ?? new Map<number, ArrayBuffer>();
+  for (let e = 0; e < trace.eventCount; e++) {
+    const op = trace.ops[e];
+    const b = trace.eventBuffer[e];
+    if (op === EventOp.Alloc) {
+      const buffer = pool.alloc(trace.sizes[b]);
+      if (options.patterns) fillPattern(new Uint8Array(buffer), b);
+      live.set(b, buffer);
+    } else if (op === EventOp.Free) {
+      const buffer = live.get(b)!;
+      if (options.patterns && !patternIntact(new Uint8Array(buffer), b)) {
+        throw new Error(`${trace.name}: buffer ${b} (${trace.sizes[b]} bytes) was overwritten while live`);
+      }
+      pool.release(buffer);
+      live.delete(b);
+    } else if (options.marks) {
+      pool.markIteration();
+      options.onMark?.();
+    }
+  }
+  return live;
 }

@@ -198,7 +198,7 @@ describe('offsets-mode pool', () => {
     const ranges = new LiveRanges();
     const addresses = new Map<number, number>();
     let held: ArrayBuffer | null = null;
-    pool.beginIteration();
+    pool.markIteration();
     for (let e = 0; e < trace.eventCount; e++) {
       const b = trace.eventBuffer[e];
       if (trace.ops[e] === EventOp.Alloc) {
@@ -249,7 +249,7 @@ describe('offsets-mode pool', () => {
     expect(s.offsetHits + s.offsetMisses).toBe(one.bufferCount);
     expect(s.liveBlocks).toBe(0);
     // Another size at a planned position is a departure too.
-    pool.beginIteration();
+    pool.markIteration();
     const odd = pool.alloc(one.sizes[0] + 1);
     expect(pool.stats().offsetMisses).toBe(s.offsetMisses + 1);
     pool.release(odd);

@@ -5,7 +5,7 @@ import path from 'node:path';
 
 import { Pool, TensorPoolError, faults, measureFaults, type PoolStats } from '../lib/index.js';
 import { native } from '../lib/native.js';
-import { LiveRanges, fillPattern, logUniformSize, patternIntact, seededRandom } from './helpers.js';
+import { LiveRanges, expectCode, underAsan, fillPattern, logUniformSize, patternIntact, seededRandom } from './helpers.js';
 
 const MiB = 1 << 20;
 const plan = {
@@ -18,17 +18,6 @@ const plan = {
     { size: 16 * MiB, blocks: 2 },
   ],
 };
-
-function expectCode(fn: () => unknown, code: string): void {
-  let thrown: unknown;
-  try {
-    fn();
-  } catch (error) {
-    thrown = error;
-  }
-  expect(thrown, `expected an error with code ${code}`).toBeInstanceOf(Error);
-  expect((thrown as { code?: string }).code).toBe(code);
-}
 
 function totals(s: PoolStats) {
   return s.hits + s.borrows + s.osFallbacks + s.osOversize;
@@ -270,7 +259,6 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
   });
 
   // AddressSanitizer replaces mlock with a no-op, so the refusal cannot happen in the sanitizer run.
-  const underAsan = /libasan/.test(process.env.LD_PRELOAD ?? '');
   it.skipIf(underAsan)('lock: page-locked memory, or an error naming RLIMIT_MEMLOCK and the bytes asked', () => {
     const locked = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 4 }] }, lock: true });
     expect(locked.stats().committedBytes).toBeGreaterThan(0);

@@ -4,24 +4,16 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace } from '../lib/index.js';
-import { EventOp } from '../lib/trace/trace.js';
+import { runTrace } from './helpers.js';
 
 const shared = path.resolve(__dirname, '../../shared/traces');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-train-'));
 
 /** Replays a trace's allocs and frees in order through a pool (no touching: routing is what is checked). */
 function replayThrough(pool: Pool, trace: Trace): PoolStats {
-  const buffers: (ArrayBuffer | null)[] = new Array(trace.bufferCount).fill(null);
-  for (let e = 0; e < trace.eventCount; e++) {
-    const b = trace.eventBuffer[e];
-    if (trace.ops[e] === EventOp.Alloc) buffers[b] = pool.alloc(trace.sizes[b]);
-    else if (trace.ops[e] === EventOp.Free) {
-      pool.release(buffers[b]!);
-      buffers[b] = null;
-    }
-  }
+  const live = runTrace(pool, trace);
   const stats = pool.stats();
-  for (const buffer of buffers) if (buffer) pool.release(buffer);
+  for (const buffer of live.values()) pool.release(buffer);
   return stats;
 }
 
@@ -162,13 +154,13 @@ describe('closing the loop: a pool built from a trained plan serves its trace as
     }
   }
 
-  it('an iteration-trained plan serves that iteration again and again with beginIteration()', () => {
+  it('an iteration-trained plan serves that iteration again and again with markIteration()', () => {
     const trace = syntheticTrainingTrace({ layers: 30, iterations: 3, seed: 3 });
     const one = trace.iteration(2);
     const plan = train(trace, { iteration: 2, order: 'size-desc' });
     const pool = new Pool({ plan, prefault: false });
     for (let i = 0; i < 5; i++) {
-      pool.beginIteration();
+      pool.markIteration();
       replayThrough(pool, one);
     }
     const s = pool.stats();

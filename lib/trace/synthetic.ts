@@ -19,6 +19,12 @@ export interface SyntheticOptions {
   seed?: number;
   /** Largest activation in bytes. Default 16 MiB. */
   maxActivation?: number;
+  /**
+   * Keep the weight gradients live until the next step frees them first thing (as PyTorch's
+   * zero_grad(set_to_none=True) does in the shared traces), so buffers cross every iteration boundary.
+   * Default false: gradients die after the optimizer step.
+   */
+  carryGradients?: boolean;
 }
 
 function random(seed: number): () => number {
@@ -47,8 +53,10 @@ export function syntheticTrainingTrace(options: SyntheticOptions = {}): Trace {
 
   const builder = new TraceBuilder();
   const iterations = options.events === undefined ? (options.iterations ?? 4) : Number.POSITIVE_INFINITY;
+  let carried: { buffer: number; size: number }[] = [];
   for (let it = 0; it < iterations; it++) {
     if (it > 0) builder.mark();
+    for (const g of carried) builder.free(g.buffer, 0);
     const x = builder.alloc(input, 0);
     const activations: number[] = [];
     for (const layer of shape) {
@@ -73,13 +81,14 @@ export function syntheticTrainingTrace(options: SyntheticOptions = {}): Trace {
     for (const g of gradients) {
       const update = builder.alloc(g.size, 0); // the optimizer's scratch, e.g. momentum * grad
       builder.free(update, 0);
-      builder.free(g.buffer, 0);
+      if (!options.carryGradients) builder.free(g.buffer, 0);
     }
+    if (options.carryGradients) carried = gradients;
     builder.free(x, 0);
     if (options.events !== undefined && builder.events >= options.events) break;
   }
   return builder.build(
-    `synthetic(layers=${layers}, batchScale=${batchScale}, seed=${options.seed ?? 1})`,
+    `synthetic(layers=${layers}, batchScale=${batchScale}, seed=${options.seed ?? 1}${options.carryGradients ? ', carryGradients' : ''})`,
     'synthetic',
   );
 }

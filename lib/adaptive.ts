@@ -1,0 +1,415 @@
+/**
+ * Adaptive mode: the pool records its own first iterations, trains a plan once their pattern is stable,
+ * switches to it without a restart, and re-plans when the run drifts away from it. The policy lives here;
+ * the native pool records (native/recorder.h), sums each iteration up at markIteration() and switches
+ * arenas (Pool::switchPlan). One instance belongs to one Pool.
+ *
+ * Modes, per completed iteration (the allocations between two markIteration() calls; iterations with no
+ * allocation are ignored):
+ *   warm-up    the first `warmupIterations`: nothing is recorded (a first step allocates state once).
+ *   recording  every event is recorded. A window of consecutive iterations with the same pattern grows; a
+ *              different iteration starts a new window. Once the window holds `stableIterations`, a plan
+ *              is trained on it and the pool switches → planned. After `recordLimit` iterations without
+ *              a stable window the attempt is abandoned → planned (or unplanned), and the next attempt
+ *              waits twice as long.
+ *   planned    each iteration's off-plan allocations (OS fallbacks, oversize requests, borrows the plan's
+ *              schedule did not call for) are counted. When they exceed `replanThreshold` of its
+ *              allocations for `replanAfter` iterations in a row (not counting the `cooldownIterations`
+ *              after a switch), the pool records again → recording.
+ *   unplanned  no plan yet and the last attempt was abandoned: the default classes serve; recording
+ *              starts again after the cooldown.
+ * Hysteresis, so a run cannot make the pool flap: drift must persist for `replanAfter` iterations; nothing
+ * is judged during a cooldown; a re-trained plan identical to the serving one is not switched to; each
+ * abandoned or fruitless attempt doubles the cooldown (a successful switch resets it).
+ *
+ * "Same pattern": the same number of allocations with the same multiset of requested sizes (each size
+ * asked for as many times, in any order), compared by count, total bytes and a 53-bit order-independent
+ * hash of the sizes (native/pool.h IterationSummary).
+ */
+import { fromNative } from './errors.js';
+import type { NativeIterationSummary, NativePool } from './native.js';
+import { Plan } from './plan.js';
+import { toNativePlan } from './plan-spec.js';
+import { traceFromRecording } from './recording.js';
+import type { Trace } from './trace/trace.js';
+import { EventOp } from './trace/trace.js';
+import { train, type TrainOptions } from './train.js';
+import { checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
+
+export interface AdaptiveOptions {
+  /** Iterations to let pass before recording. Default 1. */
+  warmupIterations?: number;
+  /** Consecutive iterations of the same pattern to train on (at least 2, so that buffers crossing an
+   *  iteration boundary are planned for). Default 2. */
+  stableIterations?: number;
+  /** Off-plan allocations, as a fraction of an iteration's allocations, above which it drifts. Default 0.01. */
+  replanThreshold?: number;
+  /** Drifting iterations in a row that start a re-plan. Default 2. */
+  replanAfter?: number;
+  /** Iterations after a switch during which drift is not judged. Default 4. */
+  cooldownIterations?: number;
+  /** Iterations a recording may take to find a stable window before it is abandoned. Default 16. */
+  recordLimit?: number;
+  /** Recorded events held at most (16 bytes each). Default 4 Mi events (64 MiB). */
+  maxRecordEvents?: number;
+  /** How plans are trained (train()'s interval, order, candidates). Default: interval and order 'auto'. */
+  train?: Omit<TrainOptions, 'iteration'>;
+  /** Called after every switch, from markIteration(). */
+  onSwitch?: (event: PlanSwitch) => void;
+}
+
+export type AdaptiveMode = 'warm-up' | 'recording' | 'planned' | 'unplanned';
+
+/** One iteration as the drift check saw it. */
+export interface IterationReport {
+  /** Iterations completed so far (this one included). */
+  iteration: number;
+  allocs: number;
+  /** Served by the OS: no class had a free block, or the request was larger than every class. */
+  osFallbacks: number;
+  /** Served by a larger class than the schedule named (or than its own, without a schedule). */
+  unplannedBorrows: number;
+}
+
+export interface PlanSwitch {
+  /** The pool's generation now serving (stats().generation). */
+  generation: number;
+  /** Iterations completed when the pool switched. */
+  iteration: number;
+  /** 'warm-up': the first plan; 'drift': a re-plan. */
+  reason: 'warm-up' | 'drift';
+  /** The iteration whose drift started the re-plan (null for the first plan). */
+  trigger: IterationReport | null;
+  /** The plan now serving: write() it to start the next run planned. */
+  plan: Plan;
+  /** The recorded iterations it was trained on. */
+  trace: Trace;
+  /** Training, and mapping (and pre-faulting) the new arena. */
+  trainMs: number;
+  switchMs: number;
+}
+
+export interface AdaptiveStats {
+  mode: AdaptiveMode;
+  /** Iterations completed (with at least one allocation). */
+  iteration: number;
+  /** Plans switched to; of them re-plans after drift. */
+  switches: number;
+  replans: number;
+  /** Recordings given up (no stable window, a plan identical to the serving one, or a failure). */
+  abandoned: number;
+  /** Drifting iterations in a row, now. */
+  driftStreak: number;
+  /** Events held by the recorder now. */
+  recordedEvents: number;
+  lastSwitch: PlanSwitch | null;
+  /** The last 32 switches, without their plans and traces. */
+  history: Omit<PlanSwitch, 'plan' | 'trace'>[];
+  /** Why the last attempt was abandoned, or null. */
+  lastError: string | null;
+}
+
+const ADAPTIVE_OPTIONS = [
+  'warmupIterations',
+  'stableIterations',
+  'replanThreshold',
+  'replanAfter',
+  'cooldownIterations',
+  'recordLimit',
+  'maxRecordEvents',
+  'train',
+  'onSwitch',
+] as const;
+
+type Settings = Required<Omit<AdaptiveOptions, 'onSwitch' | 'train'>> & Pick<AdaptiveOptions, 'onSwitch' | 'train'>;
+
+/** Validates `options.adaptive` (true means every default). */
+export function checkAdaptiveOptions(value: unknown): Settings {
+  const o = value === true ? {} : checkOptions<AdaptiveOptions>(value, 'options.adaptive', ADAPTIVE_OPTIONS);
+  const integer = (key: keyof AdaptiveOptions, fallback: number, min: number, max = 1e9) =>
+    o[key] === undefined ? fallback : checkInteger(o[key], `options.adaptive.${key}`, min, max);
+  const stableIterations = integer('stableIterations', 2, 2, 1000);
+  const threshold = o.replanThreshold ?? 0.01;
+  if (typeof threshold !== 'number' || !(threshold >= 0 && threshold <= 1)) {
+    throw invalidArgument('range', `options.adaptive.replanThreshold must be a fraction between 0 and 1, got ${describe(threshold)}`);
+  }
+  if (o.onSwitch !== undefined) checkFunction(o.onSwitch, 'options.adaptive.onSwitch');
+  if (o.train !== undefined) {
+    checkOptions(o.train, 'options.adaptive.train', ['interval', 'order', 'candidates']);
+  }
+  return {
+    warmupIterations: integer('warmupIterations', 1, 0),
+    stableIterations,
+    replanThreshold: threshold,
+    replanAfter: integer('replanAfter', 2, 1),
+    cooldownIterations: integer('cooldownIterations', 4, 0),
+    recordLimit: integer('recordLimit', Math.max(16, stableIterations), stableIterations),
+    maxRecordEvents: integer('maxRecordEvents', 4 * 2 ** 20, 16, 2 ** 40),
+    train: o.train,
+    onSwitch: o.onSwitch,
+  };
+}
+
+interface Pattern {
+  allocs: number;
+  bytes: number;
+  sizeHash: number;
+}
+
+interface Window {
+  /** Number of the first recorded event of its first iteration. */
+  from: number;
+  iterations: number;
+  pattern: Pattern;
+}
+
+const HISTORY = 32;
+
+export class Adaptation {
+  readonly #native: NativePool;
+  readonly #settings: Settings;
+  #mode: AdaptiveMode;
+  #plan: Plan | null;
+  #iteration = 0;
+  #nextStart = 0; // recorder event number at which the iteration under way began
+  #recordedSince = 0; // the recorder has run without a gap since this event number
+  #window: Window | null = null;
+  #attempt = 0; // iterations recorded in this attempt
+  #sinceChange = 0; // iterations since the last switch or abandoned attempt
+  #cooldown: number;
+  #driftStreak = 0;
+  #trigger: IterationReport | null = null;
+  #switches = 0;
+  #replans = 0;
+  #abandoned = 0;
+  #lastSwitch: PlanSwitch | null = null;
+  #history: Omit<PlanSwitch, 'plan' | 'trace'>[] = [];
+  #lastError: string | null = null;
+
+  /** `plan`: the pool's starting plan, if it was given one (the pool starts planned, after the warm-up). */
+  constructor(nativePool: NativePool, settings: Settings, plan: Plan | null) {
+    this.#native = nativePool;
+    this.#settings = settings;
+    this.#plan = plan;
+    this.#cooldown = settings.cooldownIterations;
+    this.#mode = settings.warmupIterations > 0 ? 'warm-up' : plan ? 'planned' : 'recording';
+    if (this.#mode === 'recording') this.#startRecording(0);
+  }
+
+  get onSwitch(): ((event: PlanSwitch) => void) | undefined {
+    return this.#settings.onSwitch;
+  }
+
+  /** The plan trained last (or the starting one), or null. */
+  get plan(): Plan | null {
+    return this.#plan;
+  }
+
+  /** Called by Pool.markIteration() with what the iteration that ended asked for. */
+  step(s: NativeIterationSummary): PlanSwitch | null {
+    const started = this.#nextStart;
+    this.#nextStart = s.recorderEnd;
+    if (s.allocs === 0) return null;
+    this.#iteration++;
+    switch (this.#mode) {
+      case 'warm-up':
+        if (this.#iteration >= this.#settings.warmupIterations) {
+          if (this.#plan) this.#enterPlanned();
+          else this.#startRecording(s.recorderEnd);
+        }
+        return null;
+      case 'unplanned':
+        if (++this.#sinceChange > this.#cooldown) this.#startRecording(s.recorderEnd);
+        return null;
+      case 'planned':
+        this.#watchDrift(s);
+        return null;
+      case 'recording':
+        return this.#collect(s, started);
+    }
+  }
+
+  stats(): AdaptiveStats {
+    const state = this.#native.recordingState();
+    return {
+      mode: this.#mode,
+      iteration: this.#iteration,
+      switches: this.#switches,
+      replans: this.#replans,
+      abandoned: this.#abandoned,
+      driftStreak: this.#driftStreak,
+      recordedEvents: state.end - state.begin,
+      lastSwitch: this.#lastSwitch,
+      history: [...this.#history],
+      lastError: this.#lastError,
+    };
+  }
+
+  #report(s: NativeIterationSummary): IterationReport {
+    return {
+      iteration: this.#iteration,
+      allocs: s.allocs,
+      osFallbacks: s.osFallbacks + s.osOversize,
+      unplannedBorrows: s.unplannedBorrows,
+    };
+  }
+
+  #watchDrift(s: NativeIterationSummary): void {
+    if (++this.#sinceChange <= this.#cooldown) return;
+    const report = this.#report(s);
+    if (report.osFallbacks + report.unplannedBorrows > this.#settings.replanThreshold * report.allocs) {
+      this.#driftStreak++;
+      if (this.#driftStreak >= this.#settings.replanAfter) {
+        this.#trigger = report;
+        this.#startRecording(s.recorderEnd);
+      }
+    } else {
+      this.#driftStreak = 0;
+    }
+  }
+
+  #collect(s: NativeIterationSummary, started: number): PlanSwitch | null {
+    if (!this.#native.recordingState().on) {
+      // The recorder filled up (maxRecordEvents) and stopped: start over from here.
+      this.#lastError = `an iteration recorded more than ${this.#settings.maxRecordEvents} events (raise adaptive.maxRecordEvents)`;
+      this.#window = null;
+      this.#native.discardRecording(s.recorderEnd);
+      this.#native.startRecording(this.#settings.maxRecordEvents);
+      this.#recordedSince = s.recorderEnd;
+      return this.#countAttempt();
+    }
+    if (started < this.#recordedSince) return null; // began before the recorder did
+    const pattern = { allocs: s.allocs, bytes: s.bytes, sizeHash: s.sizeHash };
+    const w = this.#window;
+    if (w && samePattern(w.pattern, pattern)) w.iterations++;
+    else this.#window = { from: started, iterations: 1, pattern };
+    this.#native.discardRecording(this.#window!.from);
+    if (this.#window!.iterations >= this.#settings.stableIterations) {
+      const switched = this.#trainAndSwitch();
+      if (switched) return switched;
+    }
+    return this.#countAttempt();
+  }
+
+  #countAttempt(): null {
+    if (this.#mode === 'recording' && ++this.#attempt >= this.#settings.recordLimit) {
+      this.#abandon(this.#lastError ?? `no ${this.#settings.stableIterations} iterations in a row had the same pattern`);
+    }
+    return null;
+  }
+
+  #trainAndSwitch(): PlanSwitch | null {
+    const window = this.#window!;
+    const last = this.#iteration;
+    const trace = traceFromRecording(
+      this.#native.copyRecording(window.from),
+      `recorded iterations ${last - window.iterations + 1}-${last}`,
+    );
+    const started = performance.now();
+    let plan: Plan;
+    try {
+      plan = scheduleLastIteration(train(trace, { order: 'auto', ...this.#settings.train }), trace);
+    } catch (error) {
+      this.#abandon(`training failed: ${(error as Error).message}`);
+      return null;
+    }
+    const trainMs = performance.now() - started;
+    if (this.#plan && sameClasses(this.#plan, plan)) {
+      this.#abandon('the re-trained plan is the serving plan: re-planning cannot help');
+      return null;
+    }
+    const switchStarted = performance.now();
+    try {
+      this.#native.switchPlan(toNativePlan(plan));
+    } catch (error) {
+      this.#abandon(`the switch failed: ${(fromNative(error) as Error).message}`);
+      return null;
+    }
+    const reason = this.#trigger ? 'drift' : 'warm-up';
+    const event: PlanSwitch = {
+      generation: this.#native.stats().generation,
+      iteration: last,
+      reason,
+      trigger: this.#trigger,
+      plan,
+      trace,
+      trainMs,
+      switchMs: performance.now() - switchStarted,
+    };
+    this.#plan = plan;
+    this.#switches++;
+    if (reason === 'drift') this.#replans++;
+    this.#lastSwitch = event;
+    const { plan: _plan, trace: _trace, ...summary } = event;
+    this.#history.push(summary);
+    if (this.#history.length > HISTORY) this.#history.shift();
+    this.#cooldown = this.#settings.cooldownIterations;
+    this.#lastError = null;
+    this.#enterPlanned();
+    return event;
+  }
+
+  #startRecording(from: number): void {
+    this.#mode = 'recording';
+    this.#window = null;
+    this.#attempt = 0;
+    this.#recordedSince = from;
+    this.#native.discardRecording(from);
+    this.#native.startRecording(this.#settings.maxRecordEvents);
+  }
+
+  #stopRecording(): void {
+    this.#native.stopRecording();
+    this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
+    this.#window = null;
+  }
+
+  #enterPlanned(): void {
+    this.#stopRecording();
+    this.#mode = 'planned';
+    this.#sinceChange = 0;
+    this.#driftStreak = 0;
+    this.#trigger = null;
+  }
+
+  #abandon(why: string): void {
+    this.#lastError = why;
+    this.#abandoned++;
+    this.#stopRecording();
+    this.#cooldown = Math.min(Math.max(1, this.#cooldown) * 2, 2 ** 20);
+    this.#sinceChange = 0;
+    this.#driftStreak = 0;
+    this.#trigger = null;
+    this.#mode = this.#plan ? 'planned' : 'unplanned';
+  }
+}
+
+function samePattern(a: Pattern, b: Pattern): boolean {
+  return a.allocs === b.allocs && a.bytes === b.bytes && a.sizeHash === b.sizeHash;
+}
+
+function sameClasses(a: Plan, b: Plan): boolean {
+  return (
+    a.interval === b.interval &&
+    a.classes.length === b.classes.length &&
+    a.classes.every((c, i) => c.size === b.classes[i].size && c.blocks === b.classes[i].blocks)
+  );
+}
+
+/**
+ * The pool restarts its schedule at every markIteration(), so the schedule of a plan trained on several
+ * iterations is the placement of the last one: the one trained with the iterations before it still
+ * holding their buffers, as in the steady state.
+ */
+function scheduleLastIteration(plan: Plan, trace: Trace): Plan {
+  const schedule = plan.schedule;
+  if (!schedule) return plan;
+  const lastStart = trace.iterationStarts[trace.iterations - 1];
+  let first = 0;
+  for (let e = 0; e < lastStart; e++) if (trace.ops[e] === EventOp.Alloc) first++;
+  const slice = (a: ArrayLike<number>) => Array.prototype.slice.call(a, first) as number[];
+  return new Plan(
+    { interval: plan.interval, classes: plan.classes, schedule: { sizes: slice(schedule.sizes), classes: slice(schedule.classes) } },
+    { lowerBound: plan.lowerBound, source: plan.source, training: { ...plan.training, adaptive: true } },
+  );
+}

@@ -1,0 +1,41 @@
+/**
+ * Recorded events → Trace. The pool records natively (native/recorder.h): per event the allocation's serial
+ * number, which names the buffer, and its size or the stream of a stream-ordered release. This turns them
+ * into the trace model train() and replay() take, in tensorpool's time (the event index).
+ */
+import type { NativeRecording } from './native.js';
+import { noAnomalies, TraceBuilder, type Trace } from './trace/trace.js';
+
+const RecordedOp = { Alloc: 0, Release: 1, Mark: 2 } as const;
+
+/**
+ * A release of a block allocated before the recording began is dropped and counted as `freeOfUnknown`;
+ * blocks still live at the end count as never freed. Stream numbers: 0 for a plain release, else 1, 2, …
+ * in the order streams were first used by a stream-ordered release.
+ */
+export function traceFromRecording(recording: NativeRecording, name: string): Trace {
+  const builder = new TraceBuilder();
+  const anomalies = noAnomalies();
+  const buffers = new Map<number, number>(); // serial -> buffer index
+  const { ops, serials, values } = recording;
+  for (let e = 0; e < ops.length; e++) {
+    switch (ops[e]) {
+      case RecordedOp.Alloc:
+        buffers.set(serials[e], builder.alloc(values[e], 0));
+        break;
+      case RecordedOp.Release: {
+        const buffer = buffers.get(serials[e]);
+        if (buffer === undefined) {
+          anomalies.freeOfUnknown++;
+        } else {
+          builder.free(buffer, values[e]);
+          buffers.delete(serials[e]);
+        }
+        break;
+      }
+      default:
+        builder.mark();
+    }
+  }
+  return builder.build(name, 'recorded', anomalies);
+}

@@ -1,0 +1,264 @@
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { OffsetPlan, Pool, Stream, readTrace, syntheticTrainingTrace, train, type PlanSwitch, type PoolStats, type Trace } from '../lib/index.js';
+import { native } from '../lib/native.js';
+import { nativePoolOf } from '../lib/pool.js';
+import { repeatIteration } from '../lib/trace/repeat.js';
+import { expectCode, fillPattern, patternIntact, runTrace, underAsan } from './helpers.js';
+
+const shared = path.resolve(__dirname, '../../shared/traces');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-adaptive-'));
+
+/** What each iteration cost, from the pool's counters around it. */
+interface IterationCost {
+  mode: string;
+  generation: number;
+  osFallbacks: number;
+  unplannedBorrows: number;
+}
+
+/** Runs `trace` through `pool`, marking its iterations; returns per completed iteration what it cost. */
+function runIterations(pool: Pool, trace: Trace, live?: Map<number, ArrayBuffer>): { costs: IterationCost[]; live: Map<number, ArrayBuffer> } {
+  const costs: IterationCost[] = [];
+  let before: PoolStats = pool.stats();
+  const onMark = () => {
+    const now = pool.stats();
+    costs.push({
+      mode: now.adaptive!.mode,
+      generation: now.generation,
+      osFallbacks: now.osFallbacks + now.osOversize - before.osFallbacks - before.osOversize,
+      unplannedBorrows: now.unplannedBorrows - before.unplannedBorrows,
+    });
+    before = now;
+  };
+  const left = runTrace(pool, trace, { marks: true, onMark, patterns: true, live });
+  pool.markIteration(); // the trace's last iteration ends
+  onMark();
+  return { costs, live: left };
+}
+
+function releaseAll(pool: Pool, live: Map<number, ArrayBuffer>): void {
+  for (const buffer of live.values()) pool.release(buffer);
+  live.clear();
+}
+
+describe('adaptive pool: record, train, switch', () => {
+  it('a training loop takes no OS fallback after the warm-up, and blocks from before the switch stay valid', () => {
+    const trace = syntheticTrainingTrace({ layers: 24, iterations: 12, seed: 5, carryGradients: true });
+    const switches: PlanSwitch[] = [];
+    const pool = new Pool({ adaptive: { onSwitch: (event) => switches.push(event) }, prefault: false });
+    // Weights made before the first iteration: they live through the switch and go back afterwards.
+    const weights = [3000, 70_000, 1 << 20, 5 << 20].map((bytes, i) => {
+      const block = new Uint8Array(pool.alloc(bytes));
+      fillPattern(block, 1000 + i);
+      return block;
+    });
+    pool.markIteration(); // the set-up is the pool's first iteration: its warm-up
+    const { costs, live } = runIterations(pool, trace);
+
+    expect(switches).toHaveLength(1);
+    const [first] = switches;
+    // The loop's iterations 1 and 2 are the stable window (same sizes; the first frees no gradients, which
+    // patterns ignore): the plan serves from the loop's iteration 3 on.
+    expect(first).toMatchObject({ iteration: 3, reason: 'warm-up', trigger: null, generation: 2 });
+    expect(first.trace.iterations).toBe(2);
+    expect(first.plan.schedule!.sizes.length).toBe(trace.iteration(2).bufferCount);
+    expect(costs.slice(0, 2).map((c) => c.mode)).toEqual(['recording', 'planned']);
+    for (const [i, cost] of costs.entries()) {
+      if (i >= 2) expect(cost, `iteration ${i + 1}`).toMatchObject({ mode: 'planned', generation: 2, osFallbacks: 0 });
+    }
+    expect(pool.plan).toBe(first.plan);
+
+    const s = pool.stats();
+    expect(s.adaptive).toMatchObject({ mode: 'planned', iteration: 13, switches: 1, replans: 0, recordedEvents: 0 });
+    expect(s.arenas).toBe(2); // the first arena drains: the weights and nothing else
+    weights.forEach((block, i) => {
+      expect(patternIntact(block, 1000 + i)).toBe(true);
+      pool.release(block);
+    });
+    releaseAll(pool, live);
+    expect(pool.stats()).toMatchObject({ arenas: 1, liveBlocks: 0, generation: 2 });
+    pool.close();
+  });
+
+  it('takes no page fault per iteration once the plan serves (native replay, iteration by iteration)', () => {
+    const trace = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 9, carryGradients: true });
+    const pool = new Pool({ adaptive: true });
+    const replayer = new native.NativeReplayer(nativePoolOf(pool), trace.ops, trace.eventBuffer, trace.sizes, {
+      touch: 'pages',
+      iterationMarks: false,
+    });
+    const faults: number[] = [];
+    for (let k = 1; k <= trace.iterations; k++) {
+      const end = k < trace.iterations ? trace.iterationStarts[k] : trace.eventCount;
+      faults.push(replayer.runUntil(end, false).minorFaults);
+      pool.markIteration();
+    }
+    expect(pool.stats().adaptive).toMatchObject({ switches: 1, lastSwitch: { iteration: 3 } });
+    // Under ASan the first touch of each new arena page also faults in its shadow memory: skip that iteration.
+    const from = underAsan ? 4 : 3;
+    expect(faults.slice(from)).toEqual(new Array(trace.iterations - from).fill(0));
+    replayer.rewind(false);
+    expect(pool.stats().liveBlocks).toBe(0);
+    pool.close();
+
+    // The meter does see faults here: the same first iteration on pages nobody pre-faulted.
+    const cold = new Pool({ adaptive: true, prefault: false });
+    const coldReplayer = new native.NativeReplayer(nativePoolOf(cold), trace.ops, trace.eventBuffer, trace.sizes, {
+      touch: 'pages',
+      iterationMarks: false,
+    });
+    expect(coldReplayer.runUntil(trace.iterationStarts[1], false).minorFaults).toBeGreaterThan(100);
+    coldReplayer.rewind(false);
+    cold.close();
+  });
+
+  it('re-plans once when the batch size changes, then serves the new pattern without fallbacks', () => {
+    const small = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 7 });
+    const large = syntheticTrainingTrace({ layers: 24, iterations: 14, seed: 7, batchScale: 2 });
+    const pool = new Pool({ adaptive: true, prefault: false });
+    const before = runIterations(pool, small);
+    const after = runIterations(pool, large, before.live);
+    const s = pool.stats().adaptive!;
+    expect(s).toMatchObject({ switches: 2, replans: 1, mode: 'planned' });
+    const [warmUp, drift] = s.history;
+    expect(warmUp).toMatchObject({ reason: 'warm-up', iteration: 3 });
+    // The first large iteration drifts, the second confirms it (replanAfter 2), two more are recorded.
+    expect(drift).toMatchObject({ reason: 'drift', iteration: 8 + 4 });
+    expect(drift.trigger!.osFallbacks).toBeGreaterThan(0.01 * drift.trigger!.allocs);
+    expect(drift.trigger!.iteration).toBe(8 + 2);
+    const replanned = after.costs.slice(4);
+    expect(replanned.length).toBe(10);
+    for (const cost of replanned) expect(cost).toMatchObject({ mode: 'planned', generation: 3, osFallbacks: 0 });
+    releaseAll(pool, after.live);
+    pool.close();
+  });
+
+  it('does not flap: alternating patterns never switch, and each abandoned attempt waits longer', () => {
+    const a = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3 });
+    const b = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale: 2 });
+    const pool = new Pool({ adaptive: { recordLimit: 4, cooldownIterations: 4 }, prefault: false });
+    const modes: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      runTrace(pool, i % 2 ? b : a);
+      pool.markIteration();
+      modes.push(pool.stats().adaptive!.mode);
+    }
+    const s = pool.stats().adaptive!;
+    expect(s.switches).toBe(0);
+    // Attempts of 4 iterations after cooldowns of 8, 16, 32: three in 60 iterations.
+    expect(s.abandoned).toBe(3);
+    expect(s.lastError).toMatch(/no 2 iterations in a row had the same pattern/);
+    expect(modes.filter((m) => m === 'recording').length).toBe(12);
+    expect(s.mode === 'unplanned' ? s.recordedEvents : 0).toBe(0);
+    pool.close();
+  });
+
+  it('starts planned from a given plan and keeps it while the run matches', () => {
+    const trace = syntheticTrainingTrace({ layers: 16, iterations: 6, seed: 2 });
+    const plan = train(trace, { iteration: 2 });
+    const pool = new Pool({ plan, adaptive: true, prefault: false });
+    const { costs, live } = runIterations(pool, trace);
+    expect(costs.map((c) => c.mode)).toEqual(new Array(6).fill('planned'));
+    expect(costs.every((c) => c.osFallbacks === 0)).toBe(true);
+    expect(pool.stats().adaptive!.switches).toBe(0);
+    expect(pool.plan).toEqual(plan);
+    releaseAll(pool, live);
+    pool.close();
+  });
+
+  it('switches on the shared traces with no OS fallback after the switch', () => {
+    for (const name of ['resnet18_train', 'transformer_train']) {
+      const trace = repeatIteration(readTrace(path.join(shared, name, 'trace.csv.gz')), 2, 6);
+      const pool = new Pool({ adaptive: true, prefault: false });
+      const { costs, live } = runIterations(pool, trace);
+      expect(pool.stats().adaptive!.switches, name).toBe(1);
+      for (const cost of costs.slice(3)) expect(cost, name).toMatchObject({ mode: 'planned', osFallbacks: 0 });
+      releaseAll(pool, live);
+      pool.close();
+    }
+  });
+
+  it('validates its options', () => {
+    expectCode(() => new Pool({ adaptive: { stableIterations: 1 } }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ adaptive: { replanThreshold: 2 } }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ adaptive: { warmupIterations: -1 } }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ adaptive: { recordLimit: 1 } }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ adaptive: { onSwitch: 'yes' as never } }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ adaptive: { train: { iteration: 2 } as never } }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ adaptive: { warmup: 1 } as never }), 'ERR_TP_INVALID_ARGUMENT');
+    expect(() => new Pool({ adaptive: { stableIterations: 1 } })).toThrow(/options\.adaptive\.stableIterations must be between 2 and/);
+    const offsets = OffsetPlan.fromTrace(syntheticTrainingTrace({ layers: 4, iterations: 1 }));
+    expect(() => new Pool({ adaptive: true, offsets })).toThrow(/cannot be combined/);
+    const pool = new Pool({ adaptive: true });
+    expectCode(() => pool.record(), 'ERR_TP_UNSUPPORTED');
+    expect(new Pool().stats().adaptive).toBeNull();
+  });
+});
+
+describe('recording: pool.record() and stopRecording()', () => {
+  it('a shared trace replayed through a recording pool comes back event for event and trains the same plan', () => {
+    for (const name of ['resnet18_train', 'transformer_train']) {
+      const external = readTrace(path.join(shared, name, 'trace.csv.gz'));
+      const pool = new Pool({ prefault: false });
+      pool.record();
+      const live = runTrace(pool, external, { marks: true });
+      const recorded = pool.stopRecording(`${name} recorded`);
+      releaseAll(pool, live);
+      expect(recorded.format).toBe('recorded');
+      expect(recorded.toCsv(), name).toBe(external.toCsv());
+      expect(recorded.iterations).toBe(external.iterations);
+      for (const iteration of [1, 2]) {
+        const fromRecording = train(recorded, { iteration, order: 'auto' });
+        const fromFile = train(external, { iteration, order: 'auto' });
+        expect(fromRecording.classes, `${name} #${iteration}`).toEqual(fromFile.classes);
+        expect(Array.from(fromRecording.schedule!.classes)).toEqual(Array.from(fromFile.schedule!.classes));
+      }
+      pool.close();
+    }
+  });
+
+  it('leaves out releases of blocks from before, names streams, and round-trips through CSV', () => {
+    const pool = new Pool({ prefault: false });
+    const early = pool.alloc(100);
+    pool.record();
+    const a = pool.alloc(5000);
+    const b = pool.alloc(70_000);
+    pool.release(early);
+    pool.markIteration();
+    const stream = new Stream();
+    pool.release(a, { stream });
+    const trace = pool.stopRecording();
+    pool.alloc(64); // after the recording: not in it
+    expect(trace.anomalies.freeOfUnknown).toBe(1);
+    expect(Array.from(trace.sizes)).toEqual([5000, 70_000]);
+    expect(trace.iterations).toBe(2);
+    expect(trace.neverFreed).toBe(1);
+    expect(trace.toCsv()).toBe('op,id,size,stream\na,0,5000,0\na,1,70000,0\ni,,,\nf,0,,1\n');
+    const file = path.join(tmp, 'recorded.csv');
+    trace.writeCsv(file);
+    expect(readTrace(file).toCsv()).toBe(trace.toCsv());
+    stream.close();
+    pool.release(b);
+  });
+
+  it('stops at its limit and says so; misuse is a clear error', () => {
+    const pool = new Pool({ prefault: false });
+    expectCode(() => pool.stopRecording(), 'ERR_TP_UNSUPPORTED');
+    expectCode(() => pool.record({ maxEvents: 0 }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => pool.record({ max: 3 } as never), 'ERR_TP_INVALID_ARGUMENT');
+    pool.record({ maxEvents: 3 });
+    expectCode(() => pool.record(), 'ERR_TP_UNSUPPORTED');
+    for (let i = 0; i < 4; i++) pool.release(pool.alloc(4096));
+    expect(pool.stats().recording).toEqual({ on: false, events: 3, truncated: true });
+    const trace = pool.stopRecording();
+    expect(trace.eventCount).toBe(3);
+    expect(pool.stats().recording).toEqual({ on: false, events: 0, truncated: false });
+    pool.record();
+    pool.release(pool.alloc(64));
+    expect(pool.stopRecording().eventCount).toBe(2);
+  });
+});
