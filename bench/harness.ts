@@ -5,6 +5,7 @@
  * line, and writing results as JSON.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { describeMachine, machineInfo, type MachineInfo } from '../dist/report/machine.js';
@@ -54,4 +55,23 @@ export function writeJson(path: string | undefined, value: unknown): void {
   if (!path) return;
   fs.writeFileSync(path, JSON.stringify(value, null, 2) + '\n');
   console.log(`# wrote ${path}`);
+}
+
+/** The shared traces (../shared/traces/NAME/trace.csv.gz), or `dir` instead; the bundled ones without either. */
+export function benchTraces(dir: string | undefined): string[] {
+  const sharedDir = dir ?? path.resolve(__dirname, '../../shared/traces');
+  if (fs.existsSync(sharedDir)) {
+    return fs
+      .readdirSync(sharedDir)
+      .sort()
+      .map((name) => path.join(sharedDir, name, 'trace.csv.gz'))
+      .filter((f) => fs.existsSync(f));
+  }
+  const bundled = path.resolve(__dirname, '../traces');
+  return fs.readdirSync(bundled).filter((f) => f.endsWith('.csv.gz')).map((f) => path.join(bundled, f));
+}
+
+/** A trace's short name for tables: its directory for shared traces, else its file name. */
+export function traceLabel(file: string): string {
+  return file.endsWith('trace.csv.gz') ? path.basename(path.dirname(file)) : path.basename(file).replace(/\.csv\.gz$/, '');
 }

@@ -4,19 +4,13 @@
  *
  *   npm run build && npx tsx bench/replay.ts [--reps 30] [--touch pages] [--json out.json] [--traces DIR]
  */
-import fs from 'node:fs';
-import path from 'node:path';
-
 import { replay, type ReplayReport } from '../dist/index.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
 
 const args = benchArgs(30, { traces: { type: 'string' }, touch: { type: 'string' } });
 const machine = printHeader('replay: tensorpool vs glibc malloc, jemalloc, mimalloc, tcmalloc');
-const sharedDir = (args.values.traces as string | undefined) ?? path.resolve(__dirname, '../../shared/traces');
-const traces = fs.existsSync(sharedDir)
-  ? fs.readdirSync(sharedDir).sort().map((name) => path.join(sharedDir, name, 'trace.csv.gz')).filter((f) => fs.existsSync(f))
-  : fs.readdirSync(path.resolve(__dirname, '../traces')).filter((f) => f.endsWith('.csv.gz')).map((f) => path.resolve(__dirname, '../traces', f));
+const traces = benchTraces(args.values.traces as string | undefined);
 
 async function main(): Promise<void> {
 const reports: ReplayReport[] = [];
@@ -43,7 +37,7 @@ for (const trace of traces) {
   const peers = report.results.filter((r) => r.available && r.allocator !== 'tensorpool');
   const best = peers.reduce((a, b) => (a.nsPerOp <= b.nsPerOp ? a : b));
   summary.push([
-    path.basename(path.dirname(trace)) || path.basename(trace),
+    traceLabel(trace),
     round(ours.steadyMinorFaultsPerRep, 1),
     `${round(ours.vsBestPeer!, 3)} (best: ${best.allocator})`,
     round(ours.rssVsLowerBound, 3),
