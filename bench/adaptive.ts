@@ -5,9 +5,12 @@
  * as a kernel filling the tensor would), minor page faults, and the cost of the markIteration() that ends
  * it (which records, trains and switches). Medians over repetitions.
  *
+ * Then the cost of recording itself: one step replayed through a planned pool with record() on and off,
+ * alternating, without touching memory (so that the pool's own work is what is timed).
+ *
  *   npm run build && npx tsx bench/adaptive.ts [--reps 5] [--iterations 12] [--touch pages] [--json out.json]
  */
-import { Pool, readTrace, repeatIteration, type PlanSwitch } from '../dist/index.js';
+import { Pool, readTrace, repeatIteration, train, type PlanSwitch, type Trace } from '../dist/index.js';
 import { native } from '../dist/native.js';
 import { nativePoolOf } from '../dist/pool.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
@@ -32,8 +35,31 @@ interface Step {
   mode: string;
 }
 
+/** ns per operation of `step` through a pool planned for it, with and without recording; medians. */
+function recordingOverhead(step: Trace, reps: number): { off: number; on: number } {
+  const pool = new Pool({ plan: train(step, { order: 'auto' }) });
+  const replayer = new native.NativeReplayer(nativePoolOf(pool), step.ops, step.eventBuffer, step.sizes, {
+    touch: 'none',
+    iterationMarks: false,
+  });
+  const samples = { off: [] as number[], on: [] as number[] };
+  const once = (record: boolean) => {
+    if (record) pool.record();
+    const r = replayer.run(false);
+    if (record) pool.stopRecording();
+    samples[record ? 'on' : 'off'].push(r.ns / (r.allocs + r.releases));
+  };
+  for (let rep = 0; rep < reps; rep++) {
+    once(rep % 2 === 0);
+    once(rep % 2 === 1);
+  }
+  pool.close();
+  return { off: median(samples.off), on: median(samples.on) };
+}
+
 const results = [];
 const summary = [];
+const overhead = [];
 for (const file of benchTraces(args.values.traces as string | undefined)) {
   const recorded = readTrace(file);
   const k = Math.min(2, recorded.iterations);
@@ -121,12 +147,16 @@ for (const file of benchTraces(args.values.traces as string | undefined)) {
     steady.length ? all((s) => s.poolFaults) : null,
     steady.length ? all((s) => s.libcFaults) : null,
   ]);
-  results.push({ trace: file, iterations: trace.iterations, switchedAt, steps, switches: switches.map(({ plan, trace: _t, ...rest }) => ({ ...rest, arenaBytes: plan.arenaBytes })) });
+  const cost = recordingOverhead(trace.iteration(k), Math.max(20, 4 * args.reps));
+  overhead.push([label, round(cost.off, 1), round(cost.on, 1), round(cost.on - cost.off, 1)]);
+  results.push({ trace: file, iterations: trace.iterations, switchedAt, steps, recording: cost, switches: switches.map(({ plan, trace: _t, ...rest }) => ({ ...rest, arenaBytes: plan.arenaBytes })) });
 }
 
 console.log('\n## after the switch (median over the planned iterations and repetitions)');
 console.log(formatTable(['trace', 'switch after', 'tensorpool ns/op', 'glibc ns/op', 'ratio', 'tensorpool faults/iter', 'glibc faults/iter'], summary));
 console.log(`# ${args.reps} repetitions, each a fresh adaptive pool; tensorpool and glibc alternate first per iteration`);
+console.log('\n## recording: one step through a planned pool, record() off and on alternating, touch none (medians)');
+console.log(formatTable(['trace', 'ns/op', 'ns/op recording', 'recording costs ns/op'], overhead));
 console.log(
   '# tensorpool faults stay 0 even while its blocks are new: the pool pre-faults pages (MADV_POPULATE_WRITE) as it\n' +
     '# carves them, which the kernel does not count as faults; that work shows as ns/op in iteration 1 and as the\n' +

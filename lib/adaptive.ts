@@ -30,7 +30,7 @@ import { fromNative } from './errors.js';
 import type { NativeIterationSummary, NativePool } from './native.js';
 import { Plan } from './plan.js';
 import { toNativePlan } from './plan-spec.js';
-import { traceFromRecording } from './recording.js';
+import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
 import type { Trace } from './trace/trace.js';
 import { EventOp } from './trace/trace.js';
 import { train, type TrainOptions } from './train.js';
@@ -144,7 +144,7 @@ export function checkAdaptiveOptions(value: unknown): Settings {
     replanAfter: integer('replanAfter', 2, 1),
     cooldownIterations: integer('cooldownIterations', 4, 0),
     recordLimit: integer('recordLimit', Math.max(16, stableIterations), stableIterations),
-    maxRecordEvents: integer('maxRecordEvents', 4 * 2 ** 20, 16, 2 ** 40),
+    maxRecordEvents: integer('maxRecordEvents', DEFAULT_RECORD_EVENTS, 16, 2 ** 40),
     train: o.train,
     onSwitch: o.onSwitch,
   };

@@ -11,7 +11,7 @@ import { OffsetPlan } from './offset-plan.js';
 import { Plan } from './plan.js';
 import { Stream, nativeStreamOf } from './stream.js';
 import { checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
-import { traceFromRecording } from './recording.js';
+import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
 import type { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
@@ -51,8 +51,6 @@ export interface PoolOptions {
 
 const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold', 'adaptive'] as const;
 
-/** Events a recording holds at most by default (16 bytes each): 64 MiB. */
-export const DEFAULT_RECORD_EVENTS = 4 * 2 ** 20;
 
 export interface ClassStats {
   /** Bytes per block. */

@@ -8,6 +8,9 @@ import { noAnomalies, TraceBuilder, type Trace } from './trace/trace.js';
 
 const RecordedOp = { Alloc: 0, Release: 1, Mark: 2 } as const;
 
+/** Events a recording holds at most by default (16 bytes each): 64 MiB. */
+export const DEFAULT_RECORD_EVENTS = 4 * 2 ** 20;
+
 /**
  * A release of a block allocated before the recording began is dropped and counted as `freeOfUnknown`;
  * blocks still live at the end count as never freed. Stream numbers: 0 for a plain release, else 1, 2, …
