@@ -40,22 +40,25 @@ void* OffsetArena::take(uint64_t k, uint64_t bytes, uint64_t serial) {
   auto next = live_.lower_bound(start);
   if (next != live_.end() && next->first < end) return nullptr;
   if (next != live_.begin() && std::prev(next)->second.end > start) return nullptr;
-  live_.emplace_hint(next, start, Live{end, bytes, serial, false});
+  const Block block{end, bytes, serial, false};
+  if (spare_.empty()) {
+    live_.emplace_hint(next, start, block);
+  } else {
+    Blocks::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = start;
+    node.mapped() = block;
+    live_.insert(next, std::move(node));
+  }
   return arena_->base() + start;
 }
 
-bool OffsetArena::isLive(const void* data) const {
-  if (!arena_->contains(data)) return false;
+OffsetArena::Block* OffsetArena::live(const void* data) {
+  if (!arena_->contains(data)) return nullptr;
   const auto it = live_.find(offsetOf(data));
-  return it != live_.end() && !it->second.deferred;
+  return it == live_.end() || it->second.deferred ? nullptr : &it->second;
 }
 
-void OffsetArena::defer(const void* data) { live_.at(offsetOf(data)).deferred = true; }
-
-uint64_t OffsetArena::requestedOf(const void* data) const { return live_.at(offsetOf(data)).requested; }
-
-uint64_t OffsetArena::serialOf(const void* data) const { return live_.at(offsetOf(data)).serial; }
-
-void OffsetArena::give(const void* data) { live_.erase(offsetOf(data)); }
+void OffsetArena::give(const void* data) { spare_.push_back(live_.extract(offsetOf(data))); }
 
 }  // namespace tp

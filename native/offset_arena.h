@@ -28,35 +28,36 @@ class OffsetArena {
   static std::unique_ptr<OffsetArena> create(const OffsetSchedule& schedule, const ArenaOptions& options, std::string* error);
 
   size_t positions() const { return schedule_.sizes.size(); }
+  // A block that occupies its range: live, or deferred (its release waits for a stream; no longer live).
+  struct Block {
+    uint64_t end;
+    uint64_t requested;
+    uint64_t serial;
+    bool deferred;
+  };
+
   // The block planned for position k if it asked for `bytes` and its range is free; else nullptr.
   void* take(uint64_t k, uint64_t bytes, uint64_t serial);
-  // Whether `data` is the start of a live block of this arena (deferred blocks are not live), and its details.
-  bool isLive(const void* data) const;
-  // A live block whose release waits for a stream: still occupying its range, no longer live.
-  void defer(const void* data);
-  uint64_t requestedOf(const void* data) const;
-  uint64_t serialOf(const void* data) const;
+  // The live (not deferred) block that starts at `data`, or nullptr. Valid until the block is given back.
+  Block* live(const void* data);
   bool contains(const void* data) const { return arena_->contains(data); }
-  // Pre: the block is live or deferred.
+  // Pre: a block (live or deferred) starts at `data`.
   void give(const void* data);
 
   size_t liveBlocks() const { return live_.size(); }
   const Arena& arena() const { return *arena_; }
 
  private:
-  struct Live {
-    uint64_t end;
-    uint64_t requested;
-    uint64_t serial;
-    bool deferred;
-  };
+  using Blocks = std::map<uint64_t, Block>;  // by offset; ranges never overlap
   uint64_t offsetOf(const void* data) const {
     return reinterpret_cast<uintptr_t>(data) - reinterpret_cast<uintptr_t>(arena_->base());
   }
 
   OffsetSchedule schedule_;
   std::unique_ptr<Arena> arena_;
-  std::map<uint64_t, Live> live_;  // by offset; ranges never overlap
+  Blocks live_;
+  // Nodes of blocks given back, reused by take(): the steady state allocates nothing.
+  std::vector<Blocks::node_type> spare_;
 };
 
 }  // namespace tp

@@ -192,19 +192,22 @@ ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
 
 uint64_t Pool::liveSize(const void* data) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (offsetArena_ && offsetArena_->isLive(data)) return offsetArena_->requestedOf(data);
+  if (offsetArena_) {
+    if (const OffsetArena::Block* block = offsetArena_->live(data)) return block->requested;
+  }
   BlockHeader* header = findLocked(data);
   return header && header->state == BlockState::Live ? header->requested : 0;
 }
 
 ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySerial) {
   if (offsetArena_ && offsetArena_->contains(data)) {
-    if (!offsetArena_->isLive(data)) return ReleaseStatus::NotOwned;
-    if (bySerial && offsetArena_->serialOf(data) != serial) return ReleaseStatus::Stale;
-    recordReleaseLocked(offsetArena_->serialOf(data), nullptr);
+    const OffsetArena::Block* block = offsetArena_->live(data);
+    if (!block) return ReleaseStatus::NotOwned;
+    if (bySerial && block->serial != serial) return ReleaseStatus::Stale;
+    recordReleaseLocked(block->serial, nullptr);
     counters_.releases++;
     counters_.liveBlocks--;
-    counters_.bytesLive -= offsetArena_->requestedOf(data);
+    counters_.bytesLive -= block->requested;
     offsetArena_->give(data);
     dropDrainedLocked();
     return ReleaseStatus::Ok;
@@ -253,10 +256,11 @@ ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t bytes;
   if (offsetArena_ && offsetArena_->contains(data)) {
-    if (!offsetArena_->isLive(data)) return ReleaseStatus::NotOwned;
-    bytes = offsetArena_->requestedOf(data);
-    recordReleaseLocked(offsetArena_->serialOf(data), stream.get());
-    offsetArena_->defer(data);
+    OffsetArena::Block* block = offsetArena_->live(data);
+    if (!block) return ReleaseStatus::NotOwned;
+    bytes = block->requested;
+    recordReleaseLocked(block->serial, stream.get());
+    block->deferred = true;
   } else {
     BlockHeader* header = findLocked(data);
     if (!header) return ReleaseStatus::NotOwned;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { Pool, Stream } from '../lib/index.js';
+import { OffsetPlan, Pool, Stream } from '../lib/index.js';
 import { native } from '../lib/native.js';
 
 const MiB = 1 << 20;
@@ -62,6 +62,33 @@ describe('stream-ordered release (S4)', () => {
     await stream.synchronize();
     expect(b[0]).toBe(-1); // the copy read the new owner's data, not A's
     pool.release(x);
+    await stream.close();
+  });
+
+  it('in an offsets-mode pool a deferred block keeps its planned range until its event passes', async () => {
+    // Two allocations of 64 KiB planned one after the other at the same offset.
+    const size = 64 * 1024;
+    const plan = new OffsetPlan(size, Float64Array.of(size, size), Float64Array.of(0, 0), size, 'by hand', true, {});
+    const pool = new Pool({ offsets: plan });
+    const stream = new Stream();
+    const scratch = new Pool().uint8(64 * MiB);
+    pool.markIteration();
+    const a = pool.uint8(size);
+    const addressOfA = native.bufferAddress(a.buffer);
+    slowWork(stream, scratch);
+    pool.release(a, { stream });
+    expect(() => pool.release(a)).toThrow();
+    const b = pool.uint8(size); // planned over A, which the stream may still read: served elsewhere
+    expect(native.bufferAddress(b.buffer)).not.toBe(addressOfA);
+    expect(pool.stats()).toMatchObject({ offsetHits: 1, offsetMisses: 1, deferredPending: 1 });
+    pool.release(b);
+    await stream.synchronize();
+    expect(pool.reclaim()).toBe(1);
+    pool.markIteration();
+    const again = pool.uint8(size);
+    expect(native.bufferAddress(again.buffer)).toBe(addressOfA);
+    expect(pool.stats()).toMatchObject({ offsetHits: 2, offsetMisses: 1, deferredPending: 0, liveBlocks: 1 });
+    pool.release(again);
     await stream.close();
   });
 
