@@ -2,20 +2,24 @@
  * Adaptive mode: the pool records its own first iterations, trains a plan once their pattern is stable,
  * switches to it without a restart, and re-plans when the run drifts away from it. The policy lives here;
  * the native pool records (native/recorder.h), sums each iteration up at markIteration() and switches
- * arenas (Pool::switchPlan). One instance belongs to one Pool.
+ * arenas (Pool::switchPlan, or Pool::prepareSwitch off the JS thread, installed by the next
+ * markIteration()). One instance belongs to one Pool.
  *
  * Modes, per completed iteration (the allocations between two markIteration() calls; iterations with no
  * allocation are ignored):
  *   warm-up    the first `warmupIterations`: nothing is recorded (a first step allocates state once).
  *   recording  every event is recorded. A window of consecutive iterations with the same pattern grows; a
  *              different iteration starts a new window. Once the window holds `stableIterations`, a plan
- *              is trained on it and the pool switches → planned. After `recordLimit` iterations without
+ *              is trained on it and the pool switches → planned (with `background`, → switching first).
+ *              After `recordLimit` iterations without
  *              a stable window the attempt is abandoned → planned (or unplanned), and the next attempt
  *              waits twice as long.
  *   planned    each iteration's off-plan allocations (OS fallbacks, oversize requests, borrows the plan's
  *              schedule did not call for) are counted. When they exceed `replanThreshold` of its
  *              allocations for `replanAfter` iterations in a row (not counting the `cooldownIterations`
  *              after a switch), the pool records again → recording.
+ *   switching  the new plan's arena is being mapped and pre-faulted on a worker thread while the old
+ *              classes go on serving; the first markIteration() after it is ready installs it → planned.
  *   unplanned  no plan yet and the last attempt was abandoned: the default classes serve; recording
  *              starts again after the cooldown.
  * Hysteresis, so a run cannot make the pool flap: drift must persist for `replanAfter` iterations; nothing
@@ -34,7 +38,7 @@ import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
 import type { Trace } from './trace/trace.js';
 import { EventOp } from './trace/trace.js';
 import { train, type TrainOptions } from './train.js';
-import { checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
 export interface AdaptiveOptions {
   /** Iterations to let pass before recording. Default 1. */
@@ -54,11 +58,18 @@ export interface AdaptiveOptions {
   maxRecordEvents?: number;
   /** How plans are trained (train()'s interval, order, candidates). Default: interval and order 'auto'. */
   train?: Omit<TrainOptions, 'iteration'>;
-  /** Called after every switch, from markIteration(). */
+  /**
+   * Build a new plan's arena (map and pre-fault it) on a worker thread while the serving classes go on
+   * serving, and switch at the first markIteration() after it is ready: no iteration stalls. false: switch
+   * inside the markIteration() that completed the window, which then waits for the arena (about a second
+   * per GiB pre-faulted). Default true.
+   */
+  background?: boolean;
+  /** Called after every switch, from the markIteration() that made it. */
   onSwitch?: (event: PlanSwitch) => void;
 }
 
-export type AdaptiveMode = 'warm-up' | 'recording' | 'planned' | 'unplanned';
+export type AdaptiveMode = 'warm-up' | 'recording' | 'switching' | 'planned' | 'unplanned';
 
 /** One iteration as the drift check saw it. */
 export interface IterationReport {
@@ -74,8 +85,12 @@ export interface IterationReport {
 export interface PlanSwitch {
   /** The pool's generation now serving (stats().generation). */
   generation: number;
-  /** Iterations completed when the pool switched. */
+  /** Iterations completed when the pool switched: the plan serves from the next one. */
   iteration: number;
+  /** Iterations the previous classes served while the new arena was built in the background (0 when not). */
+  waitedIterations: number;
+  /** Whether the arena was built in the background (options.adaptive.background). */
+  background: boolean;
   /** 'warm-up': the first plan; 'drift': a re-plan. */
   reason: 'warm-up' | 'drift';
   /** The iteration whose drift started the re-plan (null for the first plan). */
@@ -84,9 +99,14 @@ export interface PlanSwitch {
   plan: Plan;
   /** The recorded iterations it was trained on. */
   trace: Trace;
-  /** Training, and mapping (and pre-faulting) the new arena. */
+  /** Training (on the JS thread). */
   trainMs: number;
+  /** Time the JS thread spent switching: mapping and pre-faulting the arena, or only queueing that work in
+   *  the background. */
   switchMs: number;
+  /** From the end of training until the plan served (in the background: building the arena, plus the
+   *  wait for the next markIteration()). */
+  readyMs: number;
 }
 
 export interface AdaptiveStats {
@@ -118,6 +138,7 @@ const ADAPTIVE_OPTIONS = [
   'recordLimit',
   'maxRecordEvents',
   'train',
+  'background',
   'onSwitch',
 ] as const;
 
@@ -146,6 +167,7 @@ export function checkAdaptiveOptions(value: unknown): Settings {
     recordLimit: integer('recordLimit', Math.max(16, stableIterations), stableIterations),
     maxRecordEvents: integer('maxRecordEvents', DEFAULT_RECORD_EVENTS, 16, 2 ** 40),
     train: o.train,
+    background: o.background === undefined ? true : checkBoolean(o.background, 'options.adaptive.background'),
     onSwitch: o.onSwitch,
   };
 }
@@ -161,6 +183,21 @@ interface Window {
   from: number;
   iterations: number;
   pattern: Pattern;
+}
+
+/** A switch under way: trained, its arena being built. */
+interface PendingSwitch {
+  plan: Plan;
+  trace: Trace;
+  reason: PlanSwitch['reason'];
+  trigger: IterationReport | null;
+  trainMs: number;
+  switchMs: number;
+  /** performance.now() when training ended, and the iterations completed then. */
+  started: number;
+  iteration: number;
+  /** Why building the arena failed, once it did. */
+  error: string | null;
 }
 
 const HISTORY = 32;
@@ -185,6 +222,7 @@ export class Adaptation {
   #lastSwitch: PlanSwitch | null = null;
   #history: Omit<PlanSwitch, 'plan' | 'trace'>[] = [];
   #lastError: string | null = null;
+  #pending: PendingSwitch | null = null;
 
   /** `plan`: the pool's starting plan, if it was given one (the pool starts planned, after the warm-up). */
   constructor(nativePool: NativePool, settings: Settings, plan: Plan | null) {
@@ -209,8 +247,9 @@ export class Adaptation {
   step(s: NativeIterationSummary): PlanSwitch | null {
     const started = this.#nextStart;
     this.#nextStart = s.recorderEnd;
+    if (s.allocs > 0) this.#iteration++;
+    if (s.installed && this.#pending) return this.#switched(s.installed);
     if (s.allocs === 0) return null;
-    this.#iteration++;
     switch (this.#mode) {
       case 'warm-up':
         if (this.#iteration >= this.#settings.warmupIterations) {
@@ -226,6 +265,13 @@ export class Adaptation {
         return null;
       case 'recording':
         return this.#collect(s, started);
+      case 'switching':
+        if (this.#pending!.error) {
+          const why = this.#pending!.error;
+          this.#pending = null;
+          this.#abandon(`the switch failed: ${why}`);
+        }
+        return null;
     }
   }
 
@@ -318,27 +364,57 @@ export class Adaptation {
       this.#abandon('the re-trained plan is the serving plan: re-planning cannot help');
       return null;
     }
-    const switchStarted = performance.now();
+    const pending: PendingSwitch = {
+      plan,
+      trace,
+      reason: this.#trigger ? 'drift' : 'warm-up',
+      trigger: this.#trigger,
+      trainMs,
+      switchMs: 0,
+      started: performance.now(),
+      iteration: last,
+      error: null,
+    };
     try {
-      this.#native.switchPlan(toNativePlan(plan));
+      if (this.#settings.background) {
+        this.#native.prepareSwitch(toNativePlan(plan)).catch((error: unknown) => {
+          pending.error = (fromNative(error) as Error).message;
+        });
+      } else {
+        this.#native.switchPlan(toNativePlan(plan));
+      }
     } catch (error) {
       this.#abandon(`the switch failed: ${(fromNative(error) as Error).message}`);
       return null;
     }
-    const reason = this.#trigger ? 'drift' : 'warm-up';
+    pending.switchMs = performance.now() - pending.started;
+    this.#pending = pending;
+    if (!this.#settings.background) return this.#switched(this.#native.stats().generation);
+    this.#stopRecording();
+    this.#mode = 'switching';
+    return null;
+  }
+
+  /** The pending switch now serves, as `generation`. */
+  #switched(generation: number): PlanSwitch {
+    const pending = this.#pending!;
+    this.#pending = null;
     const event: PlanSwitch = {
-      generation: this.#native.stats().generation,
-      iteration: last,
-      reason,
-      trigger: this.#trigger,
-      plan,
-      trace,
-      trainMs,
-      switchMs: performance.now() - switchStarted,
+      generation,
+      iteration: this.#iteration,
+      waitedIterations: this.#iteration - pending.iteration,
+      background: this.#settings.background,
+      reason: pending.reason,
+      trigger: pending.trigger,
+      plan: pending.plan,
+      trace: pending.trace,
+      trainMs: pending.trainMs,
+      switchMs: pending.switchMs,
+      readyMs: performance.now() - pending.started,
     };
-    this.#plan = plan;
+    this.#plan = event.plan;
     this.#switches++;
-    if (reason === 'drift') this.#replans++;
+    if (event.reason === 'drift') this.#replans++;
     this.#lastSwitch = event;
     const { plan: _plan, trace: _trace, ...summary } = event;
     this.#history.push(summary);

@@ -37,7 +37,7 @@ export interface PoolCounters {
   arenaBytes: number;
   /** Address space the arenas hold. */
   reservedBytes: number;
-  /** Bytes the arenas pre-faulted or locked. */
+  /** Bytes the arenas pre-faulted or locked (a prepared arena not serving yet included, as in reservedBytes). */
   committedBytes: number;
   /** Arenas mapped: the serving one, plus any older one still draining. */
   arenas: number;
@@ -45,10 +45,12 @@ export interface PoolCounters {
   unplannedBorrows: number;
   /** markIteration() calls. */
   iterations: number;
-  /** Which classes serve: 1 at creation, one more at every plan switch (adaptive mode). */
+  /** Which classes serve: 1 at creation, larger at every plan switch (adaptive mode). */
   generation: number;
   /** Plan switches so far. */
   switches: number;
+  /** A plan's arena built in the background, installed by the next markIteration(); 0 when none waits. */
+  preparedGeneration: number;
   /** Allocations served from the class the plan's schedule gave their position. */
   scheduleHits: number;
   /** Scheduled positions where the run departed (another size) or the scheduled class had no free block. */
@@ -74,6 +76,8 @@ export interface NativeIterationSummary {
   osOversize: number;
   unplannedBorrows: number;
   recorderEnd: number;
+  /** The generation a prepared switch installed at this mark (serving from now on), or 0. */
+  installed: number;
 }
 
 /** Recorded events (native/recorder.h): op 0 alloc (value: bytes), 1 release (value: stream number or 0), 2 mark. */
@@ -125,6 +129,8 @@ export interface NativePool {
   close(): void;
   markIteration(): NativeIterationSummary;
   switchPlan(plan: NativePlanSpec): void;
+  /** Builds the plan's arena off the JS thread; resolves (to its generation) once the next markIteration() will install it. */
+  prepareSwitch(plan: NativePlanSpec): Promise<number>;
   startRecording(limit: number): void;
   stopRecording(): void;
   recordingState(): { on: boolean; truncated: boolean; begin: number; end: number };

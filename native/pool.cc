@@ -357,24 +357,62 @@ IterationSummary Pool::markIteration() {
   tally_.unplannedBorrows = counters_.unplannedBorrows;
   cursor_ = 0;
   counters_.iterations++;
+  if (prepared_) {
+    ended.installed = prepared_->id();
+    counters_.preparedGeneration = 0;
+    installLocked(std::move(prepared_));
+  }
   return ended;
 }
 
+// Builds the classes of `plan` in a new arena without the lock: secret_ and options_ never change after
+// creation, and mapping and pre-faulting take long.
+std::unique_ptr<SizeClassPool> Pool::buildGeneration(const PlanSpec& plan, std::string* error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (counters_.closed) {
+      *error = "the pool is closed";
+      return nullptr;
+    }
+  }
+  return SizeClassPool::create(++lastGeneration_, secret_, plan, options_.arena, false, 0, error);
+}
+
 bool Pool::switchPlan(const PlanSpec& plan, std::string* error) {
+  std::unique_ptr<SizeClassPool> generation = buildGeneration(plan, error);
+  if (!generation) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (counters_.closed) {
-    *error = "the pool is closed";
-    return false;
+    *error = "the pool was closed during the switch";
+    return false;  // the new arena is unmapped as `generation` goes
   }
-  const uint32_t id = generations_.back()->id() + 1;
-  auto generation = SizeClassPool::create(id, secret_, plan, options_.arena, false, 0, error);
-  if (!generation) return false;
+  installLocked(std::move(generation));
+  return true;
+}
+
+uint64_t Pool::prepareSwitch(const PlanSpec& plan, std::string* error) {
+  std::unique_ptr<SizeClassPool> generation = buildGeneration(plan, error);
+  if (!generation) return 0;
+  const uint64_t id = generation->id();
+  std::unique_ptr<SizeClassPool> replaced;  // unmapped after the lock is let go
+  std::lock_guard<std::mutex> lock(mu_);
+  if (counters_.closed) {
+    *error = "the pool was closed while the switch was prepared";
+    replaced = std::move(generation);
+    return 0;
+  }
+  replaced = std::move(prepared_);
+  prepared_ = std::move(generation);
+  counters_.preparedGeneration = id;
+  return id;
+}
+
+void Pool::installLocked(std::unique_ptr<SizeClassPool> generation) {
+  counters_.generation = generation->id();
+  counters_.switches++;
   generations_.back()->retire();
   generations_.push_back(std::move(generation));
-  counters_.generation = id;
-  counters_.switches++;
   dropDrainedLocked();
-  return true;
 }
 
 void Pool::startRecording(uint64_t limit) {
@@ -407,6 +445,8 @@ void Pool::discardRecording(uint64_t before) {
 void Pool::close() {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.closed = true;
+  prepared_.reset();
+  counters_.preparedGeneration = 0;
   dropDrainedLocked();
 }
 
@@ -419,6 +459,10 @@ PoolStats Pool::stats() const {
     s.committedBytes += generation->arena().committedBytes();
   }
   s.arenas = generations_.size();
+  if (prepared_) {  // holds memory already, though it serves nothing yet
+    s.reservedBytes += prepared_->arena().reservedBytes();
+    s.committedBytes += prepared_->arena().committedBytes();
+  }
   s.eventsCreated = events_.created();
   s.eventsReused = events_.reused();
   if (offsetArena_) {

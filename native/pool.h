@@ -54,8 +54,9 @@ struct PoolStats {
   uint64_t arenas = 0;          // arenas alive (the serving one and any still draining)
   uint64_t unplannedBorrows = 0; // borrows the plan's schedule did not call for (the run left the plan)
   uint64_t iterations = 0;      // markIteration() calls
-  uint64_t generation = 0;      // id of the serving classes: 1 at creation, +1 per switchPlan()
-  uint64_t switches = 0;        // switchPlan() calls that succeeded
+  uint64_t generation = 0;      // id of the serving classes: 1 at creation, larger with every switch
+  uint64_t switches = 0;        // switches installed (switchPlan(), or prepareSwitch() then markIteration())
+  uint64_t preparedGeneration = 0;  // id of classes prepared and waiting for the next markIteration(), or 0
   uint64_t scheduleHits = 0;    // allocations served where the plan's schedule put them
   uint64_t scheduleMisses = 0;  // scheduled positions whose size differed or whose class had no free block
   uint64_t offsetHits = 0;      // allocations served at their planned offset (offsets mode)
@@ -78,6 +79,7 @@ struct IterationSummary {
   uint64_t osOversize = 0;        // ... served by the OS as larger than every class
   uint64_t unplannedBorrows = 0;  // ... served by a larger class the schedule did not name
   uint64_t recorderEnd = 0;       // number of the next recorded event (the mark is the one before)
+  uint64_t installed = 0;         // generation a prepared switch installed at this mark (serving from now), or 0
 };
 
 struct RecordingState {
@@ -120,6 +122,13 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // its free blocks back to the OS (unless locked) and is unmapped once its last block is returned. False
   // with *error (the pool unchanged) when the plan is invalid, the OS refuses, or the pool is closed.
   bool switchPlan(const PlanSpec& plan, std::string* error);
+  // The same switch in two steps, so that mapping and pre-faulting the new arena (about a second per GiB)
+  // holds neither the pool's lock nor the thread that allocates: prepareSwitch builds the classes on the
+  // calling thread (any thread) without the lock, and the next markIteration() installs them, so a plan
+  // always starts serving at the start of an iteration. A newer preparation replaces one not installed
+  // yet; close() drops it. Returns the generation prepared, or 0 with *error (the pool
+  // unchanged).
+  uint64_t prepareSwitch(const PlanSpec& plan, std::string* error);
 
   // Recording of the events this pool serves (see recorder.h). startRecording keeps what is already held
   // and sets the limit on events held; copyRecording copies the events numbered [from, end()).
@@ -171,11 +180,15 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   SizeClassPool* generationLocked(uint32_t id) const;
   void dropDrainedLocked();
   void recordReleaseLocked(uint64_t serial, const Stream* stream);
+  std::unique_ptr<SizeClassPool> buildGeneration(const PlanSpec& plan, std::string* error);
+  void installLocked(std::unique_ptr<SizeClassPool> generation);
 
   mutable std::mutex mu_;
   PoolOptions options_;
   uint64_t secret_;
   std::vector<std::unique_ptr<SizeClassPool>> generations_;  // back() serves
+  std::unique_ptr<SizeClassPool> prepared_;                  // installed by the next markIteration()
+  std::atomic<uint32_t> lastGeneration_{1};                  // ids are never reused: headers name their arena by id
   std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;

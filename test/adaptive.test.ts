@@ -5,6 +5,7 @@ import path from 'node:path';
 
 import { OffsetPlan, Pool, Stream, readTrace, syntheticTrainingTrace, train, type PlanSwitch, type PoolStats, type Trace } from '../lib/index.js';
 import { native } from '../lib/native.js';
+import { toNativePlan } from '../lib/plan-spec.js';
 import { nativePoolOf } from '../lib/pool.js';
 import { repeatIteration } from '../lib/trace/repeat.js';
 import { expectCode, fillPattern, patternIntact, runTrace, underAsan } from './helpers.js';
@@ -20,6 +21,18 @@ interface IterationCost {
   unplannedBorrows: number;
 }
 
+/**
+ * Stands for an iteration's compute, long enough for a switch prepared in the background: spins (the arena
+ * is built on a libuv thread, not this one) until the pool holds the prepared arena. Proves the work went
+ * on while this thread ran.
+ */
+function waitWhileSwitching(pool: Pool): void {
+  const deadline = Date.now() + 30_000;
+  while (pool.stats().adaptive!.mode === 'switching' && pool.stats().preparedGeneration === 0) {
+    if (Date.now() > deadline) throw new Error('the background switch was never prepared');
+  }
+}
+
 /** Runs `trace` through `pool`, marking its iterations; returns per completed iteration what it cost. */
 function runIterations(pool: Pool, trace: Trace, live?: Map<number, ArrayBuffer>): { costs: IterationCost[]; live: Map<number, ArrayBuffer> } {
   const costs: IterationCost[] = [];
@@ -33,6 +46,7 @@ function runIterations(pool: Pool, trace: Trace, live?: Map<number, ArrayBuffer>
       unplannedBorrows: now.unplannedBorrows - before.unplannedBorrows,
     });
     before = now;
+    waitWhileSwitching(pool);
   };
   const left = runTrace(pool, trace, { marks: true, onMark, patterns: true, live });
   pool.markIteration(); // the trace's last iteration ends
@@ -46,10 +60,11 @@ function releaseAll(pool: Pool, live: Map<number, ArrayBuffer>): void {
 }
 
 describe('adaptive pool: record, train, switch', () => {
-  it('a training loop takes no OS fallback after the warm-up, and blocks from before the switch stay valid', () => {
+  it.each([true, false])('a training loop takes no OS fallback after the warm-up, and blocks from before the switch stay valid (background %s)', (background) => {
     const trace = syntheticTrainingTrace({ layers: 24, iterations: 12, seed: 5, carryGradients: true });
     const switches: PlanSwitch[] = [];
-    const pool = new Pool({ adaptive: { onSwitch: (event) => switches.push(event) }, prefault: false });
+    const pool = new Pool({ adaptive: { background, onSwitch: (event) => switches.push(event) }, prefault: false });
+    const waited = background ? 1 : 0; // the iteration that ran while the arena was built
     // Weights made before the first iteration: they live through the switch and go back afterwards.
     const weights = [3000, 70_000, 1 << 20, 5 << 20].map((bytes, i) => {
       const block = new Uint8Array(pool.alloc(bytes));
@@ -62,13 +77,14 @@ describe('adaptive pool: record, train, switch', () => {
     expect(switches).toHaveLength(1);
     const [first] = switches;
     // The loop's iterations 1 and 2 are the stable window (same sizes; the first frees no gradients, which
-    // patterns ignore): the plan serves from the loop's iteration 3 on.
-    expect(first).toMatchObject({ iteration: 3, reason: 'warm-up', trigger: null, generation: 2 });
+    // patterns ignore): the plan serves from the loop's iteration 3 on (4, built in the background).
+    expect(first).toMatchObject({ iteration: 3 + waited, waitedIterations: waited, background, reason: 'warm-up', trigger: null, generation: 2 });
+    expect(first.readyMs).toBeGreaterThanOrEqual(first.switchMs);
     expect(first.trace.iterations).toBe(2);
     expect(first.plan.schedule!.sizes.length).toBe(trace.iteration(2).bufferCount);
-    expect(costs.slice(0, 2).map((c) => c.mode)).toEqual(['recording', 'planned']);
+    expect(costs.slice(0, 2 + waited).map((c) => c.mode)).toEqual(['recording', ...(background ? ['switching'] : []), 'planned']);
     for (const [i, cost] of costs.entries()) {
-      if (i >= 2) expect(cost, `iteration ${i + 1}`).toMatchObject({ mode: 'planned', generation: 2, osFallbacks: 0 });
+      if (i >= 2 + waited) expect(cost, `iteration ${i + 1}`).toMatchObject({ mode: 'planned', generation: 2, osFallbacks: 0 });
     }
     expect(pool.plan).toBe(first.plan);
 
@@ -86,7 +102,7 @@ describe('adaptive pool: record, train, switch', () => {
 
   it('takes no page fault per iteration once the plan serves (native replay, iteration by iteration)', () => {
     const trace = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 9, carryGradients: true });
-    const pool = new Pool({ adaptive: true });
+    const pool = new Pool({ adaptive: { background: false } });
     const replayer = new native.NativeReplayer(nativePoolOf(pool), trace.ops, trace.eventBuffer, trace.sizes, {
       touch: 'pages',
       iterationMarks: false,
@@ -116,22 +132,23 @@ describe('adaptive pool: record, train, switch', () => {
     cold.close();
   });
 
-  it('re-plans once when the batch size changes, then serves the new pattern without fallbacks', () => {
+  it.each([true, false])('re-plans once when the batch size changes, then serves the new pattern without fallbacks (background %s)', (background) => {
     const small = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 7 });
     const large = syntheticTrainingTrace({ layers: 24, iterations: 14, seed: 7, batchScale: 2 });
-    const pool = new Pool({ adaptive: true, prefault: false });
+    const pool = new Pool({ adaptive: { background }, prefault: false });
+    const waited = background ? 1 : 0;
     const before = runIterations(pool, small);
     const after = runIterations(pool, large, before.live);
     const s = pool.stats().adaptive!;
     expect(s).toMatchObject({ switches: 2, replans: 1, mode: 'planned' });
     const [warmUp, drift] = s.history;
-    expect(warmUp).toMatchObject({ reason: 'warm-up', iteration: 3 });
+    expect(warmUp).toMatchObject({ reason: 'warm-up', iteration: 3 + waited });
     // The first large iteration drifts, the second confirms it (replanAfter 2), two more are recorded.
-    expect(drift).toMatchObject({ reason: 'drift', iteration: 8 + 4 });
+    expect(drift).toMatchObject({ reason: 'drift', iteration: 8 + 4 + waited, waitedIterations: waited });
     expect(drift.trigger!.osFallbacks).toBeGreaterThan(0.01 * drift.trigger!.allocs);
     expect(drift.trigger!.iteration).toBe(8 + 2);
-    const replanned = after.costs.slice(4);
-    expect(replanned.length).toBe(10);
+    const replanned = after.costs.slice(4 + waited);
+    expect(replanned.length).toBe(10 - waited);
     for (const cost of replanned) expect(cost).toMatchObject({ mode: 'planned', generation: 3, osFallbacks: 0 });
     releaseAll(pool, after.live);
     pool.close();
@@ -180,6 +197,36 @@ describe('adaptive pool: record, train, switch', () => {
       releaseAll(pool, live);
       pool.close();
     }
+  });
+
+  it('builds a switch off the JS thread: installed by the next mark, replaced by a newer one, dropped by close', async () => {
+    const plan = toNativePlan(train(syntheticTrainingTrace({ layers: 16, iterations: 2, seed: 8 }), { iteration: 2 }));
+    const pool = new Pool();
+    const np = nativePoolOf(pool);
+    const reserved = pool.stats().reservedBytes;
+    const first = await np.prepareSwitch(plan);
+    expect(pool.stats()).toMatchObject({ generation: 1, preparedGeneration: first, switches: 0, arenas: 1 });
+    expect(pool.stats().reservedBytes).toBeGreaterThan(reserved);
+    const second = await np.prepareSwitch(plan); // replaces the first, whose arena goes
+    expect(second).toBeGreaterThan(first);
+    const block = pool.alloc(1000); // the first generation still serves
+    expect(np.markIteration().installed).toBe(second);
+    expect(pool.stats()).toMatchObject({ generation: second, preparedGeneration: 0, switches: 1, arenas: 2 });
+    expect(np.markIteration().installed).toBe(0);
+    pool.release(block);
+    expect(pool.stats().arenas).toBe(1);
+
+    // A bad plan rejects and changes nothing.
+    const bad = { interval: 4096, sizes: Float64Array.of(5000), blocks: Float64Array.of(1) };
+    await expect(np.prepareSwitch(bad)).rejects.toMatchObject({ code: 'ERR_TP_POOL_CREATE' });
+    expect(pool.stats()).toMatchObject({ generation: second, preparedGeneration: 0, switches: 1 });
+
+    // Closed while it is built: the arena is dropped either way, never installed.
+    const late = np.prepareSwitch(plan);
+    pool.close();
+    const outcome = await late.then(() => 'prepared first', (error: Error) => error.message);
+    expect(outcome).toMatch(/^(prepared first|the pool is closed|the pool was closed while the switch was prepared)$/);
+    expect(pool.stats()).toMatchObject({ generation: second, preparedGeneration: 0, reservedBytes: 0, closed: true });
   });
 
   it('validates its options', () => {

@@ -25,6 +25,35 @@ void finalizeBlock(napi_env, void* data, void* hint) {
   delete ticket;
 }
 
+// Builds a switch's arena on a libuv worker thread (mapping and pre-faulting take long); the promise
+// settles once it waits for the next markIteration(), which installs it.
+class PrepareSwitchWorker : public Napi::AsyncWorker {
+ public:
+  PrepareSwitchWorker(Napi::Env env, std::shared_ptr<Pool> pool, PlanSpec plan)
+      : Napi::AsyncWorker(env, "tensorpool.prepareSwitch"),
+        pool_(std::move(pool)),
+        plan_(std::move(plan)),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override { generation_ = pool_->prepareSwitch(plan_, &error_); }
+  void OnOK() override {
+    if (generation_ == 0) {
+      deferred_.Reject(errorWithCode(Env(), "ERR_TP_POOL_CREATE", error_).Value());
+    } else {
+      deferred_.Resolve(Napi::Number::New(Env(), static_cast<double>(generation_)));
+    }
+  }
+
+ private:
+  std::shared_ptr<Pool> pool_;
+  PlanSpec plan_;
+  Napi::Promise::Deferred deferred_;
+  uint64_t generation_ = 0;
+  std::string error_;
+};
+
 Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   Napi::Object o = Napi::Object::New(env);
   auto set = [&](const char* key, uint64_t value) { setNumber(o, key, value); };
@@ -49,6 +78,7 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   set("iterations", s.iterations);
   set("generation", s.generation);
   set("switches", s.switches);
+  set("preparedGeneration", s.preparedGeneration);
   set("scheduleHits", s.scheduleHits);
   set("scheduleMisses", s.scheduleMisses);
   set("offsetHits", s.offsetHits);
@@ -102,6 +132,7 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::Close>("close"),
                          InstanceMethod<&PoolObject::MarkIteration>("markIteration"),
                          InstanceMethod<&PoolObject::SwitchPlan>("switchPlan"),
+                         InstanceMethod<&PoolObject::PrepareSwitch>("prepareSwitch"),
                          InstanceMethod<&PoolObject::StartRecording>("startRecording"),
                          InstanceMethod<&PoolObject::StopRecording>("stopRecording"),
                          InstanceMethod<&PoolObject::RecordingState>("recordingState"),
@@ -235,6 +266,7 @@ Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
   setNumber(o, "osOversize", ended.osOversize);
   setNumber(o, "unplannedBorrows", ended.unplannedBorrows);
   setNumber(o, "recorderEnd", ended.recorderEnd);
+  setNumber(o, "installed", ended.installed);
   return o;
 }
 
@@ -243,6 +275,13 @@ Napi::Value PoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
   std::string error;
   if (!pool_->switchPlan(plan, &error)) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
   return info.Env().Undefined();
+}
+
+Napi::Value PoolObject::PrepareSwitch(const Napi::CallbackInfo& info) {
+  auto* worker = new PrepareSwitchWorker(info.Env(), pool_, readPlan(info[0]));
+  Napi::Promise promise = worker->promise();
+  worker->Queue();  // deletes itself once settled
+  return promise;
 }
 
 Napi::Value PoolObject::StartRecording(const Napi::CallbackInfo& info) {

@@ -32,6 +32,8 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value MarkIteration(const Napi::CallbackInfo& info);   // -> { allocs, bytes, sizeHash, ... }
   Napi::Value SwitchPlan(const Napi::CallbackInfo& info);      // (plan as for the constructor)
+  // (plan) -> Promise<generation>: built off the JS thread, installed by the next markIteration()
+  Napi::Value PrepareSwitch(const Napi::CallbackInfo& info);
   Napi::Value StartRecording(const Napi::CallbackInfo& info);  // (limit: events held at most)
   Napi::Value StopRecording(const Napi::CallbackInfo& info);
   Napi::Value RecordingState(const Napi::CallbackInfo& info);  // -> { on, truncated, begin, end }
