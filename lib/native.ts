@@ -201,7 +201,7 @@ export interface NativeAddon {
   };
   verifyOffsets(problem: NativePlanningProblem, offsets: Float64Array): { valid: boolean; why: string };
   NativeReplayer: new (
-    allocator: NativePool | 'libc',
+    allocator: NativePool | 'libc' | { ideal: { height: number; sizes: Float64Array; offsets: Float64Array } },
     ops: Uint8Array,
     buffers: Int32Array,
     sizes: Float64Array,

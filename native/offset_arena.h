@@ -38,6 +38,11 @@ class OffsetArena {
 
   // The block planned for position k if it asked for `bytes` and its range is free; else nullptr.
   void* take(uint64_t k, uint64_t bytes, uint64_t serial);
+  // Where position k is planned, when it asks for no more than planned; else nullptr. Nothing is checked
+  // or kept about what is live (the replay's ideal yardstick, replay.h).
+  void* planned(uint64_t k, uint64_t bytes) const {
+    return k < schedule_.sizes.size() && bytes <= schedule_.sizes[k] ? arena_->base() + schedule_.offsets[k] : nullptr;
+  }
   // The live (not deferred) block that starts at `data`, or nullptr. Valid until the block is given back.
   Block* live(const void* data);
   bool contains(const void* data) const { return arena_->contains(data); }

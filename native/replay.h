@@ -43,6 +43,23 @@ class PoolAllocator final : public ReplayAllocator {
   std::shared_ptr<Pool> pool_;
 };
 
+// The yardstick, not an allocator: the k-th allocation of a repetition (or iteration) goes to the k-th
+// planned offset of a pre-faulted arena, with no bookkeeping and nothing to do on release. A replay through
+// it costs the loop and the touching alone: the "ideal pre-planned, pre-faulted arena" the allocators are
+// measured against. It refuses an allocation beyond the plan or larger than planned, so it never writes
+// outside its arena; with a plan of another trace its blocks may overlap (only the replay's bytes).
+class IdealAllocator final : public ReplayAllocator {
+ public:
+  explicit IdealAllocator(std::unique_ptr<OffsetArena> arena) : arena_(std::move(arena)) {}
+  void* allocate(uint64_t bytes) override { return arena_->planned(next_++, bytes); }
+  void release(void*) override {}
+  void startIteration() override { next_ = 0; }
+
+ private:
+  std::unique_ptr<OffsetArena> arena_;
+  uint64_t next_ = 0;
+};
+
 enum class Touch : uint8_t { None, Pages, Full };
 
 struct ReplayTrace {

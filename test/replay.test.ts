@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { Plan, readTrace, replay, syntheticTrainingTrace, train } from '../lib/index.js';
+import { OffsetPlan, Plan, readTrace, replay, syntheticTrainingTrace, train } from '../lib/index.js';
 import { findLibrary, isAvailable, missingMessage, resolveAllocator } from '../lib/replay/allocators.js';
 import { replayReportHtml } from '../lib/report/html.js';
 import { expectUsageError, run } from './helpers.js';
@@ -14,12 +14,13 @@ const transformer = path.join(shared, 'transformer_train/trace.csv.gz');
 
 describe('replay(): tensorpool against real allocators, each in its own process', () => {
   it('measures time, faults and RSS; tensorpool takes no steady-state fault and serves as planned', async () => {
-    const report = await replay(transformer, { allocators: ['tensorpool', 'tensorpool-offsets', 'malloc'], reps: 4 });
+    const report = await replay(transformer, { allocators: ['tensorpool', 'tensorpool-offsets', 'malloc', 'ideal'], reps: 4 });
     expect(report).toMatchObject({ reps: 4, touch: 'pages', events: 4337, buffers: 2196, lowerBoundBytes: 140107820 });
-    const [pool, offsets, malloc] = report.results;
+    const [pool, offsets, malloc, ideal] = report.results;
     expect(pool.allocator).toBe('tensorpool');
     expect(offsets.allocator).toBe('tensorpool-offsets');
-    for (const r of [pool, offsets, malloc]) {
+    expect(ideal.allocator).toBe('ideal');
+    for (const r of [pool, offsets, malloc, ideal]) {
       expect(r.available).toBe(true);
       expect(r.repetitions).toHaveLength(4);
       expect(r.repetitions.every((rep) => rep.allocs === 2196 && rep.releases === 2196)).toBe(true);
@@ -40,7 +41,12 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     expect(offsets.rssGrowthBytes).toBeGreaterThanOrEqual(report.offsetPlan!.height * 0.99);
     // glibc hands 1-4 MiB tensors back to the kernel and faults them in again every repetition.
     expect(malloc.steadyMinorFaultsPerRep).toBeGreaterThan(1000);
+    // The yardstick: the offset plan's addresses, pre-faulted, nothing else; not a peer.
+    expect(ideal.steadyMinorFaultsPerRep).toBe(0);
+    expect(ideal.rssGrowthBytes).toBeGreaterThanOrEqual(report.offsetPlan!.height * 0.99);
+    expect(ideal.pool).toBeUndefined();
     expect(malloc.vsBestPeer).toBe(1);
+    expect(ideal.vsBestPeer).toBeCloseTo(ideal.nsPerOp / malloc.nsPerOp, 10);
     expect(pool.vsBestPeer).toBeCloseTo(pool.nsPerOp / malloc.nsPerOp, 10);
     expect(offsets.vsBestPeer).toBeCloseTo(offsets.nsPerOp / malloc.nsPerOp, 10);
   });
@@ -61,6 +67,12 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     const report = await replay(transformer, { allocators: ['tensorpool'], reps: 2, plan: file });
     expect(report.plan!.warnings.join('\n')).toMatch(/differs from this trace|larger than the plan's largest class/);
     expect(report.results[0].available).toBe(true);
+
+    // ideal with an offset plan of a smaller trace: it refuses what the plan has no room for, and says so.
+    const small = OffsetPlan.fromTrace(synthetic, { iteration: 2 });
+    const refused = await replay(transformer, { allocators: ['ideal', 'malloc'], reps: 2, offsetPlan: small });
+    expect(refused.results[0]).toMatchObject({ allocator: 'ideal', available: false, error: expect.stringMatching(/refused a block/) });
+    expect(refused.results[1].available).toBe(true);
   });
 
   it('finds the peers it can, and names the package of one that is missing', () => {
@@ -139,7 +151,7 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
 
   it('rejects bad input with one clear line and exit code 2', () => {
     expectUsageError(run('replay', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
-    expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, tensorpool-offsets, malloc, jemalloc, mimalloc, tcmalloc\)/);
+    expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, tensorpool-offsets, malloc, jemalloc, mimalloc, tcmalloc, ideal\)/);
     expectUsageError(run('replay', transformer, '--reps', '0'), /--reps must be an integer >= 1, got "0"/);
     expectUsageError(run('replay', transformer, '--touch', 'all'), /--touch must be one of pages, full, none/);
     const badPlan = path.join(tmp, 'bad.plan.json');

@@ -24,12 +24,15 @@ const replayOptions = {
 } as const;
 
 const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAMES.join(', ')} (default: all; a peer that
-                      is not installed is reported with the Debian package that provides it)
+                      is not installed is reported with the Debian package that provides it). ideal is the
+                      yardstick, not an allocator: the offset plan's addresses in a pre-faulted arena, no
+                      bookkeeping, so its ns/op is the cost of touching the memory alone
   --reps N            repetitions per allocator, each from empty (default ${DEFAULT_REPS}); the steady state is the
                       last half
   --touch MODE        pages: one write per 4 KiB of every block (default), full: memset, none
   --plan FILE         tensorpool's plan (default: trained from the trace itself, order and interval auto)
-  --offset-plan FILE  tensorpool-offsets' plan (default: planned from the trace itself, strategy best, 10 s)
+  --offset-plan FILE  tensorpool-offsets' and ideal's plan (default: planned from the trace itself, strategy
+                      best, 10 s)
   --json FILE         write { trace, reps, touch, results: [{ allocator, nsPerOp, steadyMinorFaultsPerRep,
                       peakRssBytes, rssGrowthBytes, lowerBoundBytes, ... }] }
   --report FILE.html  write a self-contained HTML report (bars per allocator, memory timeline)`;

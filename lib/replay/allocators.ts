@@ -1,18 +1,21 @@
 /**
  * The allocators a replay can measure. tensorpool (size classes trained by S0) and tensorpool-offsets (the
  * offsets-mode pool, laid out by a static planner) run in their worker; the peers are the C library's
- * malloc as LD_PRELOAD makes it: glibc's by default, or Debian's jemalloc, mimalloc, tcmalloc.
+ * malloc as LD_PRELOAD makes it: glibc's by default, or Debian's jemalloc, mimalloc, tcmalloc. `ideal` is
+ * the yardstick, not an allocator: the offset plan's addresses in a pre-faulted arena with no bookkeeping
+ * at all (native/replay.h IdealAllocator), so its ns/op is what touching the memory alone costs.
  */
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 
-export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-offsets', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc'] as const;
+export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-offsets', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
 export type AllocatorName = (typeof ALLOCATOR_NAMES)[number];
 
 export interface AllocatorSpec {
   name: AllocatorName;
-  /** What runs: the pool (size classes, or offsets mode), or this process's malloc (LD_PRELOAD decides whose). */
-  kind: 'pool' | 'offsets' | 'libc';
+  /** What runs: the pool (size classes, or offsets mode), this process's malloc (LD_PRELOAD decides whose),
+   *  or the ideal yardstick. */
+  kind: 'pool' | 'offsets' | 'libc' | 'ideal';
   /** The shared library to LD_PRELOAD, once found. */
   library?: string;
   /** Its file name, and the Debian package that installs it. */
@@ -49,9 +52,21 @@ export function findLibrary(soname: string): string | undefined {
 export function resolveAllocator(name: AllocatorName): AllocatorSpec {
   if (name === 'tensorpool') return { name, kind: 'pool' };
   if (name === 'tensorpool-offsets') return { name, kind: 'offsets' };
+  if (name === 'ideal') return { name, kind: 'ideal' };
   if (name === 'malloc') return { name, kind: 'libc', mapsName: 'libc.so' };
   const peer = PEERS[name];
   return { name, kind: 'libc', soname: peer.soname, package: peer.package, mapsName: peer.mapsName, library: findLibrary(peer.soname) };
+}
+
+/** The allocators people would pick instead of tensorpool: what "x best peer" divides by. */
+export function isPeer(name: AllocatorName): boolean {
+  return resolveAllocator(name).kind === 'libc';
+}
+
+/** Ours: drawn highlighted in reports. */
+export function isTensorpool(name: AllocatorName): boolean {
+  const kind = resolveAllocator(name).kind;
+  return kind === 'pool' || kind === 'offsets';
 }
 
 export function isAvailable(spec: AllocatorSpec): boolean {

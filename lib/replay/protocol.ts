@@ -4,8 +4,8 @@ import type { NativeRepetition } from '../native.js';
 export interface WorkerInit {
   type: 'init';
   tracePath: string;
-  allocator: 'pool' | 'offsets' | 'libc';
-  /** The size-class plan (pool) or the offset plan (offsets). */
+  allocator: 'pool' | 'offsets' | 'libc' | 'ideal';
+  /** The size-class plan (pool) or the offset plan (offsets, ideal). */
   planPath?: string;
   touch: 'none' | 'pages' | 'full';
   iterationMarks: boolean;

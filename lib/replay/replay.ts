@@ -18,7 +18,7 @@ import { readTrace } from '../trace/read.js';
 import type { Trace } from '../trace/trace.js';
 import { train } from '../train.js';
 import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
-import { ALLOCATOR_NAMES, isAvailable, missingMessage, resolveAllocator, type AllocatorName, type AllocatorSpec } from './allocators.js';
+import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, type AllocatorName, type AllocatorSpec } from './allocators.js';
 import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';
 
 export type TouchMode = 'pages' | 'full' | 'none';
@@ -33,7 +33,7 @@ export interface ReplayOptions {
   touch?: TouchMode;
   /** tensorpool's plan (a Plan or a plan file). Default: trained from the trace itself (order and interval 'auto'). */
   plan?: Plan | string;
-  /** tensorpool-offsets' plan (an OffsetPlan or its file). Default: planned from the trace itself ('best', 10 s). */
+  /** tensorpool-offsets' and ideal's plan (an OffsetPlan or its file). Default: planned from the trace itself ('best', 10 s). */
   offsetPlan?: OffsetPlan | string;
   /** Called after every repetition of every allocator. */
   onProgress?: (done: number, total: number, allocator: string) => void;
@@ -60,7 +60,7 @@ export interface AllocatorResult {
   lowerBoundBytes: number;
   /** rssGrowthBytes / lowerBoundBytes. */
   rssVsLowerBound: number;
-  /** nsPerOp / the best peer's nsPerOp in this run (peers: every allocator but tensorpool's). */
+  /** nsPerOp / the best peer's nsPerOp in this run (peers: malloc, jemalloc, mimalloc, tcmalloc). */
   vsBestPeer: number | null;
   faultSource: string;
   /** tensorpool's allocators only: how their requests were served, per repetition. */
@@ -189,7 +189,7 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
     }
     let offsetPlan: OffsetPlan | null = null;
     let offsetPlanPath: string | undefined;
-    if (names.includes('tensorpool-offsets')) {
+    if (names.includes('tensorpool-offsets') || names.includes('ideal')) {
       offsetPlan =
         o.offsetPlan === undefined
           ? OffsetPlan.fromTrace(trace, { strategy: 'best', timeLimitMs: 10000 })
@@ -214,12 +214,12 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
           type: 'init',
           tracePath,
           allocator: p.spec.kind,
-          planPath: p.spec.kind === 'pool' ? planPath : p.spec.kind === 'offsets' ? offsetPlanPath : undefined,
+          planPath: p.spec.kind === 'pool' ? planPath : p.spec.kind === 'offsets' || p.spec.kind === 'ideal' ? offsetPlanPath : undefined,
           touch,
           // A plan of one iteration schedules every iteration from its start.
           iterationMarks:
             (p.spec.kind === 'pool' && typeof plan?.training.iteration === 'number') ||
-            (p.spec.kind === 'offsets' && typeof offsetPlan?.source.iteration === 'number'),
+            ((p.spec.kind === 'offsets' || p.spec.kind === 'ideal') && typeof offsetPlan?.source.iteration === 'number'),
           mapsName: p.spec.mapsName,
         });
         if (ready.type === 'ready') p.faultSource = ready.faultSource;
@@ -249,7 +249,7 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
 
     const lowerBoundBytes = trace.lowerBound();
     const results = participants.map((p) => summarise(p, lowerBoundBytes));
-    const peers = results.filter((r) => r.available && !r.allocator.startsWith('tensorpool'));
+    const peers = results.filter((r) => r.available && isPeer(r.allocator));
     const best = peers.length ? Math.min(...peers.map((r) => r.nsPerOp)) : null;
     for (const r of results) r.vsBestPeer = best && r.available ? r.nsPerOp / best : null;
     return {

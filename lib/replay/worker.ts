@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 
 import { native, type NativeReplayer } from '../native.js';
+import { OffsetPlan } from '../offset-plan.js';
 import { Pool, nativePoolOf } from '../pool.js';
 import { readTrace } from '../trace/read.js';
 import type { FromWorker, ToWorker, WorkerInit } from './protocol.js';
@@ -27,7 +28,9 @@ function init(message: WorkerInit): void {
   rssStartBytes = native.memory(true).rss;
   if (message.allocator === 'pool') pool = new Pool({ plan: message.planPath });
   if (message.allocator === 'offsets') pool = new Pool({ offsets: message.planPath });
-  replayer = new native.NativeReplayer(pool ? nativePoolOf(pool) : 'libc', trace.ops, trace.eventBuffer, trace.sizes, {
+  const ideal = message.allocator === 'ideal' && OffsetPlan.read(message.planPath!);
+  const allocator = pool ? nativePoolOf(pool) : ideal ? { ideal: { height: ideal.height, sizes: ideal.sizes, offsets: ideal.offsets } } : 'libc';
+  replayer = new native.NativeReplayer(allocator, trace.ops, trace.eventBuffer, trace.sizes, {
     touch: message.touch,
     iterationMarks: message.iterationMarks,
   });

@@ -3,6 +3,7 @@
  * bars of ns/op, page faults and RSS per allocator, the results table, and the trace's memory timeline
  * (bytes live over time, with the lower bound and tensorpool's arena drawn in).
  */
+import { isTensorpool } from '../replay/allocators.js';
 import type { ReplayReport } from '../replay/replay.js';
 import type { Trace } from '../trace/trace.js';
 import { describeMachine } from './machine.js';
@@ -112,11 +113,11 @@ function timeline(trace: Trace, lowerBound: number, arenaBytes: number | null, o
 export function replayReportHtml(report: ReplayReport, trace: Trace): string {
   const available = report.results.filter((r) => r.available);
   const bars = (pick: (r: (typeof available)[number]) => number, text: (v: number) => string) =>
-    available.map((r) => ({ label: r.allocator, value: pick(r), text: text(pick(r)), highlight: r.allocator.startsWith('tensorpool') }));
+    available.map((r) => ({ label: r.allocator, value: pick(r), text: text(pick(r)), highlight: isTensorpool(r.allocator) }));
   const rows = report.results
     .map((r) =>
       r.available
-        ? `<tr${r.allocator.startsWith('tensorpool') ? ' class="ours"' : ''}><td>${escape(r.allocator)}</td><td>${number(r.nsPerOp)}</td>` +
+        ? `<tr${isTensorpool(r.allocator) ? ' class="ours"' : ''}><td>${escape(r.allocator)}</td><td>${number(r.nsPerOp)}</td>` +
           `<td>${r.vsBestPeer === null ? '–' : number(r.vsBestPeer, 2)}</td><td>${number(r.steadyMinorFaultsPerRep, 1)}</td>` +
           `<td>${escape(formatBytes(r.rssGrowthBytes))}</td><td>${number(r.rssVsLowerBound, 3)}</td></tr>`
         : `<tr class="missing"><td>${escape(r.allocator)}</td><td colspan="5">${escape(r.error ?? 'not available')}</td></tr>`,

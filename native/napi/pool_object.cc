@@ -122,6 +122,16 @@ PlanSpec readPlan(const Napi::Value& value) {
 
 }  // namespace
 
+OffsetSchedule readOffsetSchedule(const Napi::Value& value, const std::string& name) {
+  if (!value.IsObject()) throw Napi::TypeError::New(value.Env(), name + " must be an object");
+  Napi::Object o = value.As<Napi::Object>();
+  OffsetSchedule schedule;
+  schedule.height = requireUint(o.Get("height"), (name + ".height").c_str());
+  forEachUint(o.Get("sizes"), (name + ".sizes").c_str(), [&](size_t, uint64_t v) { schedule.sizes.push_back(v); });
+  forEachUint(o.Get("offsets"), (name + ".offsets").c_str(), [&](size_t, uint64_t v) { schedule.offsets.push_back(v); });
+  return schedule;
+}
+
 Napi::Function PoolObject::Define(Napi::Env env) {
   return DefineClass(env, "NativePool",
                      {
@@ -162,15 +172,9 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   options.growReserve = optionalUint(optionsArg, "growReserve", options.growReserve);
   options.osMapThreshold = optionalUint(optionsArg, "osMapThreshold", options.osMapThreshold);
 
-  OffsetSchedule offsets;
   const Napi::Value offsetsArg = optionsArg.Get("offsets");
-  if (!offsetsArg.IsUndefined() && !offsetsArg.IsNull()) {
-    if (!offsetsArg.IsObject()) throw Napi::TypeError::New(info.Env(), "options.offsets must be an object");
-    Napi::Object o = offsetsArg.As<Napi::Object>();
-    offsets.height = requireUint(o.Get("height"), "offsets.height");
-    forEachUint(o.Get("sizes"), "offsets.sizes", [&](size_t, uint64_t v) { offsets.sizes.push_back(v); });
-    forEachUint(o.Get("offsets"), "offsets.offsets", [&](size_t, uint64_t v) { offsets.offsets.push_back(v); });
-  }
+  const OffsetSchedule offsets =
+      offsetsArg.IsUndefined() || offsetsArg.IsNull() ? OffsetSchedule{} : readOffsetSchedule(offsetsArg, "options.offsets");
 
   std::string error;
   pool_ = Pool::create(plan, options, &error, &offsets);

@@ -44,6 +44,10 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   std::shared_ptr<Pool> pool_;
 };
 
+// { height, sizes: Float64Array, offsets: Float64Array } -> the schedule of an offsets-mode arena (checked
+// by OffsetArena::create). `name` names the value in errors.
+OffsetSchedule readOffsetSchedule(const Napi::Value& value, const std::string& name);
+
 // What Release answers; lib/pool.ts turns these into errors.
 enum ReleaseCode : int32_t { kReleased = 0, kNotOwned = 1, kNotLive = 2, kDetached = 3 };
 

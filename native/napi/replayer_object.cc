@@ -21,8 +21,13 @@ ReplayerObject::ReplayerObject(const Napi::CallbackInfo& info) : Napi::ObjectWra
     allocator_ = std::make_unique<LibcAllocator>();
   } else if (PoolObject* pool = PoolObject::From(info[0])) {
     allocator_ = std::make_unique<PoolAllocator>(pool->pool());
+  } else if (info[0].IsObject() && info[0].As<Napi::Object>().Has("ideal")) {
+    std::string error;
+    auto arena = OffsetArena::create(readOffsetSchedule(info[0].As<Napi::Object>().Get("ideal"), "ideal"), ArenaOptions{}, &error);
+    if (!arena) throw errorWithCode(env, "ERR_TP_POOL_CREATE", error);
+    allocator_ = std::make_unique<IdealAllocator>(std::move(arena));
   } else {
-    throw Napi::TypeError::New(env, "allocator must be a NativePool or 'libc'");
+    throw Napi::TypeError::New(env, "allocator must be a NativePool, 'libc' or { ideal: offset schedule }");
   }
   if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array ||
       !info[2].IsTypedArray() || info[2].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {

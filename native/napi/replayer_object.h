@@ -14,7 +14,8 @@ namespace tp::napi {
 class ReplayerObject : public Napi::ObjectWrap<ReplayerObject> {
  public:
   static Napi::Function Define(Napi::Env env);
-  // allocator: a NativePool, or 'libc' (this process's malloc). ops: Uint8Array, buffers: Int32Array,
+  // allocator: a NativePool, 'libc' (this process's malloc) or { ideal: { height, sizes, offsets } } (the
+  // yardstick, replay.h IdealAllocator). ops: Uint8Array, buffers: Int32Array,
   // sizes: Float64Array, options: { touch: 'none' | 'pages' | 'full', iterationMarks: boolean }.
   explicit ReplayerObject(const Napi::CallbackInfo& info);
 

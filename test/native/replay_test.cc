@@ -119,3 +119,37 @@ TEST(replay_in_steps_keeps_buffers_live_between_steps) {
   replayRewind(allocator, options, meter, cursor, &r);
   CHECK(r.releases == 1 && cursor.next == 0 && pool->stats().liveBlocks == 0);
 }
+
+TEST(ideal_allocator_serves_the_planned_addresses_and_refuses_beyond_its_plan) {
+  Events e = steps();
+  const ReplayTrace trace{e.ops.data(), e.buffers.data(), e.ops.size(), e.sizes.data(), e.sizes.size()};
+  // Nine positions (the first iteration's allocations), 4 MiB apart, each room for the largest buffer.
+  OffsetSchedule schedule;
+  for (uint64_t k = 0; k < 9; ++k) {
+    schedule.sizes.push_back(3 << 20);
+    schedule.offsets.push_back(k * (4 << 20));
+  }
+  schedule.height = 9 * (4 << 20);
+  std::string error;
+  auto arena = OffsetArena::create(schedule, ArenaOptions{}, &error);
+  CHECK(arena != nullptr);
+  const char* base = arena->arena().base();
+  IdealAllocator ideal(std::move(arena));
+  CHECK(ideal.allocate(100) == base);
+  CHECK(ideal.allocate(1 << 20) == base + (4 << 20));
+  ideal.startIteration();
+  FaultMeter meter;
+  ReplayCursor cursor;
+  ReplayOptions options;
+  options.touch = Touch::Full;  // every byte written: out of the arena would be caught by ASan
+  options.iterationMarks = true;
+  Repetition r;
+  CHECK(replayOnce(trace, ideal, options, meter, cursor, &r));
+  CHECK(r.allocs == e.sizes.size() && r.releases == e.sizes.size());
+  // Without iteration marks the positions run out after nine allocations: refused, not written past.
+  options.iterationMarks = false;
+  CHECK(!replayOnce(trace, ideal, options, meter, cursor, &r));
+  // Larger than planned: refused.
+  ideal.startIteration();
+  CHECK(ideal.allocate((3 << 20) + 1) == nullptr);
+}
