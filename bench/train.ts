@@ -1,7 +1,8 @@
 /**
  * Plan training: arena bytes / lower bound for every interval and order, on the shared traces (whole trace
  * and one steady-state iteration) and on generated traces of 100k and 1M events, with parse and training
- * times (medians over --reps runs).
+ * times (medians over --reps runs): S0 literally (fixed 4 KiB interval, then the best interval), then
+ * refined (train's `refine`: tensors moved between classes after S0).
  *
  *   npm run build && npx tsx bench/train.ts [--reps 3] [--json out.json] [--traces DIR]
  */
@@ -61,19 +62,23 @@ for (const input of inputs) {
       const { value, ms } = timed(() => trainEachInterval(input.trace, [interval], order)[0].candidate);
       results.push({ trace: input.name, events: input.trace.eventCount, order, interval, ...value, trainMs: ms, lowerBound });
       if (interval === 4096) {
-        rows.push([input.name, input.trace.eventCount, input.parseMs === null ? null : round(input.parseMs, 0), order, 'S0 4096', value.classes, value.blocks, round(value.ratio, 3), round(ms, 1)]);
+        rows.push([input.name, input.trace.eventCount, input.parseMs === null ? null : round(input.parseMs, 0), order, 'S0 4096', 'no', value.classes, value.blocks, round(value.ratio, 3), round(ms, 1)]);
       }
     }
-    const { value: plan, ms } = timed(() => train(input.trace, { interval: 'auto', order }));
-    results.push({ trace: input.name, events: input.trace.eventCount, order, interval: 'auto', chosen: plan.interval, ratio: plan.ratio, arenaBytes: plan.arenaBytes, trainMs: ms, lowerBound });
-    rows.push([input.name, input.trace.eventCount, null, order, `auto→${plan.interval}`, plan.classes.length, plan.blocks, round(plan.ratio!, 3), round(ms, 1)]);
+    for (const refine of [false, true]) {
+      const { value: plan, ms } = timed(() => train(input.trace, { interval: 'auto', order, refine }));
+      const refined = plan.training.refined ? 'yes' : refine ? 'too large' : 'no';
+      results.push({ trace: input.name, events: input.trace.eventCount, order, interval: 'auto', refine, refined: plan.training.refined, chosen: plan.interval, ratio: plan.ratio, arenaBytes: plan.arenaBytes, trainMs: ms, lowerBound });
+      rows.push([input.name, input.trace.eventCount, null, order, `auto→${plan.interval}`, refined, plan.classes.length, plan.blocks, round(plan.ratio!, 3), round(ms, 1)]);
+    }
   }
-  const best = train(input.trace, { order: 'auto' });
-  rows.push([input.name, input.trace.eventCount, null, `auto→${best.training.order}`, `auto→${best.interval}`, best.classes.length, best.blocks, round(best.ratio!, 3), null]);
+  const { value: best, ms } = timed(() => train(input.trace, { order: 'auto' }));
+  rows.push([input.name, input.trace.eventCount, null, `auto→${best.training.order}`, `auto→${best.interval}`, best.training.refined ? 'yes' : 'no', best.classes.length, best.blocks, round(best.ratio!, 3), round(ms, 1)]);
   console.error(`# ${input.name}: lower bound ${formatBytes(lowerBound)}`);
 }
 
-console.log(formatTable(['trace', 'events', 'parse ms', 'order', 'interval', 'classes', 'blocks', 'arena / LB', 'train ms'], rows));
+console.log(formatTable(['trace', 'events', 'parse ms', 'order', 'interval', 'refined', 'classes', 'blocks', 'arena / LB', 'train ms'], rows));
 console.log(`# 'S0 4096': S0 literally, fixed 4 KiB interval. auto: best of intervals ${AUTO_INTERVALS.join(', ')}.`);
+console.log("# refined: train's refine (native/refine.h), default with order auto; 'too large': skipped by its memory limit.");
 console.log(`# Times are medians of ${args.reps} runs; auto times cover all ${AUTO_INTERVALS.length} candidates.`);
 writeJson(args.json, { benchmark: 'train', machine, reps: args.reps, results });

@@ -219,7 +219,18 @@ export interface NativeAddon {
     ends: Float64Array,
     intervals: Float64Array,
     order: 'alloc-time' | 'size-desc',
-  ): { sizes: Float64Array; blocks: Float64Array; borrows: number; classOf: Uint32Array; ms: number }[];
+    refine: boolean,
+  ): {
+    sizes: Float64Array;
+    blocks: Float64Array;
+    borrows: number;
+    classOf: Uint32Array;
+    ms: number;
+    /** Refinement ran (native/refine.h); then literalSizes / literalBlocks are S0's own classes. */
+    refined: boolean;
+    literalSizes?: Float64Array;
+    literalBlocks?: Float64Array;
+  }[];
   pageSize: number;
 }
 

@@ -7,7 +7,7 @@ import { native } from './native.js';
 import { Plan } from './plan.js';
 import { arenaBytesOf, classBytesOf, type PlanSpec } from './plan-spec.js';
 import type { Trace } from './trace/trace.js';
-import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
+import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
 export type TrainOrder = 'alloc-time' | 'size-desc';
 /** 'auto' trains in both orders and keeps the plan with the fewest arena bytes. */
@@ -31,6 +31,14 @@ export interface TrainOptions {
   iteration?: number | 'all';
   /** The intervals 'auto' tries. Default AUTO_INTERVALS. */
   candidates?: number[];
+  /**
+   * Beyond S0: after S0 has placed every tensor, lower the arena by moving tensors between classes
+   * (native/refine.h): a class needs only as many blocks as it has tensors living at once, and a tensor
+   * living at a class's peak may move to another class at least its size that has room then (or to a
+   * smaller one given a block, when that costs less than the block saved). Default: true with order
+   * 'auto', false otherwise (S0 literally). Skipped, and said so per candidate, when the trace is too large.
+   */
+  refine?: boolean;
 }
 
 /** One training run (one interval, one order). */
@@ -43,12 +51,15 @@ export interface TrainCandidate {
   arenaBytes: number;
   /** arenaBytes / lower bound. */
   ratio: number;
-  /** Tensors S0 placed in a block of a larger class than their own. */
+  /** Tensors placed in a block of a larger class than their own. */
   borrows: number;
   trainMs: number;
+  /** Whether refinement ran, and the arena S0 alone gave (before refinement). */
+  refined: boolean;
+  literalArenaBytes: number;
 }
 
-const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates'] as const;
+const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates', 'refine'] as const;
 
 /** The buffers S0 trains on: those of one iteration or of the whole trace. */
 function trainingSet(trace: Trace, iteration: number | 'all'): Trace {
@@ -60,9 +71,9 @@ interface TrainRun {
   candidate: TrainCandidate;
 }
 
-/** One S0 run per interval (run in parallel by the native trainer). */
-export function trainEachInterval(trace: Trace, intervals: number[], order: TrainOrder): TrainRun[] {
-  const results = native.trainSizeClasses(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), order);
+/** One S0 run per interval (run in parallel by the native trainer), each refined when asked. */
+export function trainEachInterval(trace: Trace, intervals: number[], order: TrainOrder, refine = false): TrainRun[] {
+  const results = native.trainSizeClasses(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), order, refine);
   const lowerBound = trace.lowerBound();
   return results.map((result, i) => {
     const interval = intervals[i];
@@ -73,6 +84,9 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
       schedule: { sizes: trace.sizes, classes: result.classOf },
     };
     const arenaBytes = arenaBytesOf(spec);
+    const literal = result.refined
+      ? { interval, classes: Array.from(result.literalSizes!, (size, c) => ({ size, blocks: result.literalBlocks![c] })) }
+      : spec;
     return {
       spec,
       candidate: {
@@ -85,6 +99,8 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
         ratio: lowerBound > 0 ? arenaBytes / lowerBound : 0,
         borrows: result.borrows,
         trainMs: result.ms,
+        refined: result.refined,
+        literalArenaBytes: arenaBytesOf(literal),
       },
     };
   });
@@ -94,7 +110,7 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
  * Trains a size-class plan from a trace, following S0: round each size up to the interval; per class a
  * linked list of cache blocks that remember the lifetimes they held; each tensor goes to a block of its
  * own class with no lifetime conflict, else the first such block of a larger class, else a new block of
- * its own class.
+ * its own class. Then, with `refine`, lowers the arena by moving tensors between classes.
  */
 export function train(trace: Trace, options?: TrainOptions): Plan {
   const o = checkOptions<TrainOptions>(options, 'options', TRAIN_OPTIONS);
@@ -109,6 +125,7 @@ export function train(trace: Trace, options?: TrainOptions): Plan {
   } else {
     intervals = [checkInteger(o.interval, 'options.interval', 1, 2 ** 40)];
   }
+  const refine = o.refine === undefined ? order === 'auto' : checkBoolean(o.refine, 'options.refine');
   const set = trainingSet(trace, iteration);
   if (set.bufferCount === 0) {
     throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to train on: the trace has no allocations`);
@@ -119,7 +136,7 @@ export function train(trace: Trace, options?: TrainOptions): Plan {
   let best: TrainRun | undefined;
   const candidates: TrainCandidate[] = [];
   for (const o of orders) {
-    for (const run of trainEachInterval(set, intervals, o)) {
+    for (const run of trainEachInterval(set, intervals, o, refine)) {
       candidates.push(run.candidate);
       if (!best || run.candidate.arenaBytes < best.candidate.arenaBytes) best = run;
     }
@@ -134,7 +151,9 @@ export function train(trace: Trace, options?: TrainOptions): Plan {
       buffers: set.bufferCount,
     },
     training: {
-      method: 'S0 size-class linked blocks',
+      method: best!.candidate.refined ? 'S0 size-class linked blocks, refined' : 'S0 size-class linked blocks',
+      refined: best!.candidate.refined,
+      literalArenaBytes: best!.candidate.literalArenaBytes,
       order: best!.candidate.order,
       iteration,
       interval: o.interval === undefined ? 'auto' : o.interval,

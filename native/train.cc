@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "os.h"
+#include "refine.h"
 
 namespace tp {
 
@@ -184,6 +185,10 @@ TrainResult trainSizeClasses(const TrainInput& input) {
   result.plan.schedule.resize(input.count);
   for (size_t t = 0; t < input.count; ++t) {
     result.plan.schedule[t] = {static_cast<uint64_t>(input.sizes[t]), classOfSlot[slots.blockSlot[result.blockOf[t]]]};
+  }
+  if (input.refine) {
+    result.literal = result.plan.classes;
+    result.refined = refineClasses(input, &result);
   }
   return result;
 }

@@ -20,12 +20,15 @@ struct TrainInput {
   size_t count;
   uint64_t interval;     // >= 1
   TrainOrder order;
+  bool refine = false;   // then refineClasses (refine.h) after S0
 };
 
 struct TrainResult {
   PlanSpec plan;              // classes ascending by size, each with >= 1 block; schedule in input order
   uint64_t borrows = 0;       // tensors placed in a block of a larger class than their own
   std::vector<uint32_t> blockOf;  // per tensor: the block it was placed in (index over all blocks)
+  bool refined = false;           // refineClasses ran (asked for, and within its limits)
+  std::vector<PlanClass> literal; // with refine: S0's own classes, before refinement
 };
 
 // S0, literally: round each size up to the interval to name its class; visit tensors in the chosen order;
@@ -38,6 +41,8 @@ struct TrainResult {
 // each class keeps its blocks in a heap by that end, and a tree over the classes finds the first larger
 // class holding such a block in O(log classes). In size order a block keeps its history as an ordered set
 // of lifetimes and answers "is [start, end) free?" in O(log history).
+//
+// With input.refine, S0's plan is then refined (refine.h); `literal` keeps what S0 gave.
 TrainResult trainSizeClasses(const TrainInput& input);
 
 // One trainSizeClasses run per interval (input.interval is ignored), spread over up to `threads` threads.

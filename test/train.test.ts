@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace } from '../lib/index.js';
+import { AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace, type TrainCandidate } from '../lib/index.js';
 import { runTrace } from './helpers.js';
 
 const shared = path.resolve(__dirname, '../../shared/traces');
@@ -64,6 +64,22 @@ describe('train(): S0 size-class linked blocks', () => {
     expect(both.arenaBytes).toBeLessThanOrEqual(plan.arenaBytes);
   });
 
+  it('refines beyond S0: never a larger arena, below 1.25x the lower bound on both shared traces with auto', () => {
+    for (const name of ['resnet18_train', 'transformer_train']) {
+      const trace = readTrace(path.join(shared, name, 'trace.csv.gz'));
+      const literal = train(trace, { order: 'auto', refine: false });
+      const refined = train(trace, { order: 'auto' }); // refine is on with order 'auto'
+      expect(refined.training).toMatchObject({ refined: true, method: 'S0 size-class linked blocks, refined' });
+      expect(refined.arenaBytes).toBeLessThanOrEqual(literal.arenaBytes);
+      expect(refined.ratio!).toBeLessThanOrEqual(1.25);
+      for (const c of refined.training.candidates as TrainCandidate[]) {
+        expect(c.refined).toBe(true);
+        expect(c.arenaBytes).toBeLessThanOrEqual(c.literalArenaBytes);
+      }
+      expect(train(trace, { interval: 4096 }).training.refined).toBe(false); // S0 literally by default
+    }
+  });
+
   it('trains on one iteration', () => {
     const trace = readTrace(path.join(shared, 'resnet18_train/trace.csv.gz'));
     const plan = train(trace, { iteration: 2, interval: 4096 });
@@ -73,7 +89,7 @@ describe('train(): S0 size-class linked blocks', () => {
   });
 
   it('validates its options', () => {
-    for (const bad of [{ order: 'random' }, { interval: 0 }, { interval: 1.5 }, { iteration: 3 }, { iteration: 0 }, { candidates: [] }, { speed: 1 }]) {
+    for (const bad of [{ order: 'random' }, { interval: 0 }, { interval: 1.5 }, { iteration: 3 }, { iteration: 0 }, { candidates: [] }, { speed: 1 }, { refine: 'yes' }]) {
       expect(() => train(worked, bad as never)).toThrow(/^options/);
     }
     const empty = parseTrace(Buffer.from('op,id,size,stream\n'), 'empty.csv');
@@ -138,9 +154,10 @@ describe('closing the loop: a pool built from a trained plan serves its trace as
     ['synthetic', syntheticTrainingTrace({ layers: 40, iterations: 5, seed: 7 })],
   ];
   for (const [name, trace] of traces) {
-    for (const order of ['alloc-time', 'size-desc'] as const) {
-      it(`${name}, ${order}: no OS fallback, exactly the borrows training made`, () => {
-        const plan = train(trace, { order });
+    for (const [order, refine] of [['alloc-time', false], ['size-desc', false], ['alloc-time', true], ['size-desc', true]] as const) {
+      it(`${name}, ${order}${refine ? ', refined' : ''}: no OS fallback, exactly the borrows training made`, () => {
+        const plan = train(trace, { order, refine });
+        expect(plan.training.refined).toBe(refine);
         const pool = new Pool({ plan, prefault: false });
         const s = replayThrough(pool, trace);
         expect(s.osFallbacks + s.osOversize).toBe(0);

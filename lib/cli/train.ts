@@ -1,10 +1,10 @@
 import { readTrace } from '../trace/read.js';
-import { AUTO_INTERVALS, train, type TrainOrder } from '../train.js';
+import { AUTO_INTERVALS, train, type TrainCandidate, type TrainOrder } from '../train.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
 import { CliError, bytesOption, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
 
 const usage = `usage: tensorpool train <trace> [-o plan.json] [--interval auto|BYTES] [--order alloc-time|size-desc|auto]
-                        [--iteration N|all] [--json FILE]
+                        [--refine on|off] [--iteration N|all] [--json FILE]
 
 Trains a size-class plan (S0) from a trace and prints the lower bound, the arena it needs, their ratio,
 the classes and blocks, and the training time.
@@ -13,8 +13,12 @@ the classes and blocks, and the training time.
   --interval          size-class interval in bytes (4096, 64K), or auto: try ${AUTO_INTERVALS.map((i) => (i >= 1024 ? i / 1024 + 'K' : i)).join(', ')}
                       and keep the smallest arena (default auto)
   --order             traversal order: alloc-time (S0's default), size-desc, or auto: both (default alloc-time)
+  --refine            on: after S0, lower the arena by moving tensors between classes (a class needs only
+                      as many blocks as it has tensors living at once); off: S0 literally (default: on
+                      with --order auto, else off)
   --iteration         train on iteration N (1-based) or on the whole trace (default all)
-  --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, ... }`;
+  --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
+                      literalArenaBytes, ... }`;
 
 export const trainCommand: Command = {
   name: 'train',
@@ -27,6 +31,7 @@ export const trainCommand: Command = {
         output: { type: 'string', short: 'o' },
         interval: { type: 'string' },
         order: { type: 'string' },
+        refine: { type: 'string' },
         iteration: { type: 'string' },
         json: { type: 'string' },
       },
@@ -41,14 +46,19 @@ export const trainCommand: Command = {
     if (iteration !== 'all' && iteration > trace.iterations) {
       throw new CliError(`--iteration ${iteration}: the trace has ${trace.iterations} iteration(s)`);
     }
-    const plan = train(trace, { interval, order, iteration });
+    const refine = values.refine === undefined ? undefined : oneOf(values.refine, '--refine', ['on', 'off'], 'off') === 'on';
+    const plan = train(trace, { interval, order, iteration, refine });
     const t = plan.training;
-    const candidates = (t.candidates as { interval: number; order: string; classes: number; blocks: number; arenaBytes: number; ratio: number; borrows: number; trainMs: number }[] | undefined) ?? [];
+    const candidates = (t.candidates as TrainCandidate[] | undefined) ?? [];
 
     console.log(`trace        ${path} (${trace.format}, ${trace.eventCount} events, ${trace.bufferCount} buffers, ${trace.iterations} iteration(s))`);
     console.log(`trained on   ${iteration === 'all' ? 'the whole trace' : `iteration ${iteration}`}, order ${t.order}, interval ${plan.interval}${interval === 'auto' ? ' (auto)' : ''}`);
     console.log(`lower bound  ${formatBytes(plan.lowerBound!)} (${plan.lowerBound} B)`);
     console.log(`arena        ${formatBytes(plan.arenaBytes)} (${plan.arenaBytes} B, ${round(plan.ratio!, 3)}x the lower bound)`);
+    if (t.refined) {
+      const literal = t.literalArenaBytes as number;
+      console.log(`refined      from S0's ${formatBytes(literal)} (${round(literal / plan.lowerBound!, 3)}x the lower bound)`);
+    }
     console.log(`classes      ${plan.classes.length} classes, ${plan.blocks} blocks; ${t.borrows} of ${t.tensors} tensors borrow a larger class`);
     console.log(`time         ${round(t.trainMs as number, 1)} ms`);
     console.log('');
@@ -56,8 +66,18 @@ export const trainCommand: Command = {
     if (candidates.length > 1) {
       console.log('');
       console.log(formatTable(
-        ['interval', 'order', 'classes', 'blocks', 'arena', 'x lower bound', 'borrows', 'ms'],
-        candidates.map((c) => [c.interval, c.order, c.classes, c.blocks, formatBytes(c.arenaBytes), round(c.ratio, 3), c.borrows, round(c.trainMs, 1)]),
+        ['interval', 'order', 'classes', 'blocks', 'arena', 'x lower bound', 'S0 alone', 'borrows', 'ms'],
+        candidates.map((c) => [
+          c.interval,
+          c.order,
+          c.classes,
+          c.blocks,
+          formatBytes(c.arenaBytes),
+          round(c.ratio, 3),
+          c.refined ? round(c.literalArenaBytes / plan.lowerBound!, 3) : '–',
+          c.borrows,
+          round(c.trainMs, 1),
+        ]),
       ));
     }
     if (values.output) {
@@ -77,6 +97,8 @@ export const trainCommand: Command = {
       borrows: t.borrows,
       tensors: t.tensors,
       trainMs: t.trainMs,
+      refined: t.refined ?? false,
+      literalArenaBytes: t.literalArenaBytes ?? plan.arenaBytes,
       candidates,
     });
   },

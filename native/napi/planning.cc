@@ -25,7 +25,8 @@ Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
   }
 
   TrainInput input{sizes.Data(), starts.Data(), ends.Data(), sizes.ElementLength(), 0,
-                   order == "alloc-time" ? TrainOrder::AllocTime : TrainOrder::SizeDescending};
+                   order == "alloc-time" ? TrainOrder::AllocTime : TrainOrder::SizeDescending,
+                   info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value()};
   std::vector<TrainResult> results;
   std::vector<uint64_t> elapsed;
   trainEachInterval(input, intervals, std::thread::hardware_concurrency(), &results, &elapsed);
@@ -44,6 +45,17 @@ Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
     Napi::Object o = Napi::Object::New(env);
     o.Set("sizes", classSizes);
     o.Set("blocks", classBlocks);
+    o.Set("refined", Napi::Boolean::New(env, result.refined));
+    if (result.refined) {
+      const size_t m = result.literal.size();
+      Napi::Float64Array literalSizes = Napi::Float64Array::New(env, m), literalBlocks = Napi::Float64Array::New(env, m);
+      for (size_t i = 0; i < m; ++i) {
+        literalSizes[i] = static_cast<double>(result.literal[i].size);
+        literalBlocks[i] = static_cast<double>(result.literal[i].blocks);
+      }
+      o.Set("literalSizes", literalSizes);
+      o.Set("literalBlocks", literalBlocks);
+    }
     o.Set("borrows", Napi::Number::New(env, static_cast<double>(result.borrows)));
     o.Set("classOf", classOf);
     o.Set("ms", Napi::Number::New(env, static_cast<double>(elapsed[r]) / 1e6));
