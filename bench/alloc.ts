@@ -3,9 +3,15 @@
  * prefaulted tensorpool Pool vs `new Float32Array(n)` vs `Buffer.allocUnsafe(n)`. Variants run interleaved
  * (every repetition runs each variant once, in rotating order); the table shows medians over repetitions.
  *
+ * 'tensorpool, native loop' is the same pool driven by the native replay loop (no JS, no ArrayBuffer per
+ * block): what the pool itself costs. The difference to 'tensorpool' is N-API's: Node 20 makes an external
+ * ArrayBuffer through a Buffer with a weak-reference finalizer, and detaching it costs as much again.
+ *
  *   npm run build && npx tsx bench/alloc.ts [--reps 15] [--json out.json]
  */
 import { Pool, measureFaults } from '../dist/index.js';
+import { native, type NativeReplayer } from '../dist/native.js';
+import { nativePoolOf } from '../dist/pool.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
@@ -28,6 +34,27 @@ const pool = new Pool({
   plan: { interval: 4 * KiB, classes: SIZES.map((size) => ({ size, blocks: 1 })) },
 });
 
+/** A native replayer of `ops` alloc + release pairs of `bytes` through the pool, one per size. */
+const loops = new Map<string, NativeReplayer>();
+function nativeLoop(bytes: number, ops: number): NativeReplayer {
+  const id = `${bytes}x${ops}`;
+  let loop = loops.get(id);
+  if (!loop) {
+    const opsArray = new Uint8Array(2 * ops);
+    const buffers = new Int32Array(2 * ops);
+    for (let i = 0; i < ops; i++) {
+      opsArray[2 * i + 1] = 1;
+      buffers[2 * i] = buffers[2 * i + 1] = i;
+    }
+    loop = new native.NativeReplayer(nativePoolOf(pool), opsArray, buffers, new Float64Array(ops).fill(bytes), {
+      touch: 'pages',
+      iterationMarks: false,
+    });
+    loops.set(id, loop);
+  }
+  return loop;
+}
+
 const variants: Variant[] = [
   {
     name: 'tensorpool',
@@ -38,6 +65,10 @@ const variants: Variant[] = [
         pool.release(x);
       }
     },
+  },
+  {
+    name: 'tensorpool, native loop',
+    run: (bytes, ops) => void nativeLoop(bytes, ops).run(false),
   },
   {
     name: 'new Float32Array',
