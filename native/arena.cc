@@ -54,7 +54,7 @@ bool Arena::commitUpTo(uint64_t upTo, std::string* error) {
   return true;
 }
 
-void Arena::discard(char* start, uint64_t bytes) {
+void Arena::discard(char* start, uint64_t bytes) const {
   if (options_.lock) return;
   const uintptr_t page = os::pageSize();
   const uintptr_t from = roundUp(reinterpret_cast<uintptr_t>(start), page);

@@ -32,7 +32,7 @@ class Arena {
 
   // Gives the whole pages inside [start, start + bytes) back to the OS; a no-op for a locked arena (locked
   // pages stay resident by contract). The bytes read as zero afterwards. Pre: the range was carved.
-  void discard(char* start, uint64_t bytes);
+  void discard(char* start, uint64_t bytes) const;
 
   // Compares addresses as integers: the pointer may belong to any object, or to none.
   bool contains(const void* p) const {

@@ -360,7 +360,7 @@ IterationSummary Pool::markIteration() {
   if (prepared_) {
     ended.installed = prepared_->id();
     counters_.preparedGeneration = 0;
-    installLocked(std::move(prepared_));
+    installLocked(std::move(prepared_), false);
   }
   return ended;
 }
@@ -386,7 +386,7 @@ bool Pool::switchPlan(const PlanSpec& plan, std::string* error) {
     *error = "the pool was closed during the switch";
     return false;  // the new arena is unmapped as `generation` goes
   }
-  installLocked(std::move(generation));
+  installLocked(std::move(generation), true);
   return true;
 }
 
@@ -407,10 +407,32 @@ uint64_t Pool::prepareSwitch(const PlanSpec& plan, std::string* error) {
   return id;
 }
 
-void Pool::installLocked(std::unique_ptr<SizeClassPool> generation) {
+uint64_t Pool::discardRetired() {
+  std::vector<std::pair<const Arena*, std::vector<std::pair<char*, uint64_t>>>> work;
+  std::shared_ptr<void> pinned;  // no arena is unmapped while its pages are advised away
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t id : undiscarded_) {
+      if (const SizeClassPool* generation = generationLocked(id)) work.emplace_back(&generation->arena(), generation->freeRanges());
+    }
+    undiscarded_.clear();
+    if (!work.empty()) pinned = pin();
+  }
+  uint64_t bytes = 0;
+  for (const auto& [arena, ranges] : work) {
+    for (const auto& [start, length] : ranges) {
+      arena->discard(start, length);
+      bytes += length;
+    }
+  }
+  return bytes;
+}
+
+void Pool::installLocked(std::unique_ptr<SizeClassPool> generation, bool discardNow) {
   counters_.generation = generation->id();
   counters_.switches++;
-  generations_.back()->retire();
+  generations_.back()->retire(discardNow);
+  if (!discardNow) undiscarded_.push_back(generations_.back()->id());
   generations_.push_back(std::move(generation));
   dropDrainedLocked();
 }

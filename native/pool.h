@@ -129,6 +129,10 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // yet; close() drops it. Returns the generation prepared, or 0 with *error (the pool
   // unchanged).
   uint64_t prepareSwitch(const PlanSpec& plan, std::string* error);
+  // The arena a markIteration() retired still holds its free blocks' pages: this gives them to the OS,
+  // holding the lock only to list them (the binding runs it on a libuv thread after such a mark; a
+  // synchronous switchPlan() discards at once). Returns the bytes advised away.
+  uint64_t discardRetired();
 
   // Recording of the events this pool serves (see recorder.h). startRecording keeps what is already held
   // and sets the limit on events held; copyRecording copies the events numbered [from, end()).
@@ -181,7 +185,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   void dropDrainedLocked();
   void recordReleaseLocked(uint64_t serial, const Stream* stream);
   std::unique_ptr<SizeClassPool> buildGeneration(const PlanSpec& plan, std::string* error);
-  void installLocked(std::unique_ptr<SizeClassPool> generation);
+  void installLocked(std::unique_ptr<SizeClassPool> generation, bool discardNow);
 
   mutable std::mutex mu_;
   PoolOptions options_;
@@ -189,6 +193,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::vector<std::unique_ptr<SizeClassPool>> generations_;  // back() serves
   std::unique_ptr<SizeClassPool> prepared_;                  // installed by the next markIteration()
   std::atomic<uint32_t> lastGeneration_{1};                  // ids are never reused: headers name their arena by id
+  std::vector<uint32_t> undiscarded_;                        // retired at a mark, free pages not yet discarded
   std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;

@@ -145,11 +145,18 @@ void SizeClassPool::give(BlockHeader* header) {
   push(header->classIndex, header);
 }
 
-void SizeClassPool::retire() {
+void SizeClassPool::retire(bool discardFree) {
   retired_ = true;
+  if (!discardFree) return;
+  for (const auto& [start, bytes] : freeRanges()) arena_->discard(start, bytes);
+}
+
+std::vector<std::pair<char*, uint64_t>> SizeClassPool::freeRanges() const {
+  std::vector<std::pair<char*, uint64_t>> ranges;
   for (BlockHeader* head : heads_) {
-    for (BlockHeader* header = head; header; header = header->next) arena_->discard(header->data(), header->capacity);
+    for (BlockHeader* header = head; header; header = header->next) ranges.emplace_back(header->data(), header->capacity);
   }
+  return ranges;
 }
 
 BlockHeader* SizeClassPool::headerOf(const void* data) const {

@@ -41,9 +41,13 @@ class SizeClassPool {
   // Returns a live or deferred block of this pool to its class's free list (its pages to the OS, once
   // retired).
   void give(BlockHeader* header);
-  // This pool serves no more (a newer plan does): the pages of its free blocks, now and as they come back,
-  // go back to the OS, so that a draining arena holds memory only under live blocks.
-  void retire();
+  // This pool serves no more (a newer plan does): blocks that come back give their pages to the OS, so that
+  // a draining arena holds memory only under live blocks. With discardFree the free blocks' pages go now;
+  // without, the caller discards freeRanges() itself (Pool does it off its lock, as no retired block is
+  // ever handed out again).
+  void retire(bool discardFree);
+  // The data of every free block: (start, bytes).
+  std::vector<std::pair<char*, uint64_t>> freeRanges() const;
 
   // The header of the block whose data starts at `data`, or nullptr when `data` is not the start of a block
   // of this pool. Never reads memory outside the arena.

@@ -54,6 +54,20 @@ class PrepareSwitchWorker : public Napi::AsyncWorker {
   std::string error_;
 };
 
+// Gives a retired arena's free pages back to the OS on a libuv worker thread, after the mark that
+// installed a prepared switch: that mark stays short.
+class DiscardRetiredWorker : public Napi::AsyncWorker {
+ public:
+  DiscardRetiredWorker(Napi::Env env, std::shared_ptr<Pool> pool)
+      : Napi::AsyncWorker(env, "tensorpool.discardRetired"), pool_(std::move(pool)) {}
+
+ protected:
+  void Execute() override { pool_->discardRetired(); }
+
+ private:
+  std::shared_ptr<Pool> pool_;
+};
+
 Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   Napi::Object o = Napi::Object::New(env);
   auto set = [&](const char* key, uint64_t value) { setNumber(o, key, value); };
@@ -271,6 +285,7 @@ Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
   setNumber(o, "unplannedBorrows", ended.unplannedBorrows);
   setNumber(o, "recorderEnd", ended.recorderEnd);
   setNumber(o, "installed", ended.installed);
+  if (ended.installed) (new DiscardRetiredWorker(info.Env(), pool_))->Queue();  // deletes itself when done
   return o;
 }
 

@@ -497,3 +497,23 @@ TEST(switches_prepared_on_other_threads_install_only_at_marks_while_threads_allo
   CHECK(pool->prepareSwitch(smallPlan(), &error) == 0 && error == "the pool is closed");
   CHECK(pool->stats().reservedBytes == 0);
 }
+
+TEST(a_switch_installed_at_a_mark_discards_the_old_free_pages_only_when_asked) {
+  auto pool = makePool(smallPlan());
+  Allocation kept = pool->alloc(1 << 20);
+  Allocation freed = pool->alloc(1 << 20);
+  std::memset(kept.data, 0x11, 1 << 20);
+  std::memset(freed.data, 0x5a, 1 << 20);
+  CHECK(pool->release(freed.data) == ReleaseStatus::Ok);
+  std::string error;
+  CHECK(pool->prepareSwitch(smallPlan(), &error) != 0);
+  CHECK(pool->markIteration().installed != 0);
+  volatile uint8_t* page = static_cast<volatile uint8_t*>(freed.data) + 4096;
+  CHECK(*page == 0x5a);  // the mark left the pages alone
+  CHECK(pool->discardRetired() >= (1 << 20));
+  CHECK(*page == 0);  // given back: reads as zero
+  CHECK(pool->discardRetired() == 0);
+  CHECK(static_cast<const uint8_t*>(kept.data)[4096] == 0x11);  // a live block is never touched
+  CHECK(pool->release(kept.data) == ReleaseStatus::Ok);
+  CHECK(pool->stats().arenas == 1);
+}
