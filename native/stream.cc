@@ -86,6 +86,7 @@ void Stream::run() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   observers_.clear();  // nothing more to report
+  finished_.store(true, std::memory_order_release);
 }
 
 void Stream::execute(Task& task) {

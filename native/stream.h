@@ -75,6 +75,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // The same without blocking: the thread finishes on its own (used when the JS object is collected).
   void closeDetached(bool cancel);
   bool closed() const;
+  // The thread has run its last task after a close; joining it (close()) no longer waits for work.
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
 
  private:
   Stream() = default;
@@ -90,6 +92,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::atomic<uint64_t> completed_{0};
   bool stopping_ = false;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
   std::shared_ptr<Gate> waitingOn_;  // the gate the running task waits on
   std::vector<std::weak_ptr<StreamObserver>> observers_;
   std::thread thread_;

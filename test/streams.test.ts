@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 
 import { OffsetPlan, Pool, Stream } from '../lib/index.js';
 import { native } from '../lib/native.js';
@@ -90,6 +92,36 @@ describe('stream-ordered release (S4)', () => {
     expect(pool.stats()).toMatchObject({ offsetHits: 2, offsetMisses: 1, deferredPending: 0, liveBlocks: 1 });
     pool.release(again);
     await stream.close();
+  });
+
+  it('a worker_thread that exits with stream work and a switch in flight leaves the process intact', () => {
+    // Node unloads the addon with the worker's environment: no stream thread, no libuv work and no
+    // thread-safe function of ours may still run or be called then (this used to end in SIGSEGV).
+    const dist = JSON.stringify(path.resolve('dist'));
+    const body = `
+      const { Pool, Stream, train, syntheticTrainingTrace } = require(${dist});
+      const { nativePoolOf } = require(${dist} + '/pool.js');
+      const { toNativePlan } = require(${dist} + '/plan-spec.js');
+      const pool = new Pool();
+      const stream = new Stream();
+      const big = pool.uint8(32 << 20);
+      for (let i = 0; i < 4; i++) stream.fill(big, i);
+      stream.record().synchronize();
+      pool.release(pool.uint8(4096), { stream });
+      nativePoolOf(pool).prepareSwitch(toNativePlan(train(syntheticTrainingTrace({ layers: 8, iterations: 2 })))).catch(() => {});
+      process.exit(0);`;
+    const script = `
+      const { Worker } = require('node:worker_threads');
+      let exited = 0;
+      const spawn = () => new Worker(${JSON.stringify(body)}, { eval: true }).on('exit', (code) => {
+        if (code !== 0) throw new Error('worker exit code ' + code);
+        if (++exited < 8) spawn(); else console.log('all exited');
+      });
+      spawn();`;
+    const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.signal).toBeNull();
+    expect(run.status).toBe(0);
+    expect(run.stdout.trim()).toBe('all exited');
   });
 
   it('a tracked promise holds back the work and the releases queued after it, resolved or rejected', async () => {

@@ -32,6 +32,23 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                        });
 }
 
+Addon::~Addon() {
+  for (const std::shared_ptr<Stream>& stream : streams_) stream->close(true);
+}
+
+void Addon::adoptStream(std::shared_ptr<Stream> stream) {
+  // Forget the streams that are done: closed, drained, and held by nobody else (their thread has let go).
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if ((*it)->finished() && it->use_count() == 1) {
+      (*it)->close(false);  // joins a thread that has nothing left to do
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  streams_.push_back(std::move(stream));
+}
+
 // -> { minor, major } for the whole process (getrusage).
 Napi::Value Addon::ProcessFaults(const Napi::CallbackInfo& info) {
   return faultCountsObject(info.Env(), os::processFaults());

@@ -4,6 +4,7 @@
 
 #include "addon.h"
 #include "args.h"
+#include "async_work.h"
 #include "stream_object.h"
 
 namespace tp::napi {
@@ -24,49 +25,6 @@ void finalizeBlock(napi_env, void* data, void* hint) {
   ticket->pool->releaseIfSerial(data, ticket->serial);
   delete ticket;
 }
-
-// Builds a switch's arena on a libuv worker thread (mapping and pre-faulting take long); the promise
-// settles once it waits for the next markIteration(), which installs it.
-class PrepareSwitchWorker : public Napi::AsyncWorker {
- public:
-  PrepareSwitchWorker(Napi::Env env, std::shared_ptr<Pool> pool, PlanSpec plan)
-      : Napi::AsyncWorker(env, "tensorpool.prepareSwitch"),
-        pool_(std::move(pool)),
-        plan_(std::move(plan)),
-        deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise promise() const { return deferred_.Promise(); }
-
- protected:
-  void Execute() override { generation_ = pool_->prepareSwitch(plan_, &error_); }
-  void OnOK() override {
-    if (generation_ == 0) {
-      deferred_.Reject(errorWithCode(Env(), "ERR_TP_POOL_CREATE", error_).Value());
-    } else {
-      deferred_.Resolve(Napi::Number::New(Env(), static_cast<double>(generation_)));
-    }
-  }
-
- private:
-  std::shared_ptr<Pool> pool_;
-  PlanSpec plan_;
-  Napi::Promise::Deferred deferred_;
-  uint64_t generation_ = 0;
-  std::string error_;
-};
-
-// Gives a retired arena's free pages back to the OS on a libuv worker thread, after the mark that
-// installed a prepared switch: that mark stays short.
-class DiscardRetiredWorker : public Napi::AsyncWorker {
- public:
-  DiscardRetiredWorker(Napi::Env env, std::shared_ptr<Pool> pool)
-      : Napi::AsyncWorker(env, "tensorpool.discardRetired"), pool_(std::move(pool)) {}
-
- protected:
-  void Execute() override { pool_->discardRetired(); }
-
- private:
-  std::shared_ptr<Pool> pool_;
-};
 
 Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   Napi::Object o = Napi::Object::New(env);
@@ -285,7 +243,10 @@ Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
   setNumber(o, "unplannedBorrows", ended.unplannedBorrows);
   setNumber(o, "recorderEnd", ended.recorderEnd);
   setNumber(o, "installed", ended.installed);
-  if (ended.installed) (new DiscardRetiredWorker(info.Env(), pool_))->Queue();  // deletes itself when done
+  if (ended.installed) {
+    // The retired arena's free pages go back to the OS off this thread: this mark stays short.
+    queueWork(info.Env(), "tensorpool.discardRetired", [pool = pool_] { pool->discardRetired(); }, [](napi_env) {});
+  }
   return o;
 }
 
@@ -297,10 +258,22 @@ Napi::Value PoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value PoolObject::PrepareSwitch(const Napi::CallbackInfo& info) {
-  auto* worker = new PrepareSwitchWorker(info.Env(), pool_, readPlan(info[0]));
-  Napi::Promise promise = worker->promise();
-  worker->Queue();  // deletes itself once settled
-  return promise;
+  struct Outcome {
+    uint64_t generation = 0;
+    std::string error;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  PlanSpec plan = readPlan(info[0]);
+  napi_deferred deferred;
+  napi_value promise;
+  NAPI_THROW_IF_FAILED(info.Env(), napi_create_promise(info.Env(), &deferred, &promise), Napi::Value());
+  queueWork(
+      info.Env(), "tensorpool.prepareSwitch",
+      [pool = pool_, plan = std::move(plan), outcome] { outcome->generation = pool->prepareSwitch(plan, &outcome->error); },
+      [deferred, outcome](napi_env env) {
+        settleDeferred(env, deferred, static_cast<double>(outcome->generation), "ERR_TP_POOL_CREATE", outcome->error);
+      });
+  return Napi::Value(info.Env(), promise);
 }
 
 Napi::Value PoolObject::StartRecording(const Napi::CallbackInfo& info) {

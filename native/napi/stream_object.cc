@@ -1,6 +1,7 @@
 #include "stream_object.h"
 
 #include <atomic>
+#include <mutex>
 
 #include "../pool.h"
 #include "addon.h"
@@ -12,23 +13,29 @@ namespace tp::napi {
 // While something is watched the function keeps the event loop alive; otherwise it does not.
 class StreamObject::Notifier : public StreamObserver {
  public:
-  Notifier(Napi::Env env, Napi::Function onProgress) : alive_(std::make_shared<std::atomic<bool>>(true)) {
-    // Node finalizes the function itself when the environment shuts down; after that it must not be
-    // released again (the flag outlives us: the finalizer owns a reference to it).
+  Notifier(Napi::Env env, Napi::Function onProgress) : alive_(std::make_shared<Alive>()) {
+    // Node finalizes the function itself when the environment shuts down; after that it must be neither
+    // called nor released. The flag, guarded so that a call in flight finishes before the finalizer does,
+    // outlives us: the finalizer owns a reference to it.
     tsfn_ = Napi::ThreadSafeFunction::New(env, onProgress, "tensorpool stream", 0, 1,
-                                          [](Napi::Env, std::shared_ptr<std::atomic<bool>>* alive) {
-                                            (*alive)->store(false);
+                                          [](Napi::Env, std::shared_ptr<Alive>* alive) {
+                                            {
+                                              std::lock_guard<std::mutex> lock((*alive)->mu);
+                                              (*alive)->yes = false;
+                                            }
                                             delete alive;
                                           },
-                                          new std::shared_ptr<std::atomic<bool>>(alive_));
+                                          new std::shared_ptr<Alive>(alive_));
     tsfn_.Unref(env);
   }
   ~Notifier() override {
-    if (alive_->load()) tsfn_.Release();
+    std::lock_guard<std::mutex> lock(alive_->mu);
+    if (alive_->yes) tsfn_.Release();
   }
 
   void watch(Napi::Env env, uint64_t sequence) {
-    if (!alive_->load()) return;
+    std::lock_guard<std::mutex> lock(alive_->mu);
+    if (!alive_->yes) return;
     watched_.store(sequence, std::memory_order_release);
     if (sequence == UINT64_MAX) tsfn_.Unref(env);
     else tsfn_.Ref(env);
@@ -37,13 +44,23 @@ class StreamObject::Notifier : public StreamObserver {
   void onProgress(Stream&, uint64_t completed) override {
     uint64_t watched = watched_.load(std::memory_order_acquire);
     if (completed < watched || !watched_.compare_exchange_strong(watched, UINT64_MAX)) return;
+    std::lock_guard<std::mutex> lock(alive_->mu);
+    if (!alive_->yes) return;
     tsfn_.NonBlockingCall([completed](Napi::Env env, Napi::Function callback) {
-      callback.Call({Napi::Number::New(env, static_cast<double>(completed))});
+      // Plain N-API: while the environment goes, these fail by status; a C++ exception would terminate.
+      napi_value receiver, argument, result;
+      if (napi_get_undefined(env, &receiver) != napi_ok) return;
+      if (napi_create_double(env, static_cast<double>(completed), &argument) != napi_ok) return;
+      napi_call_function(env, receiver, callback, 1, &argument, &result);
     });
   }
 
  private:
-  std::shared_ptr<std::atomic<bool>> alive_;
+  struct Alive {
+    std::mutex mu;
+    bool yes = true;
+  };
+  std::shared_ptr<Alive> alive_;
   Napi::ThreadSafeFunction tsfn_;
   std::atomic<uint64_t> watched_{UINT64_MAX};
 };
@@ -94,6 +111,7 @@ StreamObject::StreamObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<St
   stream_ = Stream::create();
   notifier_ = std::make_shared<Notifier>(info.Env(), info[0].As<Napi::Function>());
   stream_->addObserver(notifier_);
+  info.Env().GetInstanceData<Addon>()->adoptStream(stream_);
 }
 
 // Collected: queued work still runs (its memory stays pinned); waits on promises nobody can settle for us
