@@ -218,7 +218,9 @@ export class Pool {
   /**
    * Marks the start of an iteration (a training step, an inference batch): the next allocation is
    * position 0 of the plan's schedule. Call it at the same point of every iteration as in the trace the
-   * plan was trained on.
+   * plan was trained on. In an adaptive pool this is also where the iteration that ended is judged, a plan
+   * is trained (on this thread, milliseconds) and a switch prepared in the background is installed; a
+   * synchronous switch (adaptive.background false) maps and pre-faults its arena here.
    */
   markIteration(): void {
     if (this.#closed) throw closedError();
