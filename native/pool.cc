@@ -359,7 +359,6 @@ IterationSummary Pool::markIteration() {
   counters_.iterations++;
   if (prepared_) {
     ended.installed = prepared_->id();
-    counters_.preparedGeneration = 0;
     installLocked(std::move(prepared_), false);
   }
   return ended;
@@ -403,7 +402,6 @@ uint64_t Pool::prepareSwitch(const PlanSpec& plan, std::string* error) {
   }
   replaced = std::move(prepared_);
   prepared_ = std::move(generation);
-  counters_.preparedGeneration = id;
   return id;
 }
 
@@ -468,7 +466,6 @@ void Pool::close() {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.closed = true;
   prepared_.reset();
-  counters_.preparedGeneration = 0;
   dropDrainedLocked();
 }
 
@@ -482,6 +479,7 @@ PoolStats Pool::stats() const {
   }
   s.arenas = generations_.size();
   if (prepared_) {  // holds memory already, though it serves nothing yet
+    s.preparedGeneration = prepared_->id();
     s.reservedBytes += prepared_->arena().reservedBytes();
     s.committedBytes += prepared_->arena().committedBytes();
   }

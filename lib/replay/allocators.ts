@@ -48,25 +48,35 @@ export function findLibrary(soname: string): string | undefined {
   }
 }
 
+/** What runs for an allocator, from its name alone (no library lookup). */
+export function kindOf(name: AllocatorName): AllocatorSpec['kind'] {
+  if (name === 'tensorpool') return 'pool';
+  if (name === 'tensorpool-offsets') return 'offsets';
+  if (name === 'ideal') return 'ideal';
+  return 'libc';
+}
+
 /** Describes an allocator; a peer whose library is missing has no `library` (see `package`). */
 export function resolveAllocator(name: AllocatorName): AllocatorSpec {
-  if (name === 'tensorpool') return { name, kind: 'pool' };
-  if (name === 'tensorpool-offsets') return { name, kind: 'offsets' };
-  if (name === 'ideal') return { name, kind: 'ideal' };
   if (name === 'malloc') return { name, kind: 'libc', mapsName: 'libc.so' };
-  const peer = PEERS[name];
+  if (kindOf(name) !== 'libc') return { name, kind: kindOf(name) };
+  const peer = PEERS[name as keyof typeof PEERS];
   return { name, kind: 'libc', soname: peer.soname, package: peer.package, mapsName: peer.mapsName, library: findLibrary(peer.soname) };
 }
 
 /** The allocators people would pick instead of tensorpool: what "x best peer" divides by. */
 export function isPeer(name: AllocatorName): boolean {
-  return resolveAllocator(name).kind === 'libc';
+  return kindOf(name) === 'libc';
 }
 
 /** Ours: drawn highlighted in reports. */
 export function isTensorpool(name: AllocatorName): boolean {
-  const kind = resolveAllocator(name).kind;
-  return kind === 'pool' || kind === 'offsets';
+  return kindOf(name) === 'pool' || kindOf(name) === 'offsets';
+}
+
+/** Runs from the offset plan (tensorpool-offsets, and the ideal yardstick). */
+export function usesOffsetPlan(name: AllocatorName): boolean {
+  return kindOf(name) === 'offsets' || kindOf(name) === 'ideal';
 }
 
 export function isAvailable(spec: AllocatorSpec): boolean {

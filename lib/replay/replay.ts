@@ -18,7 +18,7 @@ import { readTrace } from '../trace/read.js';
 import type { Trace } from '../trace/trace.js';
 import { train } from '../train.js';
 import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
-import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, type AllocatorName, type AllocatorSpec } from './allocators.js';
+import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, usesOffsetPlan, type AllocatorName, type AllocatorSpec } from './allocators.js';
 import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';
 
 export type TouchMode = 'pages' | 'full' | 'none';
@@ -189,7 +189,7 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
     }
     let offsetPlan: OffsetPlan | null = null;
     let offsetPlanPath: string | undefined;
-    if (names.includes('tensorpool-offsets') || names.includes('ideal')) {
+    if (names.some(usesOffsetPlan)) {
       offsetPlan =
         o.offsetPlan === undefined
           ? OffsetPlan.fromTrace(trace, { strategy: 'best', timeLimitMs: 10000 })
@@ -214,12 +214,12 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
           type: 'init',
           tracePath,
           allocator: p.spec.kind,
-          planPath: p.spec.kind === 'pool' ? planPath : p.spec.kind === 'offsets' || p.spec.kind === 'ideal' ? offsetPlanPath : undefined,
+          planPath: p.spec.kind === 'pool' ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
           touch,
           // A plan of one iteration schedules every iteration from its start.
           iterationMarks:
             (p.spec.kind === 'pool' && typeof plan?.training.iteration === 'number') ||
-            ((p.spec.kind === 'offsets' || p.spec.kind === 'ideal') && typeof offsetPlan?.source.iteration === 'number'),
+            (usesOffsetPlan(p.spec.name) && typeof offsetPlan?.source.iteration === 'number'),
           mapsName: p.spec.mapsName,
         });
         if (ready.type === 'ready') p.faultSource = ready.faultSource;

@@ -8,6 +8,22 @@
 
 namespace tp::napi {
 
+namespace {
+
+// Sets o[sizesKey] and o[blocksKey] to Float64Arrays of the classes' sizes and block counts.
+void setClasses(Napi::Env env, Napi::Object& o, const std::vector<PlanClass>& classes, const char* sizesKey,
+                const char* blocksKey) {
+  Napi::Float64Array sizes = Napi::Float64Array::New(env, classes.size()), blocks = Napi::Float64Array::New(env, classes.size());
+  for (size_t i = 0; i < classes.size(); ++i) {
+    sizes[i] = static_cast<double>(classes[i].size);
+    blocks[i] = static_cast<double>(classes[i].blocks);
+  }
+  o.Set(sizesKey, sizes);
+  o.Set(blocksKey, blocks);
+}
+
+}  // namespace
+
 Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Float64Array sizes = requireFloat64ArrayArg(info, 0, "sizes");
@@ -34,28 +50,12 @@ Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
   Napi::Array out = Napi::Array::New(env, results.size());
   for (size_t r = 0; r < results.size(); ++r) {
     const TrainResult& result = results[r];
-    const size_t n = result.plan.classes.size();
-    Napi::Float64Array classSizes = Napi::Float64Array::New(env, n), classBlocks = Napi::Float64Array::New(env, n);
-    for (size_t i = 0; i < n; ++i) {
-      classSizes[i] = static_cast<double>(result.plan.classes[i].size);
-      classBlocks[i] = static_cast<double>(result.plan.classes[i].blocks);
-    }
     Napi::Uint32Array classOf = Napi::Uint32Array::New(env, result.plan.schedule.size());
     for (size_t t = 0; t < result.plan.schedule.size(); ++t) classOf[t] = result.plan.schedule[t].classIndex;
     Napi::Object o = Napi::Object::New(env);
-    o.Set("sizes", classSizes);
-    o.Set("blocks", classBlocks);
+    setClasses(env, o, result.plan.classes, "sizes", "blocks");
     o.Set("refined", Napi::Boolean::New(env, result.refined));
-    if (result.refined) {
-      const size_t m = result.literal.size();
-      Napi::Float64Array literalSizes = Napi::Float64Array::New(env, m), literalBlocks = Napi::Float64Array::New(env, m);
-      for (size_t i = 0; i < m; ++i) {
-        literalSizes[i] = static_cast<double>(result.literal[i].size);
-        literalBlocks[i] = static_cast<double>(result.literal[i].blocks);
-      }
-      o.Set("literalSizes", literalSizes);
-      o.Set("literalBlocks", literalBlocks);
-    }
+    if (result.refined) setClasses(env, o, result.literal, "literalSizes", "literalBlocks");
     o.Set("borrows", Napi::Number::New(env, static_cast<double>(result.borrows)));
     o.Set("classOf", classOf);
     o.Set("ms", Napi::Number::New(env, static_cast<double>(elapsed[r]) / 1e6));
