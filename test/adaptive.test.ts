@@ -8,9 +8,8 @@ import { native } from '../lib/native.js';
 import { toNativePlan } from '../lib/plan-spec.js';
 import { nativePoolOf } from '../lib/pool.js';
 import { repeatIteration } from '../lib/trace/repeat.js';
-import { expectCode, fillPattern, patternIntact, runTrace, underAsan } from './helpers.js';
+import { expectCode, fillPattern, patternIntact, runTrace, traceFixture, underAsan } from './helpers.js';
 
-const shared = path.resolve(__dirname, '../../shared/traces');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-adaptive-'));
 
 /** What each iteration cost, from the pool's counters around it. */
@@ -189,7 +188,7 @@ describe('adaptive pool: record, train, switch', () => {
 
   it('switches on the shared traces with no OS fallback after the switch', () => {
     for (const name of ['resnet18_train', 'transformer_train']) {
-      const trace = repeatIteration(readTrace(path.join(shared, name, 'trace.csv.gz')), 2, 6);
+      const trace = repeatIteration(readTrace(traceFixture(name, 'trace.csv.gz')), 2, 6);
       const pool = new Pool({ adaptive: true, prefault: false });
       const { costs, live } = runIterations(pool, trace);
       expect(pool.stats().adaptive!.switches, name).toBe(1);
@@ -249,7 +248,7 @@ describe('adaptive pool: record, train, switch', () => {
 describe('recording: pool.record() and stopRecording()', () => {
   it('a shared trace replayed through a recording pool comes back event for event and trains the same plan', () => {
     for (const name of ['resnet18_train', 'transformer_train']) {
-      const external = readTrace(path.join(shared, name, 'trace.csv.gz'));
+      const external = readTrace(traceFixture(name, 'trace.csv.gz'));
       const pool = new Pool({ prefault: false });
       pool.record();
       const live = runTrace(pool, external, { marks: true });

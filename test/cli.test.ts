@@ -4,9 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { Plan } from '../lib/index.js';
-import { expectUsageError, run } from './helpers.js';
+import { expectUsageError, run, traceFixture } from './helpers.js';
 
-const shared = path.resolve(__dirname, '../../shared/traces');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-cli-'));
 
 
@@ -14,7 +13,7 @@ describe('tensorpool train', () => {
   it('prints lower bound, arena, ratio, classes and time; writes the plan and --json', () => {
     const plan = path.join(tmp, 'resnet.plan.json');
     const json = path.join(tmp, 'train.json');
-    const r = run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '-o', plan, '--order', 'size-desc', '--json', json);
+    const r = run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '-o', plan, '--order', 'size-desc', '--json', json);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/lower bound\s+205 MiB \(215441388 B\)/);
     expect(r.stdout).toMatch(/arena\s+.*x the lower bound/);
@@ -29,7 +28,7 @@ describe('tensorpool train', () => {
   });
 
   it('takes a fixed interval, an order and an iteration', () => {
-    const r = run('train', path.join(shared, 'transformer_train/trace.json.gz'), '--interval', '64K', '--order', 'alloc-time', '--iteration', '2');
+    const r = run('train', traceFixture('transformer_train', 'trace.json.gz'), '--interval', '64K', '--order', 'alloc-time', '--iteration', '2');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/trained on\s+iteration 2, order alloc-time, interval 65536/);
   });
@@ -38,10 +37,10 @@ describe('tensorpool train', () => {
     expectUsageError(run('train', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
     expectUsageError(run('train'), /expected one trace file, got none/);
     expectUsageError(run('train', 'a', 'b'), /expected one trace file, got a b/);
-    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--interval', 'big'), /--interval must be a byte count/);
-    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--order', 'random'), /--order must be one of/);
-    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--iteration', '9'), /--iteration 9: the trace has 2 iteration/);
-    expectUsageError(run('train', path.join(shared, 'resnet18_train/trace.csv.gz'), '--speed'), /Unknown option '--speed'/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--interval', 'big'), /--interval must be a byte count/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--order', 'random'), /--order must be one of/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--iteration', '9'), /--iteration 9: the trace has 2 iteration/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--speed'), /Unknown option '--speed'/);
     const bad = path.join(tmp, 'bad.csv');
     fs.writeFileSync(bad, 'op,id,size,stream\na,1,-5,0\n');
     expectUsageError(run('train', bad), /bad\.csv:2: field "size": must be a positive integer/);
@@ -51,7 +50,7 @@ describe('tensorpool train', () => {
 
 describe('tensorpool info and help', () => {
   it('summarises a trace', () => {
-    const r = run('info', path.join(shared, 'resnet18_train/trace.json.gz'), '--json', path.join(tmp, 'info.json'));
+    const r = run('info', traceFixture('resnet18_train', 'trace.json.gz'), '--json', path.join(tmp, 'info.json'));
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/events\s+2821 \(1442 allocs, 1378 frees, 2 iteration/);
     expect(JSON.parse(fs.readFileSync(path.join(tmp, 'info.json'), 'utf8')).lowerBound).toBe(215441388);

@@ -8,6 +8,19 @@ import { EventOp } from '../lib/trace/trace.js';
 
 const cli = path.resolve(__dirname, '../dist/cli/main.js');
 
+/** A file under test/fixtures (the test data the repository carries: see test/fixtures/README.md). */
+export function fixture(...parts: string[]): string {
+  return path.resolve(__dirname, 'fixtures', ...parts);
+}
+
+/**
+ * A file of one of the two real training traces (`resnet18_train`, `transformer_train`): its tensorpool CSV
+ * is the package's bundled trace; the Chrome trace it came from, its problem CSV and stats are fixtures.
+ */
+export function traceFixture(name: string, file: 'trace.csv.gz' | 'trace.json.gz' | 'problem.csv.gz' | 'stats.json'): string {
+  return file === 'trace.csv.gz' ? path.resolve(__dirname, '../traces', `${name}.csv.gz`) : fixture('traces', name, file);
+}
+
 /** Runs the compiled CLI (npm test builds dist/ first). */
 export function run(...args: string[]) {
   const result = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 600_000 });

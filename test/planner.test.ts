@@ -6,12 +6,11 @@ import path from 'node:path';
 import { OffsetPlan, Pool, STRATEGIES, mutexGraph, planOffsets, readProblem, readTrace, syntheticTrainingTrace, verifyOffsets, type OffsetLayout } from '../lib/index.js';
 import { native } from '../lib/native.js';
 import { EventOp } from '../lib/trace/trace.js';
-import { LiveRanges, expectUsageError, run } from './helpers.js';
+import { LiveRanges, expectUsageError, fixture, run, traceFixture } from './helpers.js';
 
-const bench = path.resolve(__dirname, '../../shared/bench-data');
-const challenging = (name: string) => readProblem(path.join(bench, `minimalloc/benchmarks/challenging/${name}.1048576.csv`));
+const challenging = (name: string) => readProblem(fixture('minimalloc', `${name}.1048576.csv`));
 const known = Object.fromEntries(
-  fs.readFileSync(path.join(bench, 'minimalloc/KNOWN.csv'), 'utf8').trim().split('\n').slice(1)
+  fs.readFileSync(fixture('minimalloc/KNOWN.csv'), 'utf8').trim().split('\n').slice(1)
     .map((line) => line.split(','))
     .map((f) => [f[0], { lowerBound: Number(f[3]), best: Number(f[4]), proven: f[5].startsWith('yes'), greedyBest: Number(f[10]), greedyFirst: f[11] ? Number(f[11]) : null }]),
 );
@@ -59,7 +58,7 @@ describe('static offset planners', () => {
 
   it('s2 and s3 are never worse than greedy-size, and every strategy verifies', () => {
     const problems = [...'ADJ'].map(challenging);
-    problems.push(readProblem(path.resolve(__dirname, '../../shared/traces/resnet18_train/problem.csv.gz')));
+    problems.push(readProblem(traceFixture('resnet18_train', 'problem.csv.gz')));
     for (const problem of problems) {
       const greedy = planOffsets(problem, { strategy: 'greedy-size' }).peak;
       for (const strategy of STRATEGIES) {
@@ -71,8 +70,8 @@ describe('static offset planners', () => {
   });
 
   it('best plans real models at their lower bound (resnet50, G_1)', () => {
-    for (const name of ['somas_tensors/resnet50', 'iopddl/G_1']) {
-      const layout = planOffsets(readProblem(path.join(bench, `idealloc/benchmarks/${name}.csv`)), { strategy: 'best', timeLimitMs: 20_000 });
+    for (const name of ['resnet50', 'G_1']) {
+      const layout = planOffsets(readProblem(fixture('idealloc', `${name}.csv`)), { strategy: 'best', timeLimitMs: 20_000 });
       expectSound(layout);
       expect(layout.peak).toBe(layout.lowerBound);
     }
@@ -120,7 +119,7 @@ describe('static offset planners', () => {
   });
 
   it('plans a trace directly (its buffers, lifetimes in trace time)', () => {
-    const trace = readTrace(path.resolve(__dirname, '../../shared/traces/transformer_train/trace.csv.gz'));
+    const trace = readTrace(traceFixture('transformer_train', 'trace.csv.gz'));
     const layout = planOffsets(trace, { strategy: 'best', timeLimitMs: 5000 });
     expectSound(layout);
     expect(layout.lowerBound).toBe(trace.lowerBound());
@@ -153,7 +152,7 @@ describe('tensorpool plan (CLI)', () => {
     const out = path.join(tmp, 'K.solution.csv');
     const svg = path.join(tmp, 'K.svg');
     const json = path.join(tmp, 'K.json');
-    const r = run('plan', path.join(bench, 'minimalloc/benchmarks/challenging/K.1048576.csv'), '-o', out, '--svg', svg, '--json', json, '--time-limit', '20000');
+    const r = run('plan', fixture('minimalloc/K.1048576.csv'), '-o', out, '--svg', svg, '--json', json, '--time-limit', '20000');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/ratio\s+1x the lower bound \(optimal\)/);
     const result = JSON.parse(fs.readFileSync(json, 'utf8'));
@@ -185,7 +184,7 @@ describe('tensorpool plan (CLI)', () => {
     const inverted = path.join(tmp, 'inverted.csv');
     fs.writeFileSync(inverted, 'id,lower,upper,size\na,5,2,10\n');
     expectUsageError(run('plan', inverted, '-o', output), /inverted\.csv:2: field "upper": the lifetime \[5, 2\) is empty or inverted/);
-    expectUsageError(run('plan', path.join(bench, 'minimalloc/benchmarks/challenging/A.1048576.csv'), '--capacity', '1K', '-o', output), /capacity 1024 cannot hold buffer/);
+    expectUsageError(run('plan', fixture('minimalloc/A.1048576.csv'), '--capacity', '1K', '-o', output), /capacity 1024 cannot hold buffer/);
     expectUsageError(run('plan', graph, '--strategy', 'magic'), /--strategy must be one of greedy-size, s1, s2, s3, best/);
     expect(fs.existsSync(output)).toBe(false);
     expect(fs.readdirSync(tmp).filter((f) => f.includes('.tmp-'))).toEqual([]);

@@ -314,11 +314,16 @@ describe('page faults', () => {
       const tensors = Array.from({ length: 8 }, () => new Float32Array(sixteen / 4));
       tensors.forEach(touch);
     };
-    poolLoop(); // warm-up
+    for (let i = 0; i < 3; i++) poolLoop(); // warm-up
     plainLoop();
-    const fromPool = measureFaults(() => {
+    // The thread's counter also sees V8's own faults: on Node >= 22 the loop is tiered up (Maglev, then
+    // TurboFan) during the first measured rounds, and the code space and heap pages that takes fault in
+    // (28-97 faults per window measured on Node 22/24, up to ~500 on a loaded machine; none from the second
+    // window on). So the pool is judged by its quietest of three windows: a pool that faulted its pages would
+    // show tens of thousands in every one of them.
+    const fromPool = [0, 1, 2].map(() => measureFaults(() => {
       for (let i = 0; i < 3; i++) poolLoop();
-    });
+    })).reduce((a, b) => (b.minor < a.minor ? b : a));
     const fromPlain = measureFaults(() => {
       for (let i = 0; i < 3; i++) plainLoop();
     });

@@ -6,11 +6,10 @@ import path from 'node:path';
 import { OffsetPlan, Plan, readTrace, replay, syntheticTrainingTrace, train } from '../lib/index.js';
 import { findLibrary, isAvailable, missingMessage, resolveAllocator } from '../lib/replay/allocators.js';
 import { replayReportHtml } from '../lib/report/html.js';
-import { expectUsageError, run } from './helpers.js';
+import { expectUsageError, run, traceFixture } from './helpers.js';
 
-const shared = path.resolve(__dirname, '../../shared/traces');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-replay-'));
-const transformer = path.join(shared, 'transformer_train/trace.csv.gz');
+const transformer = traceFixture('transformer_train', 'trace.csv.gz');
 
 describe('replay(): tensorpool against real allocators, each in its own process', () => {
   it('measures time, faults and RSS; tensorpool takes no steady-state fault and serves as planned', async () => {
@@ -63,7 +62,7 @@ describe('replay(): tensorpool against real allocators, each in its own process'
       expect(pool.pool!.scheduleHits).toBeGreaterThan(0);
     }
     const file = path.join(tmp, 'resnet.plan.json');
-    train(readTrace(path.join(shared, 'resnet18_train/trace.csv.gz'))).write(file);
+    train(readTrace(traceFixture('resnet18_train', 'trace.csv.gz'))).write(file);
     const report = await replay(transformer, { allocators: ['tensorpool'], reps: 2, plan: file });
     expect(report.plan!.warnings.join('\n')).toMatch(/differs from this trace|larger than the plan's largest class/);
     expect(report.results[0].available).toBe(true);

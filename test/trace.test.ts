@@ -6,8 +6,8 @@ import zlib from 'node:zlib';
 
 import { TensorPoolError, parseTrace, problemFromTrace, readProblem, readTrace, syntheticTrainingTrace } from '../lib/index.js';
 import { EventOp } from '../lib/trace/trace.js';
+import { fixture, traceFixture } from './helpers.js';
 
-const shared = path.resolve(__dirname, '../../shared/traces');
 const TRACES = ['resnet18_train', 'transformer_train'];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-trace-'));
 
@@ -29,9 +29,9 @@ function errorOf(fn: () => unknown): TensorPoolError {
 }
 
 describe.each(TRACES)('shared trace %s', (name) => {
-  const stats = JSON.parse(fs.readFileSync(path.join(shared, name, 'stats.json'), 'utf8'));
-  const csv = readTrace(path.join(shared, name, 'trace.csv.gz'));
-  const chrome = readTrace(path.join(shared, name, 'trace.json.gz'));
+  const stats = JSON.parse(fs.readFileSync(traceFixture(name, 'stats.json'), 'utf8'));
+  const csv = readTrace(traceFixture(name, 'trace.csv.gz'));
+  const chrome = readTrace(traceFixture(name, 'trace.json.gz'));
 
   it('reads the CSV with the figures the capture recorded', () => {
     const s = csv.summary();
@@ -71,12 +71,12 @@ describe.each(TRACES)('shared trace %s', (name) => {
   });
 
   it('reproduces the shared problem CSV from the trace (time = row index)', () => {
-    const problem = readProblem(path.join(shared, name, 'problem.csv.gz'));
+    const problem = readProblem(traceFixture(name, 'problem.csv.gz'));
     const derived = problemFromTrace(csv, { neverFreed: 'exclude' });
     expect(Array.from(derived.lower)).toEqual(Array.from(problem.lower));
     expect(Array.from(derived.upper)).toEqual(Array.from(problem.upper));
     expect(Array.from(derived.size)).toEqual(Array.from(problem.size));
-    expect(readTrace(path.join(shared, name, 'problem.csv.gz')).lowerBound()).toBe(stats.problem_peak_live_bytes);
+    expect(readTrace(traceFixture(name, 'problem.csv.gz')).lowerBound()).toBe(stats.problem_peak_live_bytes);
   });
 
   it('writes tensorpool CSV that reads back identically, plain and gzip', () => {
@@ -105,7 +105,7 @@ describe('format detection and MiniMalloc problems', () => {
     expect(Array.from(p.upper)).toEqual([2, 4]); // inclusive end + 1
     expect(Array.from(p.offsets!)).toEqual([0, 8]);
     expect(p.columns).toEqual(['id', 'start', 'end', 'size', 'offset']);
-    const challenging = readProblem(path.resolve(__dirname, '../../shared/bench-data/minimalloc/benchmarks/challenging/A.1048576.csv'));
+    const challenging = readProblem(fixture('minimalloc/A.1048576.csv'));
     expect(challenging.size.length).toBe(154);
   });
 
@@ -174,14 +174,14 @@ describe('bad input: a clear error naming file, line and field; never a crash', 
   });
 
   it('truncated gzip, missing file, a directory', () => {
-    const gz = zlib.gzipSync(fs.readFileSync(path.join(shared, 'resnet18_train/trace.json.gz')));
+    const gz = zlib.gzipSync(fs.readFileSync(traceFixture('resnet18_train', 'trace.json.gz')));
     expect(errorOf(() => readTrace(write('cut.json.gz', gz.subarray(0, gz.length >> 1)))).message).toMatch(/not a valid gzip stream/);
     expect(errorOf(() => readTrace(path.join(tmp, 'missing.csv'))).message).toMatch(/no such file/);
     expect(errorOf(() => readTrace(tmp)).message).toMatch(/is a directory/);
   });
 
   it('every truncation of a real trace fails cleanly or parses a prefix', () => {
-    const text = zlib.gunzipSync(fs.readFileSync(path.join(shared, 'transformer_train/trace.csv.gz')));
+    const text = zlib.gunzipSync(fs.readFileSync(traceFixture('transformer_train', 'trace.csv.gz')));
     for (const cut of [1, 10, 17, 18, 19, 500, 5001, text.length - 3]) {
       try {
         const trace = parseTrace(text.subarray(0, cut), 'cut.csv');

@@ -4,9 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace, type TrainCandidate } from '../lib/index.js';
-import { runTrace } from './helpers.js';
+import { runTrace, traceFixture } from './helpers.js';
 
-const shared = path.resolve(__dirname, '../../shared/traces');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-train-'));
 
 /** Replays a trace's allocs and frees in order through a pool (no touching: routing is what is checked). */
@@ -54,7 +53,7 @@ describe('train(): S0 size-class linked blocks', () => {
   });
 
   it("interval 'auto' keeps the candidate with the fewest arena bytes and reports every candidate", () => {
-    const trace = readTrace(path.join(shared, 'transformer_train/trace.csv.gz'));
+    const trace = readTrace(traceFixture('transformer_train', 'trace.csv.gz'));
     const plan = train(trace, { interval: 'auto' });
     const candidates = plan.training.candidates as { interval: number; arenaBytes: number }[];
     expect(candidates.map((c) => c.interval)).toEqual([...AUTO_INTERVALS]);
@@ -66,7 +65,7 @@ describe('train(): S0 size-class linked blocks', () => {
 
   it('refines beyond S0: never a larger arena, below 1.25x the lower bound on both shared traces with auto', () => {
     for (const name of ['resnet18_train', 'transformer_train']) {
-      const trace = readTrace(path.join(shared, name, 'trace.csv.gz'));
+      const trace = readTrace(traceFixture(name, 'trace.csv.gz'));
       const literal = train(trace, { order: 'auto', refine: false });
       const refined = train(trace, { order: 'auto' }); // refine is on with order 'auto'
       expect(refined.training).toMatchObject({ refined: true, method: 'S0 size-class linked blocks, refined' });
@@ -81,7 +80,7 @@ describe('train(): S0 size-class linked blocks', () => {
   });
 
   it('trains on one iteration', () => {
-    const trace = readTrace(path.join(shared, 'resnet18_train/trace.csv.gz'));
+    const trace = readTrace(traceFixture('resnet18_train', 'trace.csv.gz'));
     const plan = train(trace, { iteration: 2, interval: 4096 });
     expect(plan.training.iteration).toBe(2);
     expect(plan.training.tensors).toBe(trace.iteration(2).bufferCount);
@@ -149,8 +148,8 @@ describe('Plan JSON', () => {
 
 describe('closing the loop: a pool built from a trained plan serves its trace as training predicted', () => {
   const traces: [string, Trace][] = [
-    ['resnet18_train', readTrace(path.join(shared, 'resnet18_train/trace.csv.gz'))],
-    ['transformer_train', readTrace(path.join(shared, 'transformer_train/trace.json.gz'))],
+    ['resnet18_train', readTrace(traceFixture('resnet18_train', 'trace.csv.gz'))],
+    ['transformer_train', readTrace(traceFixture('transformer_train', 'trace.json.gz'))],
     ['synthetic', syntheticTrainingTrace({ layers: 40, iterations: 5, seed: 7 })],
   ];
   for (const [name, trace] of traces) {

@@ -1,0 +1,59 @@
+#!/bin/sh
+# The consumer's view of the npm package, as CI checks it: pack (which builds dist/ and the N-API prebuilds),
+# install the tarball into an empty project with no C++ toolchain on PATH, then load it with require() and
+# import(), type-check a consumer against its declarations, and run the CLI's main job.
+set -eu
+cd "$(dirname "$0")/.."
+repo=$PWD
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+npm pack --pack-destination "$work" >"$work/pack.log"
+tarball=$(ls "$work"/tensorpool-*.tgz)
+tar -tzf "$tarball" >"$work/contents"
+for required in package/prebuilds/linux-x64/tensorpool.node package/dist/index.js package/dist/index.d.ts \
+  package/dist/cli/main.js package/traces/resnet18_train.csv.gz; do
+  grep -qx "$required" "$work/contents" || { echo "package-check: $required is not in the tarball" >&2; exit 1; }
+done
+
+# PATH with node and npm only: installing must not need g++, cc or make.
+mkdir -p "$work/bin" "$work/consumer"
+ln -s "$(command -v node)" "$work/bin/node"
+ln -s "$(command -v npm)" "$work/bin/npm"
+ln -s "$(command -v npx)" "$work/bin/npx"
+for tool in g++ cc make; do
+  if PATH="$work/bin" command -v "$tool" >/dev/null 2>&1; then echo "package-check: $tool is on the restricted PATH" >&2; exit 1; fi
+done
+cd "$work/consumer"
+echo '{ "name": "consumer", "version": "1.0.0", "private": true }' >package.json
+PATH="$work/bin:/bin" npm install --no-audit --no-fund --loglevel=error "$tarball"
+if [ -d node_modules/tensorpool/build ]; then echo "package-check: installing compiled the addon (build/ exists)" >&2; exit 1; fi
+
+PATH="$work/bin:/bin" node -e "
+const tp = require('tensorpool');
+const pool = new tp.Pool();
+const x = pool.float32(1 << 20);
+x.fill(1);
+pool.release(x);
+if (pool.stats().allocs !== 1) throw new Error('require: the pool did not serve');
+"
+PATH="$work/bin:/bin" node --input-type=module -e "
+const { Pool, readTrace } = await import('tensorpool');
+if (typeof Pool !== 'function' || typeof readTrace !== 'function') throw new Error('import: named exports missing');
+"
+cat >consumer.ts <<'EOF'
+import { Pool, train, readTrace, type PoolStats, type Trace } from 'tensorpool';
+const pool: Pool = new Pool({ prefault: false });
+const view: Float32Array = pool.float32(1024);
+pool.release(view);
+const stats: PoolStats = pool.stats();
+const allocs: number = stats.allocs;
+const trace: Trace = readTrace('trace.csv');
+const arena: number = train(trace).arenaBytes;
+export { allocs, arena };
+EOF
+"$repo/node_modules/.bin/tsc" --noEmit --strict --module node16 --moduleResolution node16 --target es2022 \
+  --types node --typeRoots "$repo/node_modules/@types" consumer.ts
+PATH="$work/bin:/bin" npx tensorpool bench --reps 2 --allocators tensorpool,malloc >"$work/bench.txt"
+grep -q '^tensorpool' "$work/bench.txt" || { cat "$work/bench.txt"; echo "package-check: bench printed no tensorpool row" >&2; exit 1; }
+echo "package-check: the tarball installs without a compiler, loads with require and import, type-checks, and runs bench"
