@@ -1,23 +1,34 @@
 {
+  "variables": {
+    "tp_version": "<!(node -p \"require('./package.json').version\")"
+  },
+  "target_defaults": {
+    "include_dirs": ["native"],
+    "defines": ["TP_PACKAGE_VERSION=\"<(tp_version)\""],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
+    "cflags": ["-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra"],
+    "cflags_cc": ["-std=c++20", "-fexceptions", "-frtti"]
+  },
   "targets": [
     {
       "target_name": "tensorpool",
       "sources": [
-        "<!@(node -p \"const s = require('./native/sources.json'); s.core.concat(s.addon).join(' ')\")"
+        "<!@(node -p \"const s = require('./native/sources.json'); [...s.pool, ...s.planning, ...s.addon].join(' ')\")"
       ],
-      "include_dirs": [
-        "<!(node -p \"require('node-addon-api').include_dir\")",
-        "native"
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NAPI_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"]
+    },
+    {
+      "target_name": "tensorpool-preload",
+      "type": "shared_library",
+      "product_extension": "so",
+      "sources": [
+        "<!@(node -p \"const s = require('./native/sources.json'); [...s.pool, ...s.preload].join(' ')\")"
       ],
-      "defines": [
-        "NAPI_VERSION=8",
-        "NAPI_CPP_EXCEPTIONS",
-        "NODE_ADDON_API_DISABLE_DEPRECATED"
-      ],
-      "cflags!": ["-fno-exceptions"],
-      "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
-      "cflags": ["-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra"],
-      "cflags_cc": ["-std=c++20", "-fexceptions", "-frtti"]
+      "cflags": ["-fvisibility=hidden", "-fPIC"],
+      "ldflags": ["-Wl,--no-undefined"],
+      "libraries": ["-ldl", "-lpthread"]
     }
   ]
 }

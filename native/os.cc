@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL and we touch pages instead
 #endif
@@ -24,9 +26,26 @@ size_t pageSize() {
   return size;
 }
 
-void* mapMemory(size_t bytes, size_t alignment) {
+namespace {
+// One bit per kTrackGranule of the 47-bit user address space; null until trackMappings().
+constexpr unsigned kGranuleShift = 21;
+constexpr uint64_t kTrackedSpan = uint64_t{1} << 47;
+constexpr size_t kTrackWords = kTrackedSpan >> kGranuleShift >> 6;
+std::atomic<std::atomic<uint64_t>*> trackBits{nullptr};
+
+void markGranules(void* start, size_t bytes, bool on) {
+  std::atomic<uint64_t>* bits = trackBits.load(std::memory_order_acquire);
+  const uint64_t first = reinterpret_cast<uintptr_t>(start) >> kGranuleShift;
+  const uint64_t end = (reinterpret_cast<uintptr_t>(start) + bytes + kTrackGranule - 1) >> kGranuleShift;
+  for (uint64_t g = first; g < end && (g >> 6) < kTrackWords; ++g) {
+    const uint64_t bit = uint64_t{1} << (g & 63);
+    if (on) bits[g >> 6].fetch_or(bit, std::memory_order_release); else bits[g >> 6].fetch_and(~bit, std::memory_order_release);
+  }
+}
+
+// mmap's result aligned to `alignment`: over-map by the slack, then give back the unaligned head and tail.
+void* mapAligned(size_t bytes, size_t alignment) {
   const size_t page = pageSize();
-  // Over-map by the alignment slack, then give back the unaligned head and the tail.
   const size_t slack = alignment > page ? alignment - page : 0;
   void* raw = mmap(nullptr, bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
@@ -41,7 +60,46 @@ void* mapMemory(size_t bytes, size_t alignment) {
   return reinterpret_cast<void*>(aligned);
 }
 
-int unmapMemory(void* start, size_t bytes) { return munmap(start, bytes); }
+// A tracked mapping owns whole granules, so that no other mapping shares a granule with it.
+size_t trackedLength(size_t bytes) { return (bytes + kTrackGranule - 1) & ~(kTrackGranule - 1); }
+}  // namespace
+
+bool trackMappings() {
+  if (trackBits.load(std::memory_order_acquire)) return true;
+  void* raw = mmap(nullptr, kTrackWords * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  // Zero-filled pages are all-zero atomics: no constructor needs to run over 8 MiB.
+  trackBits.store(static_cast<std::atomic<uint64_t>*>(raw), std::memory_order_release);
+  return true;
+}
+
+bool isTrackedMapping(const void* p) {
+  std::atomic<uint64_t>* bits = trackBits.load(std::memory_order_acquire);
+  if (!bits) return false;
+  const uint64_t g = reinterpret_cast<uintptr_t>(p) >> kGranuleShift;
+  if ((g >> 6) >= kTrackWords) return false;
+  return (bits[g >> 6].load(std::memory_order_acquire) >> (g & 63)) & 1;
+}
+
+void* mapMemory(size_t bytes, size_t alignment) {
+  const bool tracked = trackBits.load(std::memory_order_acquire) != nullptr;
+  if (tracked) {
+    bytes = trackedLength(bytes);
+    if (alignment < kTrackGranule) alignment = kTrackGranule;
+  }
+  void* start = mapAligned(bytes, alignment);
+  if (start && tracked) markGranules(start, bytes, true);
+  return start;
+}
+
+int unmapMemory(void* start, size_t bytes) {
+  if (isTrackedMapping(start)) {
+    bytes = trackedLength(bytes);
+    markGranules(start, bytes, false);
+  }
+  return munmap(start, bytes);
+}
 
 int populateMemory(void* start, size_t bytes) {
   if (bytes == 0) return 0;

@@ -27,6 +27,19 @@ void* mapMemory(size_t bytes, size_t alignment);
 // Post: the range is unmapped; any later access faults. Returns 0, or -1 with errno.
 int unmapMemory(void* start, size_t bytes);
 
+// Tracking of this layer's mappings, for the process allocator (native/preload): free() must tell our
+// memory from the C library's for any pointer, on every call, without a lock or a system call.
+// Once tracking is on, mapMemory aligns every mapping to kTrackGranule and reserves whole granules (the
+// tail stays untouched, so it costs address space, not memory), and marks them in a process-wide bitmap of
+// granules (8 MiB of address space for the 47-bit user space, faulted in only where marked or read).
+constexpr size_t kTrackGranule = size_t{2} << 20;
+// Pre:  called before any other thread maps memory through this layer; mappings made before are not tracked.
+// Post: true, or false with errno when the bitmap could not be mapped (nothing is tracked then). Idempotent.
+bool trackMappings();
+// Whether `p` lies in a mapping made by mapMemory since trackMappings(), and not unmapped since. Any value of
+// p is allowed (it is compared, never followed); false while tracking is off.
+bool isTrackedMapping(const void* p);
+
 // Faults every page of [start, start + bytes) in for writing now, so that first touches later take no page
 // fault. Contents are preserved (pages already resident are left as they are).
 // Pre:  the range is mapped read-write by mapMemory; start is page-aligned.

@@ -167,6 +167,11 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // blocks still live can be released later. Idempotent.
   void close();
 
+  // fork() in a threaded process (the process allocator's pthread_atfork handlers): the lock is held across
+  // the fork, so that the child's copy of the pool is not caught half-changed, and let go in both processes.
+  void lockForFork() { mu_.lock(); }
+  void unlockAfterFork() { mu_.unlock(); }
+
   PoolStats stats() const;
   std::vector<ClassStats> classStats() const;  // of the serving arena's classes
   uint64_t interval() const;

@@ -1,0 +1,138 @@
+// The malloc family, interposed (as mimalloc's alloc-override.c does for a whole allocator): a request
+// of at least TENSORPOOL_MIN_BYTES, with an alignment of at most 64, goes to the process pool; everything
+// else, and everything before the pool is ready or while a thread is inside it, goes to the C library's
+// own entry points (__libc_malloc & co., exported by glibc, so no dlsym runs on the allocation path).
+// free, realloc and malloc_usable_size tell the two apart by address (ownedByPool: a lock-free bitmap).
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../header.h"
+#include "process_pool.h"
+
+extern "C" {
+void* __libc_malloc(size_t);
+void __libc_free(void*);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+void* __libc_valloc(size_t);
+void* __libc_pvalloc(size_t);
+}
+
+namespace {
+
+using namespace tp::preload;
+
+// glibc's malloc_usable_size has no __libc_ alias: found once, from inside the pool's scope (dlsym may
+// allocate), the first time a C-library block is asked about.
+size_t libcUsableSize(void* p) {
+  using Fn = size_t (*)(void*);
+  static Fn real = [] {
+    InternalScope inside;
+    return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+  }();
+  return real ? real(p) : 0;
+}
+
+bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+// A block for a request the pool may serve, or the C library's when it may not (or the pool has none).
+void* allocate(size_t bytes, size_t alignment) {
+  if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
+    if (void* p = poolAlloc(bytes)) return p;
+  }
+  return alignment <= 16 ? __libc_malloc(bytes) : __libc_memalign(alignment, bytes);
+}
+
+// realloc to another home (pool to C library, or either to the other side of the threshold).
+void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
+  void* fresh = allocate(bytes, 16);
+  if (!fresh) return nullptr;  // errno set; the old block stays valid, as realloc promises
+  memcpy(fresh, old, oldBytes < bytes ? oldBytes : bytes);
+  if (ownedByPool(old)) poolFree(old); else __libc_free(old);
+  return fresh;
+}
+
+}  // namespace
+
+#define TP_EXPORT extern "C" __attribute__((visibility("default")))
+
+TP_EXPORT void* malloc(size_t bytes) { return allocate(bytes, 16); }
+
+TP_EXPORT void free(void* p) {
+  if (ownedByPool(p)) poolFree(p); else __libc_free(p);
+}
+
+TP_EXPORT void* calloc(size_t count, size_t size) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (!routesToPool(bytes)) return __libc_calloc(count, size);
+  void* p = poolAlloc(bytes);
+  if (!p) return __libc_calloc(count, size);
+  return memset(p, 0, bytes);  // a pool block holds what its last owner wrote
+}
+
+TP_EXPORT void* realloc(void* p, size_t bytes) {
+  if (!p) return malloc(bytes);
+  if (ownedByPool(p)) {
+    if (bytes == 0) {  // as glibc: realloc(p, 0) frees p
+      poolFree(p);
+      return nullptr;
+    }
+    return moveBlock(p, poolUsableSize(p), bytes);
+  }
+  if (routesToPool(bytes)) return moveBlock(p, libcUsableSize(p), bytes);
+  return __libc_realloc(p, bytes);
+}
+
+TP_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc(p, bytes);
+}
+
+TP_EXPORT int posix_memalign(void** out, size_t alignment, size_t bytes) {
+  if (!isPowerOfTwo(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
+  const int saved = errno;
+  void* p = allocate(bytes, alignment);
+  if (!p) {
+    errno = saved;  // posix_memalign reports through its result, not errno
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+TP_EXPORT void* aligned_alloc(size_t alignment, size_t bytes) {
+  if (!isPowerOfTwo(alignment)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return allocate(bytes, alignment);
+}
+
+TP_EXPORT void* memalign(size_t alignment, size_t bytes) {
+  if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
+    if (void* p = poolAlloc(bytes)) return p;
+  }
+  return __libc_memalign(alignment, bytes);  // rounds a non-power-of-two alignment up, as glibc does
+}
+
+// Page alignment is more than pool blocks promise: the C library serves these.
+TP_EXPORT void* valloc(size_t bytes) { return __libc_valloc(bytes); }
+TP_EXPORT void* pvalloc(size_t bytes) { return __libc_pvalloc(bytes); }
+
+TP_EXPORT size_t malloc_usable_size(void* p) {
+  if (!p) return 0;
+  return ownedByPool(p) ? poolUsableSize(p) : libcUsableSize(p);
+}

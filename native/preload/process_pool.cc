@@ -1,0 +1,334 @@
+#include "process_pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "../os.h"
+#include "../pool.h"
+#include "plan_file.h"
+#include "process_api.h"
+
+#ifndef TP_PACKAGE_VERSION
+#define TP_PACKAGE_VERSION "unknown"
+#endif
+
+namespace tp::preload {
+
+namespace {
+
+// Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
+// TLS may, on a thread's first access).
+__attribute__((tls_model("initial-exec"))) thread_local unsigned insideDepth = 0;
+
+std::atomic<bool> ready{false};
+uint64_t minBytes = uint64_t{64} << 10;
+std::shared_ptr<Pool>* processPool = nullptr;  // never destroyed: memory may be freed until the very end
+Pool* pool = nullptr;
+
+struct Settings {
+  const char* mode = "default";
+  std::string planPath, recordPath;
+  bool stats = false;
+  FILE* record = nullptr;
+};
+Settings* settings = nullptr;
+
+std::atomic<bool> reportedBadFree{false};
+
+void say(const std::string& line) {
+  const std::string text = "tensorpool: " + line + "\n";
+  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+}
+
+// "65536", "64K", "16M", "2G" (binary units). False when the value is not such a number in [1, 2^47].
+bool parseBytes(const char* text, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  if (!text || *text < '0' || *text > '9') return false;
+  unsigned long long value = strtoull(text, &end, 10);
+  if (errno == ERANGE) return false;
+  unsigned shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10, ++end;
+  else if (*end == 'M' || *end == 'm') shift = 20, ++end;
+  else if (*end == 'G' || *end == 'g') shift = 30, ++end;
+  if (*end != '\0' || value == 0 || value > (Pool::kMaxRequest >> shift)) return false;
+  *out = static_cast<uint64_t>(value) << shift;
+  return true;
+}
+
+// "1"/"true"/"on" or "0"/"false"/"off"/"" ; false when it is neither.
+bool parseSwitch(const char* text, bool* out) {
+  const std::string v = text ? text : "";
+  if (v == "1" || v == "true" || v == "on") return *out = true, true;
+  if (v == "0" || v == "false" || v == "off" || v.empty()) return *out = false, true;
+  return false;
+}
+
+void writeRecording();
+void printStats();
+
+void atExit() {
+  InternalScope inside;
+  if (settings->record) writeRecording();
+  if (settings->stats) printStats();
+}
+
+void forkPrepare() {
+  if (pool) pool->lockForFork();
+}
+void forkRelease() {
+  if (pool) pool->unlockAfterFork();
+}
+
+// Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
+void initialise() {
+  InternalScope inside;
+  auto fail = [](const std::string& why) { say(why + "; the pool is off, the C library serves every allocation"); };
+  const char* minText = getenv("TENSORPOOL_MIN_BYTES");
+  const char* planPath = getenv("TENSORPOOL_PLAN");
+  const char* recordPath = getenv("TENSORPOOL_RECORD");
+  const char* reserveText = getenv("TENSORPOOL_RESERVE");
+  const char* eventsText = getenv("TENSORPOOL_RECORD_EVENTS");
+  bool adaptive = false, stats = false;
+  if (minText && !parseBytes(minText, &minBytes)) return fail("TENSORPOOL_MIN_BYTES=" + std::string(minText) + " is not a byte count from 1 to 2^47 (such as 65536 or 64K)");
+  uint64_t reserve = uint64_t{16} << 30;
+  if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
+  uint64_t recordEvents = uint64_t{4} << 20;
+  if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
+  if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
+  if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
+  if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
+  if (recordPath && !*recordPath) return fail("TENSORPOOL_RECORD is empty");
+
+  auto* s = new Settings;
+  s->stats = stats;
+  PlanSpec plan = defaultPlan();
+  PoolOptions options;
+  options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
+  options.grow = true;
+  options.growReserve = reserve;
+  if (planPath) {
+    plan = PlanSpec{};
+    std::string error;
+    if (!readPlanFile(planPath, &plan, &error)) return delete s, fail(error);
+    options.grow = false;  // S0: a departure from the plan shows as OS fallbacks
+    s->planPath = planPath;
+    s->mode = "planned";
+  }
+  if (adaptive) s->mode = "adaptive";
+  if (recordPath) {
+    s->record = fopen(recordPath, "w");
+    if (!s->record) return delete s, fail(std::string("TENSORPOOL_RECORD=") + recordPath + ": " + strerror(errno));
+    s->recordPath = recordPath;
+    if (!adaptive) s->mode = "recording";
+  }
+  if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
+  std::string error;
+  std::shared_ptr<Pool> made = Pool::create(plan, options, &error);
+  if (!made) {
+    if (s->record) fclose(s->record);
+    delete s;
+    return fail(error);
+  }
+  if (s->record) made->startRecording(recordEvents);
+  processPool = new std::shared_ptr<Pool>(std::move(made));
+  pool = processPool->get();
+  settings = s;
+  pthread_atfork(forkPrepare, forkRelease, forkRelease);
+  atexit(atExit);
+  ready.store(true, std::memory_order_release);
+}
+
+__attribute__((constructor)) void initialiseOnLoad() { initialise(); }
+
+// The held events as tensorpool CSV. A release whose allocation is not held (recording restarted from JS)
+// is left out; buffers live at exit stay unfreed in the trace.
+void writeRecording() {
+  const RecordingState state = pool->recordingState();
+  const std::vector<RecordedEvent> events = pool->copyRecording(state.begin);
+  FILE* out = settings->record;
+  fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
+          static_cast<unsigned long long>(minBytes));
+  fprintf(out, "op,id,size,stream\n");
+  std::unordered_set<uint64_t> live;
+  uint64_t unknown = 0;
+  for (const RecordedEvent& e : events) {
+    switch (e.op()) {
+      case RecordedOp::Alloc:
+        live.insert(e.serial);
+        fprintf(out, "a,%llu,%llu,0\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(e.payload()));
+        break;
+      case RecordedOp::Release:
+        if (live.erase(e.serial)) fprintf(out, "f,%llu,,0\n", static_cast<unsigned long long>(e.serial));
+        else ++unknown;
+        break;
+      case RecordedOp::Mark:
+        fprintf(out, "i,,,\n");
+        break;
+    }
+  }
+  if (unknown) fprintf(out, "# %llu releases of blocks allocated while recording was off are left out\n", static_cast<unsigned long long>(unknown));
+  if (state.truncated) fprintf(out, "# truncated: the event limit was reached\n");
+  if (fclose(out) != 0) say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
+  settings->record = nullptr;
+}
+
+void printStats() {
+  const PoolStats s = pool->stats();
+  char line[1024];
+  snprintf(line, sizeof line,
+           "process pool (%s, requests >= %llu B): allocs %llu, releases %llu, hits %llu, borrows %llu, grown %llu, "
+           "OS fallbacks %llu, OS oversize %llu; live %llu blocks / %llu B (peak %llu B); arena %llu B carved, "
+           "%llu B committed, %llu B reserved; iterations %llu, switches %llu",
+           settings->mode, static_cast<unsigned long long>(minBytes), static_cast<unsigned long long>(s.allocs),
+           static_cast<unsigned long long>(s.releases), static_cast<unsigned long long>(s.hits),
+           static_cast<unsigned long long>(s.borrows), static_cast<unsigned long long>(s.grown),
+           static_cast<unsigned long long>(s.osFallbacks), static_cast<unsigned long long>(s.osOversize),
+           static_cast<unsigned long long>(s.liveBlocks), static_cast<unsigned long long>(s.bytesLive),
+           static_cast<unsigned long long>(s.peakBytesLive), static_cast<unsigned long long>(s.arenaBytes),
+           static_cast<unsigned long long>(s.committedBytes), static_cast<unsigned long long>(s.reservedBytes),
+           static_cast<unsigned long long>(s.iterations), static_cast<unsigned long long>(s.switches));
+  say(line);
+}
+
+// --- the table the addon calls (process_api.h); every entry runs inside the pool ---
+
+void apiStats(PoolStats* out) {
+  InternalScope inside;
+  *out = pool->stats();
+}
+size_t apiClassStats(ClassStats* out, size_t capacity) {
+  InternalScope inside;
+  const std::vector<ClassStats> classes = pool->classStats();
+  std::copy_n(classes.begin(), std::min(capacity, classes.size()), out);
+  return classes.size();
+}
+void apiMarkIteration(IterationSummary* out) {
+  InternalScope inside;
+  *out = pool->markIteration();
+}
+void apiStartRecording(uint64_t limit) {
+  InternalScope inside;
+  pool->startRecording(limit);
+}
+void apiStopRecording() {
+  InternalScope inside;
+  pool->stopRecording();
+}
+void apiRecordingState(RecordingState* out) {
+  InternalScope inside;
+  *out = pool->recordingState();
+}
+size_t apiCopyRecording(uint64_t from, RecordedEvent* out, size_t capacity) {
+  InternalScope inside;
+  const std::vector<RecordedEvent> events = pool->copyRecording(from);
+  const size_t n = std::min(capacity, events.size());
+  std::copy_n(events.begin(), n, out);
+  return n;
+}
+void apiDiscardRecording(uint64_t before) {
+  InternalScope inside;
+  pool->discardRecording(before);
+}
+PlanSpec planOf(const PlanView* view) {
+  PlanSpec plan;
+  plan.interval = view->interval;
+  plan.classes.assign(view->classes, view->classes + view->classCount);
+  plan.schedule.assign(view->schedule, view->schedule + view->scheduleCount);
+  return plan;
+}
+void copyError(const std::string& error, char* out, size_t capacity) {
+  if (capacity == 0) return;
+  const size_t n = std::min(capacity - 1, error.size());
+  memcpy(out, error.data(), n);
+  out[n] = '\0';
+}
+uint64_t apiPrepareSwitch(const PlanView* view, char* error, size_t capacity) {
+  InternalScope inside;
+  std::string why;
+  const uint64_t generation = pool->prepareSwitch(planOf(view), &why);
+  if (!generation) copyError(why, error, capacity);
+  return generation;
+}
+int apiSwitchPlan(const PlanView* view, char* error, size_t capacity) {
+  InternalScope inside;
+  std::string why;
+  if (pool->switchPlan(planOf(view), &why)) return 1;
+  copyError(why, error, capacity);
+  return 0;
+}
+uint64_t apiDiscardRetired() {
+  InternalScope inside;
+  return pool->discardRetired();
+}
+
+ProcessPoolApi api = {
+    kProcessApiVersion, processApiLayout(), TP_PACKAGE_VERSION, nullptr, 0, nullptr, nullptr,
+    apiStats, apiClassStats, apiMarkIteration, apiStartRecording, apiStopRecording, apiRecordingState,
+    apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired,
+};
+
+}  // namespace
+
+InternalScope::InternalScope() { ++insideDepth; }
+InternalScope::~InternalScope() { --insideDepth; }
+
+bool routesToPool(size_t bytes) {
+  return bytes >= minBytes && ready.load(std::memory_order_acquire) && insideDepth == 0;
+}
+
+bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
+
+void* poolAlloc(size_t bytes) {
+  InternalScope inside;
+  try {
+    const Allocation a = pool->alloc(bytes);
+    if (a.status == AllocStatus::Ok) return a.data;
+  } catch (...) {  // std::bad_alloc from the pool's own bookkeeping: a failed allocation, not a crash
+  }
+  errno = ENOMEM;
+  return nullptr;
+}
+
+void poolFree(void* p) {
+  InternalScope inside;
+  ReleaseStatus status;
+  try {
+    status = pool->release(p);
+  } catch (...) {
+    status = ReleaseStatus::NotOwned;
+  }
+  if (status != ReleaseStatus::Ok && !reportedBadFree.exchange(true)) {
+    say(std::string("free() of ") + (status == ReleaseStatus::NotLive ? "a block already freed" : "an address inside the pool that starts no block") +
+        " was ignored (reported once)");
+  }
+}
+
+size_t poolUsableSize(const void* p) {
+  InternalScope inside;
+  return pool->liveSize(p);
+}
+
+}  // namespace tp::preload
+
+extern "C" __attribute__((visibility("default"))) const tp::preload::ProcessPoolApi* tensorpool_process_pool(void) {
+  using namespace tp::preload;
+  if (!ready.load(std::memory_order_acquire)) return nullptr;
+  api.mode = settings->mode;
+  api.minBytes = minBytes;
+  api.planPath = settings->planPath.empty() ? nullptr : settings->planPath.c_str();
+  api.recordPath = settings->recordPath.empty() ? nullptr : settings->recordPath.c_str();
+  return &api;
+}

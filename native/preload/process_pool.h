@@ -1,0 +1,47 @@
+// The process pool: one Pool for the whole process, configured from the environment when the preload
+// library is loaded, serving the requests the interposed malloc family (interpose.cc) routes to it.
+//
+// Environment (each checked; a bad value prints one line on stderr and leaves the process on the C
+// library's allocator, never aborting the host):
+//   TENSORPOOL_MIN_BYTES   requests of at least this many bytes go to the pool (K/M/G suffixes; default 64K)
+//   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode)
+//   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
+//                          tensorpool trace CSV at exit
+//   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
+//   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
+//                          markIteration() calls (lib/process-pool.ts)
+//   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
+//   TENSORPOOL_STATS       1: the pool's counters on stderr at exit
+// With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tp::preload {
+
+// While a thread is inside the process pool (or setting it up), its own allocations — the pool's vectors
+// and sets, the C library's internals — must go to the C library, not back into the pool's lock.
+class InternalScope {
+ public:
+  InternalScope();
+  ~InternalScope();
+  InternalScope(const InternalScope&) = delete;
+  InternalScope& operator=(const InternalScope&) = delete;
+};
+
+// Whether a request of `bytes` goes to the pool: the pool is ready, the request is at least the threshold,
+// and this thread is not inside the pool.
+bool routesToPool(size_t bytes);
+// Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
+bool ownedByPool(const void* p);
+
+// A block of `bytes` from the pool, 64-byte aligned, or nullptr (errno ENOMEM).
+void* poolAlloc(size_t bytes);
+// Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block is reported
+// once on stderr and otherwise ignored: the host is not aborted over it.
+void poolFree(void* p);
+// Bytes the live block at p was allocated with (0 when p starts none). Pre: ownedByPool(p).
+size_t poolUsableSize(const void* p);
+
+}  // namespace tp::preload
