@@ -31,7 +31,7 @@
  * hash of the sizes (native/pool.h IterationSummary).
  */
 import { fromNative } from './errors.js';
-import type { NativeIterationSummary, NativePool } from './native.js';
+import type { NativeControlledPool, NativeIterationSummary } from './native.js';
 import { Plan } from './plan.js';
 import { toNativePlan } from './plan-spec.js';
 import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
@@ -203,7 +203,7 @@ interface PendingSwitch {
 const HISTORY = 32;
 
 export class Adaptation {
-  readonly #native: NativePool;
+  readonly #native: NativeControlledPool;
   readonly #settings: Settings;
   #mode: AdaptiveMode;
   #plan: Plan | null;
@@ -225,7 +225,7 @@ export class Adaptation {
   #pending: PendingSwitch | null = null;
 
   /** `plan`: the pool's starting plan, if it was given one (the pool starts planned, after the warm-up). */
-  constructor(nativePool: NativePool, settings: Settings, plan: Plan | null) {
+  constructor(nativePool: NativeControlledPool, settings: Settings, plan: Plan | null) {
     this.#native = nativePool;
     this.#settings = settings;
     this.#plan = plan;

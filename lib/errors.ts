@@ -12,7 +12,9 @@ export type TensorPoolErrorCode =
   | 'ERR_TP_BAD_PLAN'
   | 'ERR_TP_BAD_TRACE'
   | 'ERR_TP_BAD_PROBLEM'
-  | 'ERR_TP_UNSUPPORTED';
+  | 'ERR_TP_UNSUPPORTED'
+  | 'ERR_TP_NO_PROCESS_POOL'
+  | 'ERR_TP_PRELOAD_MISMATCH';
 
 export class TensorPoolError extends Error {
   readonly code: TensorPoolErrorCode;

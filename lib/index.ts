@@ -2,6 +2,8 @@
  * tensorpool: a trace-trained CPU memory pool for machine-learning runtimes.
  */
 export { Pool, MAX_ALLOC_BYTES } from './pool.js';
+export { ProcessPool, processPool, preloadLibrary } from './process-pool.js';
+export type { ProcessPoolMode } from './process-pool.js';
 export type { PoolOptions, PoolStats, ClassStats, TypedArrayConstructor } from './pool.js';
 export type { PoolCounters } from './native.js';
 export type { AdaptiveOptions, AdaptiveStats, AdaptiveMode, PlanSwitch, IterationReport } from './adaptive.js';

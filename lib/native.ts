@@ -1,5 +1,6 @@
 /**
- * Loads the compiled addon (a prebuild from prebuilds/, else build/Release) and describes what it exports.
+ * Loads the compiled addon (build/Release when built here, else a prebuild from prebuilds/) and describes what
+ * it exports.
  * Only lib/ talks to these shapes; users see the typed classes built on them.
  */
 import path from 'node:path';
@@ -119,14 +120,10 @@ export interface NativePoolOptions {
 export const ReleaseCode = { Released: 0, NotOwned: 1, NotLive: 2, Detached: 3 } as const;
 export type ReleaseCode = (typeof ReleaseCode)[keyof typeof ReleaseCode];
 
-export interface NativePool {
-  alloc(bytes: number): ArrayBuffer;
-  release(buffer: ArrayBuffer, stream?: NativeStream): ReleaseCode;
-  reclaim(): number;
-  setEventPooling(pooling: boolean): void;
+/** What a pool's control needs: counters, marks, recording and plan switches (NativePool, NativeProcessPool). */
+export interface NativeControlledPool {
   stats(): PoolCounters;
   classStats(): NativeClassStats;
-  close(): void;
   markIteration(): NativeIterationSummary;
   switchPlan(plan: NativePlanSpec): void;
   /** Builds the plan's arena off the JS thread; resolves (to its generation) once the next markIteration() will install it. */
@@ -136,6 +133,23 @@ export interface NativePool {
   recordingState(): { on: boolean; truncated: boolean; begin: number; end: number };
   copyRecording(from: number): NativeRecording;
   discardRecording(before: number): void;
+}
+
+export interface NativePool extends NativeControlledPool {
+  alloc(bytes: number): ArrayBuffer;
+  release(buffer: ArrayBuffer, stream?: NativeStream): ReleaseCode;
+  reclaim(): number;
+  setEventPooling(pooling: boolean): void;
+  close(): void;
+}
+
+/** The preload library's process pool, as the addon describes it (native/napi/process_pool_object.h). */
+export interface NativeProcessPoolInfo {
+  mode: 'default' | 'planned' | 'recording' | 'adaptive';
+  minBytes: number;
+  build: string;
+  planPath: string | null;
+  recordPath: string | null;
 }
 
 export interface NativeFaultMeter {
@@ -208,6 +222,10 @@ export interface NativeAddon {
     options: { touch: 'none' | 'pages' | 'full'; iterationMarks: boolean },
   ) => NativeReplayer;
   NativePool: new (plan: NativePlanSpec | null, options: NativePoolOptions) => NativePool;
+  /** Throws ERR_TP_NO_PROCESS_POOL without the preload library, ERR_TP_PRELOAD_MISMATCH for another build's. */
+  NativeProcessPool: new () => NativeControlledPool;
+  /** The preload library's process pool, or null when this process does not preload it. */
+  processPoolInfo(): NativeProcessPoolInfo | null;
   NativeFaultMeter: new () => NativeFaultMeter;
   processFaults(): NativeFaultCounts;
   /** With `true`, resets the peak to the current RSS first. */

@@ -4,14 +4,14 @@
  */
 import { constants as bufferConstants } from 'node:buffer';
 
-import { Adaptation, checkAdaptiveOptions, type AdaptiveOptions, type AdaptiveStats } from './adaptive.js';
+import { Adaptation, checkAdaptiveOptions, type AdaptiveOptions } from './adaptive.js';
 import { TensorPoolError, fromNative } from './errors.js';
-import { native, ReleaseCode, type NativePool, type PoolCounters } from './native.js';
+import { native, ReleaseCode, type NativePool } from './native.js';
 import { OffsetPlan } from './offset-plan.js';
 import { Plan } from './plan.js';
 import { Stream, nativeStreamOf } from './stream.js';
 import { checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
-import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
+import { PoolControl, type PoolStats } from './pool-control.js';
 import type { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
@@ -52,30 +52,7 @@ export interface PoolOptions {
 const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold', 'adaptive'] as const;
 
 
-export interface ClassStats {
-  /** Bytes per block. */
-  size: number;
-  /** Blocks of this class (planned + grown). */
-  blocks: number;
-  /** Blocks on the free list now. */
-  free: number;
-  /** Requests served from their own class. */
-  hits: number;
-  /** Requests of smaller classes this class served (S0's borrows). */
-  lent: number;
-  /** Blocks carved on demand after creation. */
-  grown: number;
-}
-
-export interface PoolStats extends PoolCounters {
-  /** The serving classes' interval (0 for the default classes). */
-  interval: number;
-  classes: ClassStats[];
-  /** Adaptive mode: its mode, switches and what triggered them; null for other pools. */
-  adaptive: AdaptiveStats | null;
-  /** The pool's own recording (record()): whether it runs, events held, and whether it hit its limit. */
-  recording: { on: boolean; events: number; truncated: boolean };
-}
+export type { ClassStats, PoolStats } from './pool-control.js';
 
 /** Typed-array constructors pool.allocArray accepts. */
 export interface TypedArrayConstructor<T extends ArrayBufferView> {
@@ -96,10 +73,8 @@ export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
 
 export class Pool {
   readonly #native: NativePool;
+  readonly #control: PoolControl;
   #closed = false;
-  readonly #initialPlan: PlanSpec | null;
-  readonly #adaptation: Adaptation | null;
-  #recordingFrom: number | null = null; // record(): the number of its first event
   /** The offset plan of offsets mode, or null. */
   readonly offsetPlan: OffsetPlan | null;
   readonly options: Readonly<Required<Omit<PoolOptions, 'plan' | 'offsets' | 'adaptive'>>>;
@@ -108,7 +83,6 @@ export class Pool {
     const o = checkOptions<PoolOptions>(options, 'options', POOL_OPTIONS);
     const plan =
       o.plan === undefined ? null : typeof o.plan === "string" ? Plan.read(o.plan) : o.plan instanceof Plan ? o.plan : checkPlanSpec(o.plan);
-    this.#initialPlan = plan;
     if (o.offsets !== undefined && !(o.offsets instanceof OffsetPlan) && typeof o.offsets !== 'string') {
       throw invalidArgument('type', `options.offsets must be an OffsetPlan or the path of one, got ${describe(o.offsets)}`);
     }
@@ -132,7 +106,8 @@ export class Pool {
     } catch (error) {
       throw fromNative(error);
     }
-    this.#adaptation = adaptive && new Adaptation(this.#native, adaptive, plan && (plan instanceof Plan ? plan : new Plan(plan)));
+    const adaptation = adaptive && new Adaptation(this.#native, adaptive, plan && (plan instanceof Plan ? plan : new Plan(plan)));
+    this.#control = new PoolControl(this.#native, plan, adaptation);
     handles.set(this, this.#native);
   }
 
@@ -141,7 +116,7 @@ export class Pool {
    * write() it and start the next run with it). Null while the default classes serve.
    */
   get plan(): PlanSpec | null {
-    return this.#adaptation?.plan ?? this.#initialPlan;
+    return this.#control.plan;
   }
 
   /**
@@ -224,9 +199,7 @@ export class Pool {
    */
   markIteration(): void {
     if (this.#closed) throw closedError();
-    const ended = this.#native.markIteration();
-    const switched = this.#adaptation?.step(ended);
-    if (switched) this.#adaptation!.onSwitch?.(switched);
+    this.#control.markIteration();
   }
 
   /**
@@ -236,14 +209,7 @@ export class Pool {
    * its switches carry the trace each plan was trained on.
    */
   record(options?: { maxEvents?: number }): void {
-    const o = checkOptions<{ maxEvents?: number }>(options, 'options', ['maxEvents']);
-    const maxEvents = o.maxEvents === undefined ? DEFAULT_RECORD_EVENTS : checkInteger(o.maxEvents, 'options.maxEvents', 1, 2 ** 40);
-    if (this.#adaptation) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'an adaptive pool records on its own: see stats().adaptive.lastSwitch.trace');
-    if (this.#recordingFrom !== null) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'the pool is already recording');
-    const state = this.#native.recordingState();
-    this.#native.discardRecording(state.end);
-    this.#recordingFrom = state.end;
-    this.#native.startRecording(maxEvents);
+    this.#control.record(options);
   }
 
   /**
@@ -252,12 +218,7 @@ export class Pool {
    * in trace.anomalies.freeOfUnknown); blocks still live count as never freed.
    */
   stopRecording(name = 'recorded'): Trace {
-    if (this.#recordingFrom === null) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'the pool is not recording: call record() first');
-    this.#native.stopRecording();
-    const trace = traceFromRecording(this.#native.copyRecording(this.#recordingFrom), name);
-    this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
-    this.#recordingFrom = null;
-    return trace;
+    return this.#control.stopRecording(name);
   }
 
   /** Returns the stream-ordered releases whose events have passed; how many blocks came back. */
@@ -266,31 +227,7 @@ export class Pool {
   }
 
   stats(): PoolStats {
-    const s = this.#native.stats();
-    const c = this.#native.classStats();
-    const classes: ClassStats[] = [];
-    for (let i = 0; i < c.size.length; i++) {
-      classes.push({
-        size: c.size[i],
-        blocks: c.blocks[i],
-        free: c.free[i],
-        hits: c.hits[i],
-        lent: c.lent[i],
-        grown: c.grown[i],
-      });
-    }
-    const recording = this.#native.recordingState();
-    return {
-      ...s,
-      interval: c.interval,
-      classes,
-      adaptive: this.#adaptation?.stats() ?? null,
-      recording: {
-        on: recording.on && this.#recordingFrom !== null,
-        events: this.#recordingFrom === null ? 0 : recording.end - recording.begin,
-        truncated: this.#recordingFrom !== null && recording.truncated,
-      },
-    };
+    return this.#control.stats();
   }
 
   /**

@@ -20,7 +20,8 @@ export interface Command {
   name: string;
   summary: string;
   usage: string;
-  run(argv: string[]): Promise<void> | void;
+  /** A number is the exit code to end with (`run` passes its command's on). */
+  run(argv: string[]): Promise<void | number> | void | number;
 }
 
 type Options = NonNullable<ParseArgsConfig['options']>;

@@ -9,9 +9,10 @@ import { CliError, type Command } from './common.js';
 import { infoCommand } from './info.js';
 import { planCommand } from './plan.js';
 import { benchCommand, replayCommand } from './replay.js';
+import { runCommand } from './run.js';
 import { trainCommand } from './train.js';
 
-const commands: Command[] = [benchCommand, replayCommand, trainCommand, planCommand, infoCommand];
+const commands: Command[] = [benchCommand, replayCommand, trainCommand, planCommand, infoCommand, runCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -39,8 +40,8 @@ export async function main(argv: string[]): Promise<number> {
   const command = commands.find((c) => c.name === name);
   try {
     if (!command) throw new CliError(`unknown command '${name}'\n\n${help()}`);
-    await command.run(rest);
-    return 0;
+    const code = await command.run(rest);
+    return typeof code === 'number' ? code : 0;
   } catch (error) {
     if (error instanceof CliError) {
       console.error(`tensorpool: ${error.message}`);

@@ -7,6 +7,7 @@
 #include "fault_meter_object.h"
 #include "planning.h"
 #include "pool_object.h"
+#include "process_pool_object.h"
 #include "replayer_object.h"
 #include "stream_object.h"
 
@@ -22,6 +23,8 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                            InstanceValue("NativeFaultMeter", FaultMeterObject::Define(env)),
                            InstanceValue("NativeReplayer", ReplayerObject::Define(env)),
                            InstanceValue("NativeStream", stream),
+                           InstanceValue("NativeProcessPool", ProcessPoolObject::Define(env)),
+                           InstanceValue("processPoolInfo", Napi::Function::New(env, ProcessPoolObject::Info)),
                            InstanceMethod<&Addon::ProcessFaults>("processFaults"),
                            InstanceMethod<&Addon::Memory>("memory"),
                            InstanceMethod<&Addon::BufferAddress>("bufferAddress"),

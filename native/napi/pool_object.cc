@@ -5,6 +5,7 @@
 #include "addon.h"
 #include "args.h"
 #include "async_work.h"
+#include "pool_values.h"
 #include "stream_object.h"
 
 namespace tp::napi {
@@ -24,72 +25,6 @@ void finalizeBlock(napi_env, void* data, void* hint) {
   Ticket* ticket = static_cast<Ticket*>(hint);
   ticket->pool->releaseIfSerial(data, ticket->serial);
   delete ticket;
-}
-
-Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
-  Napi::Object o = Napi::Object::New(env);
-  auto set = [&](const char* key, uint64_t value) { setNumber(o, key, value); };
-  set("allocs", s.allocs);
-  set("releases", s.releases);
-  set("finalized", s.finalized);
-  set("hits", s.hits);
-  set("borrows", s.borrows);
-  set("grown", s.grown);
-  set("osFallbacks", s.osFallbacks);
-  set("osOversize", s.osOversize);
-  set("liveBlocks", s.liveBlocks);
-  set("bytesLive", s.bytesLive);
-  set("peakBytesLive", s.peakBytesLive);
-  set("osLiveBlocks", s.osLiveBlocks);
-  set("osLiveBytes", s.osLiveBytes);
-  set("arenaBytes", s.arenaBytes);
-  set("reservedBytes", s.reservedBytes);
-  set("committedBytes", s.committedBytes);
-  set("arenas", s.arenas);
-  set("unplannedBorrows", s.unplannedBorrows);
-  set("iterations", s.iterations);
-  set("generation", s.generation);
-  set("switches", s.switches);
-  set("preparedGeneration", s.preparedGeneration);
-  set("scheduleHits", s.scheduleHits);
-  set("scheduleMisses", s.scheduleMisses);
-  set("offsetHits", s.offsetHits);
-  set("offsetMisses", s.offsetMisses);
-  set("eventsCreated", s.eventsCreated);
-  set("eventsReused", s.eventsReused);
-  set("deferredPending", s.deferredPending);
-  set("deferredBytes", s.deferredBytes);
-  o.Set("closed", Napi::Boolean::New(env, s.closed));
-  return o;
-}
-
-// A plan as lib/plan-spec.ts's toNativePlan hands it over: { interval, sizes, blocks, scheduleSizes?,
-// scheduleClasses? }, arrays as Float64Arrays. Class sizes and schedule entries are validated when the
-// plan is built (SizeClassTable::build).
-PlanSpec readPlan(const Napi::Value& value) {
-  if (!value.IsObject()) throw Napi::TypeError::New(value.Env(), "plan must be an object");
-  Napi::Object planArg = value.As<Napi::Object>();
-  PlanSpec plan;
-  plan.interval = optionalUint(planArg, "interval", 0);
-  forEachUint(planArg.Get("sizes"), "plan.sizes", [&](size_t, uint64_t size) { plan.classes.push_back({size, 0}); });
-  forEachUint(planArg.Get("blocks"), "plan.blocks", [&](size_t i, uint64_t blocks) {
-    if (i >= plan.classes.size()) throw Napi::TypeError::New(value.Env(), "plan.blocks is longer than plan.sizes");
-    plan.classes[i].blocks = blocks;
-  });
-  if (!planArg.Get("scheduleSizes").IsUndefined()) {
-    std::vector<uint64_t> classes;
-    forEachUint(planArg.Get("scheduleSizes"), "plan.scheduleSizes",
-                [&](size_t, uint64_t size) { plan.schedule.push_back({size, 0}); });
-    forEachUint(planArg.Get("scheduleClasses"), "plan.scheduleClasses",
-                [&](size_t, uint64_t cls) { classes.push_back(cls); });
-    if (classes.size() != plan.schedule.size()) {
-      throw Napi::TypeError::New(value.Env(), "plan.scheduleClasses and plan.scheduleSizes differ in length");
-    }
-    for (size_t k = 0; k < classes.size(); ++k) {
-      plan.schedule[k].classIndex = static_cast<uint32_t>(std::min<uint64_t>(classes[k], UINT32_MAX));
-    }
-  }
-  return plan;
 }
 
 }  // namespace
@@ -198,29 +133,7 @@ Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
 Napi::Value PoolObject::Stats(const Napi::CallbackInfo& info) { return statsObject(info.Env(), pool_->stats()); }
 
 Napi::Value PoolObject::ClassStats(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const std::vector<tp::ClassStats> classes = pool_->classStats();
-  const size_t n = classes.size();
-  Napi::Float64Array size = Napi::Float64Array::New(env, n), blocks = Napi::Float64Array::New(env, n),
-                     free = Napi::Float64Array::New(env, n), hits = Napi::Float64Array::New(env, n),
-                     lent = Napi::Float64Array::New(env, n), grown = Napi::Float64Array::New(env, n);
-  for (size_t i = 0; i < n; ++i) {
-    size[i] = static_cast<double>(classes[i].size);
-    blocks[i] = static_cast<double>(classes[i].counters.blocks);
-    free[i] = static_cast<double>(classes[i].counters.freeBlocks);
-    hits[i] = static_cast<double>(classes[i].counters.hits);
-    lent[i] = static_cast<double>(classes[i].counters.lent);
-    grown[i] = static_cast<double>(classes[i].counters.grown);
-  }
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("interval", Napi::Number::New(env, static_cast<double>(pool_->interval())));
-  o.Set("size", size);
-  o.Set("blocks", blocks);
-  o.Set("free", free);
-  o.Set("hits", hits);
-  o.Set("lent", lent);
-  o.Set("grown", grown);
-  return o;
+  return classStatsObject(info.Env(), pool_->classStats(), pool_->interval());
 }
 
 Napi::Value PoolObject::Reclaim(const Napi::CallbackInfo& info) {
@@ -234,15 +147,7 @@ Napi::Value PoolObject::SetEventPooling(const Napi::CallbackInfo& info) {
 
 Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
   const IterationSummary ended = pool_->markIteration();
-  Napi::Object o = Napi::Object::New(info.Env());
-  setNumber(o, "allocs", ended.allocs);
-  setNumber(o, "bytes", ended.bytes);
-  setNumber(o, "sizeHash", ended.sizeHash);
-  setNumber(o, "osFallbacks", ended.osFallbacks);
-  setNumber(o, "osOversize", ended.osOversize);
-  setNumber(o, "unplannedBorrows", ended.unplannedBorrows);
-  setNumber(o, "recorderEnd", ended.recorderEnd);
-  setNumber(o, "installed", ended.installed);
+  Napi::Object o = summaryObject(info.Env(), ended);
   if (ended.installed) {
     // The retired arena's free pages go back to the OS off this thread: this mark stays short.
     queueWork(info.Env(), "tensorpool.discardRetired", [pool = pool_] { pool->discardRetired(); }, [](napi_env) {});
@@ -287,31 +192,12 @@ Napi::Value PoolObject::StopRecording(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value PoolObject::RecordingState(const Napi::CallbackInfo& info) {
-  const tp::RecordingState state = pool_->recordingState();
-  Napi::Object o = Napi::Object::New(info.Env());
-  o.Set("on", Napi::Boolean::New(info.Env(), state.on));
-  o.Set("truncated", Napi::Boolean::New(info.Env(), state.truncated));
-  setNumber(o, "begin", state.begin);
-  setNumber(o, "end", state.end);
-  return o;
+  return recordingStateObject(info.Env(), pool_->recordingState());
 }
 
 Napi::Value PoolObject::CopyRecording(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
   const std::vector<RecordedEvent> events = pool_->copyRecording(requireUintArg(info, 0, "from"));
-  Napi::Uint8Array ops = Napi::Uint8Array::New(env, events.size());
-  Napi::Float64Array serials = Napi::Float64Array::New(env, events.size());
-  Napi::Float64Array values = Napi::Float64Array::New(env, events.size());
-  for (size_t i = 0; i < events.size(); ++i) {
-    ops[i] = static_cast<uint8_t>(events[i].op());
-    serials[i] = static_cast<double>(events[i].serial);
-    values[i] = static_cast<double>(events[i].payload());
-  }
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("ops", ops);
-  o.Set("serials", serials);
-  o.Set("values", values);
-  return o;
+  return recordingObject(info.Env(), events.data(), events.size());
 }
 
 Napi::Value PoolObject::DiscardRecording(const Napi::CallbackInfo& info) {

@@ -41,6 +41,7 @@ struct ProcessPoolApi {
   void (*stats)(PoolStats* out);
   // Copies at most `capacity` classes; returns how many the serving arena has.
   size_t (*classStats)(ClassStats* out, size_t capacity);
+  uint64_t (*interval)();
   void (*markIteration)(IterationSummary* out);
   void (*startRecording)(uint64_t limit);
   void (*stopRecording)();

@@ -215,6 +215,10 @@ size_t apiClassStats(ClassStats* out, size_t capacity) {
   std::copy_n(classes.begin(), std::min(capacity, classes.size()), out);
   return classes.size();
 }
+uint64_t apiInterval() {
+  InternalScope inside;
+  return pool->interval();
+}
 void apiMarkIteration(IterationSummary* out) {
   InternalScope inside;
   *out = pool->markIteration();
@@ -276,7 +280,7 @@ uint64_t apiDiscardRetired() {
 
 ProcessPoolApi api = {
     kProcessApiVersion, processApiLayout(), TP_PACKAGE_VERSION, nullptr, 0, nullptr, nullptr,
-    apiStats, apiClassStats, apiMarkIteration, apiStartRecording, apiStopRecording, apiRecordingState,
+    apiStats, apiClassStats, apiInterval, apiMarkIteration, apiStartRecording, apiStopRecording, apiRecordingState,
     apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired,
 };
 

@@ -1,0 +1,101 @@
+/**
+ * What every pool handle in JS does the same way over its native pool: the plan serving now, iteration
+ * marks (with adaptive mode judging them), recording, and statistics. Pool (a pool of this process's own)
+ * and ProcessPool (the preload library's) each hold one.
+ */
+import { Adaptation, type AdaptiveStats } from './adaptive.js';
+import { TensorPoolError } from './errors.js';
+import type { NativeControlledPool, PoolCounters } from './native.js';
+import type { PlanSpec } from './plan-spec.js';
+import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
+import type { Trace } from './trace/trace.js';
+import { checkInteger, checkOptions } from './validate.js';
+
+export interface ClassStats {
+  /** Bytes per block. */
+  size: number;
+  /** Blocks of this class (planned + grown). */
+  blocks: number;
+  /** Blocks on the free list now. */
+  free: number;
+  /** Requests served from their own class. */
+  hits: number;
+  /** Requests of smaller classes this class served (S0's borrows). */
+  lent: number;
+  /** Blocks carved on demand after creation. */
+  grown: number;
+}
+
+export interface PoolStats extends PoolCounters {
+  /** The serving classes' interval (0 for the default classes). */
+  interval: number;
+  classes: ClassStats[];
+  /** Adaptive mode: its mode, switches and what triggered them; null for other pools. */
+  adaptive: AdaptiveStats | null;
+  /** The pool's own recording (record()): whether it runs, events held, and whether it hit its limit. */
+  recording: { on: boolean; events: number; truncated: boolean };
+}
+
+export class PoolControl {
+  readonly #native: NativeControlledPool;
+  readonly #initialPlan: PlanSpec | null;
+  readonly adaptation: Adaptation | null;
+  #recordingFrom: number | null = null; // record(): the number of its first event
+
+  constructor(nativePool: NativeControlledPool, initialPlan: PlanSpec | null, adaptation: Adaptation | null) {
+    this.#native = nativePool;
+    this.#initialPlan = initialPlan;
+    this.adaptation = adaptation;
+  }
+
+  get plan(): PlanSpec | null {
+    return this.adaptation?.plan ?? this.#initialPlan;
+  }
+
+  markIteration(): void {
+    const ended = this.#native.markIteration();
+    const switched = this.adaptation?.step(ended);
+    if (switched) this.adaptation!.onSwitch?.(switched);
+  }
+
+  record(options: unknown): void {
+    const o = checkOptions<{ maxEvents?: number }>(options, 'options', ['maxEvents']);
+    const maxEvents = o.maxEvents === undefined ? DEFAULT_RECORD_EVENTS : checkInteger(o.maxEvents, 'options.maxEvents', 1, 2 ** 40);
+    if (this.adaptation) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'an adaptive pool records on its own: see stats().adaptive.lastSwitch.trace');
+    if (this.#recordingFrom !== null) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'the pool is already recording');
+    const state = this.#native.recordingState();
+    this.#native.discardRecording(state.end);
+    this.#recordingFrom = state.end;
+    this.#native.startRecording(maxEvents);
+  }
+
+  stopRecording(name: string): Trace {
+    if (this.#recordingFrom === null) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'the pool is not recording: call record() first');
+    this.#native.stopRecording();
+    const trace = traceFromRecording(this.#native.copyRecording(this.#recordingFrom), name);
+    this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
+    this.#recordingFrom = null;
+    return trace;
+  }
+
+  stats(): PoolStats {
+    const s = this.#native.stats();
+    const c = this.#native.classStats();
+    const classes: ClassStats[] = [];
+    for (let i = 0; i < c.size.length; i++) {
+      classes.push({ size: c.size[i], blocks: c.blocks[i], free: c.free[i], hits: c.hits[i], lent: c.lent[i], grown: c.grown[i] });
+    }
+    const recording = this.#native.recordingState();
+    return {
+      ...s,
+      interval: c.interval,
+      classes,
+      adaptive: this.adaptation?.stats() ?? null,
+      recording: {
+        on: recording.on && this.#recordingFrom !== null,
+        events: this.#recordingFrom === null ? 0 : recording.end - recording.begin,
+        truncated: this.#recordingFrom !== null && recording.truncated,
+      },
+    };
+  }
+}

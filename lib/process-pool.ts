@@ -1,0 +1,113 @@
+/**
+ * The process pool. In a process started under the preload library (`tensorpool run -- <command>`, or
+ * LD_PRELOAD set to `preloadLibrary`), the whole process's malloc family — V8's ArrayBuffer backing
+ * stores, a native runtime's tensors — serves every request of at least `minBytes` from one pool
+ * (native/preload). processPool() is the JS handle on it: its counters, iteration marks, recording, the
+ * plan serving, and (TENSORPOOL_ADAPTIVE=1) adaptive mode, which records, trains and switches at the marks.
+ * The pool itself belongs to the library; this handle never makes a second one.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { Adaptation, checkAdaptiveOptions, type PlanSwitch } from './adaptive.js';
+import { fromNative } from './errors.js';
+import { native, packageRoot, type NativeProcessPoolInfo } from './native.js';
+import { Plan } from './plan.js';
+import type { PlanSpec } from './plan-spec.js';
+import { PoolControl, type PoolStats } from './pool-control.js';
+import type { Trace } from './trace/trace.js';
+import { checkFunction } from './validate.js';
+
+/** The preload library's file: this package's build when it was compiled here, else its prebuild. */
+export const preloadLibrary: string = [
+  path.join(packageRoot, 'build/Release/tensorpool-preload.so'),
+  path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`, 'tensorpool-preload.so'),
+].find((file) => fs.existsSync(file)) ?? path.join(packageRoot, 'build/Release/tensorpool-preload.so');
+
+export type ProcessPoolMode = NativeProcessPoolInfo['mode'];
+
+export class ProcessPool {
+  /** 'default' (the default classes, growing), 'planned' (TENSORPOOL_PLAN), 'recording' (TENSORPOOL_RECORD), 'adaptive'. */
+  readonly mode: ProcessPoolMode;
+  /** Requests of at least this many bytes are served by the pool (TENSORPOOL_MIN_BYTES). */
+  readonly minBytes: number;
+  /** The plan file the pool started from, and the file the recording is written to at exit (or null). */
+  readonly planPath: string | null;
+  readonly recordPath: string | null;
+  readonly #control: PoolControl;
+  #onSwitch: ((event: PlanSwitch) => void) | null = null;
+
+  /** @internal use processPool() */
+  constructor(info: NativeProcessPoolInfo) {
+    this.mode = info.mode;
+    this.minBytes = info.minBytes;
+    this.planPath = info.planPath;
+    this.recordPath = info.recordPath;
+    let handle;
+    try {
+      handle = new native.NativeProcessPool();
+    } catch (error) {
+      throw fromNative(error);
+    }
+    const plan = info.planPath ? Plan.read(info.planPath) : null;
+    const adaptation =
+      info.mode === 'adaptive' ? new Adaptation(handle, checkAdaptiveOptions({ onSwitch: (e: PlanSwitch) => this.#onSwitch?.(e) }), plan) : null;
+    this.#control = new PoolControl(handle, plan, adaptation);
+  }
+
+  /** Called after every switch adaptive mode makes, from the markIteration() that made it. */
+  get onSwitch(): ((event: PlanSwitch) => void) | null {
+    return this.#onSwitch;
+  }
+  set onSwitch(callback: ((event: PlanSwitch) => void) | null) {
+    if (callback !== null) checkFunction(callback, 'onSwitch');
+    this.#onSwitch = callback;
+  }
+
+  /** The plan serving now: the plan file's, or the last one adaptive mode trained; null on the default classes. */
+  get plan(): PlanSpec | null {
+    return this.#control.plan;
+  }
+
+  /**
+   * Marks the start of an iteration (an inference run, a training step) for the whole process: the plan's
+   * schedule counts allocations from here, and adaptive mode judges the iteration that ended. Without marks
+   * a plan's schedule counts from the start of the process, and adaptive mode stays on the default classes.
+   */
+  markIteration(): void {
+    this.#control.markIteration();
+  }
+
+  /** Starts recording what the process pool serves (every thread's allocations), as Pool.record(). */
+  record(options?: { maxEvents?: number }): void {
+    this.#control.record(options);
+  }
+
+  /** Stops recording and returns the trace, as Pool.stopRecording(). */
+  stopRecording(name = 'process'): Trace {
+    return this.#control.stopRecording(name);
+  }
+
+  stats(): PoolStats {
+    return this.#control.stats();
+  }
+}
+
+let instance: ProcessPool | null | undefined;
+
+/**
+ * The process pool of the preload library, or null when this process does not preload it. Throws
+ * ERR_TP_PRELOAD_MISMATCH when the library preloaded comes from another build than this package.
+ */
+export function processPool(): ProcessPool | null {
+  if (instance === undefined) {
+    let info;
+    try {
+      info = native.processPoolInfo();
+    } catch (error) {
+      throw fromNative(error);
+    }
+    instance = info && new ProcessPool(info);
+  }
+  return instance;
+}

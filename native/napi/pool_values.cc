@@ -1,0 +1,134 @@
+#include "pool_values.h"
+
+#include <algorithm>
+
+#include "args.h"
+
+namespace tp::napi {
+
+Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  auto set = [&](const char* key, uint64_t value) { setNumber(o, key, value); };
+  set("allocs", s.allocs);
+  set("releases", s.releases);
+  set("finalized", s.finalized);
+  set("hits", s.hits);
+  set("borrows", s.borrows);
+  set("grown", s.grown);
+  set("osFallbacks", s.osFallbacks);
+  set("osOversize", s.osOversize);
+  set("liveBlocks", s.liveBlocks);
+  set("bytesLive", s.bytesLive);
+  set("peakBytesLive", s.peakBytesLive);
+  set("osLiveBlocks", s.osLiveBlocks);
+  set("osLiveBytes", s.osLiveBytes);
+  set("arenaBytes", s.arenaBytes);
+  set("reservedBytes", s.reservedBytes);
+  set("committedBytes", s.committedBytes);
+  set("arenas", s.arenas);
+  set("unplannedBorrows", s.unplannedBorrows);
+  set("iterations", s.iterations);
+  set("generation", s.generation);
+  set("switches", s.switches);
+  set("preparedGeneration", s.preparedGeneration);
+  set("scheduleHits", s.scheduleHits);
+  set("scheduleMisses", s.scheduleMisses);
+  set("offsetHits", s.offsetHits);
+  set("offsetMisses", s.offsetMisses);
+  set("eventsCreated", s.eventsCreated);
+  set("eventsReused", s.eventsReused);
+  set("deferredPending", s.deferredPending);
+  set("deferredBytes", s.deferredBytes);
+  o.Set("closed", Napi::Boolean::New(env, s.closed));
+  return o;
+}
+
+PlanSpec readPlan(const Napi::Value& value) {
+  if (!value.IsObject()) throw Napi::TypeError::New(value.Env(), "plan must be an object");
+  Napi::Object planArg = value.As<Napi::Object>();
+  PlanSpec plan;
+  plan.interval = optionalUint(planArg, "interval", 0);
+  forEachUint(planArg.Get("sizes"), "plan.sizes", [&](size_t, uint64_t size) { plan.classes.push_back({size, 0}); });
+  forEachUint(planArg.Get("blocks"), "plan.blocks", [&](size_t i, uint64_t blocks) {
+    if (i >= plan.classes.size()) throw Napi::TypeError::New(value.Env(), "plan.blocks is longer than plan.sizes");
+    plan.classes[i].blocks = blocks;
+  });
+  if (!planArg.Get("scheduleSizes").IsUndefined()) {
+    std::vector<uint64_t> classes;
+    forEachUint(planArg.Get("scheduleSizes"), "plan.scheduleSizes",
+                [&](size_t, uint64_t size) { plan.schedule.push_back({size, 0}); });
+    forEachUint(planArg.Get("scheduleClasses"), "plan.scheduleClasses",
+                [&](size_t, uint64_t cls) { classes.push_back(cls); });
+    if (classes.size() != plan.schedule.size()) {
+      throw Napi::TypeError::New(value.Env(), "plan.scheduleClasses and plan.scheduleSizes differ in length");
+    }
+    for (size_t k = 0; k < classes.size(); ++k) {
+      plan.schedule[k].classIndex = static_cast<uint32_t>(std::min<uint64_t>(classes[k], UINT32_MAX));
+    }
+  }
+  return plan;
+}
+
+Napi::Object summaryObject(Napi::Env env, const IterationSummary& ended) {
+  Napi::Object o = Napi::Object::New(env);
+  setNumber(o, "allocs", ended.allocs);
+  setNumber(o, "bytes", ended.bytes);
+  setNumber(o, "sizeHash", ended.sizeHash);
+  setNumber(o, "osFallbacks", ended.osFallbacks);
+  setNumber(o, "osOversize", ended.osOversize);
+  setNumber(o, "unplannedBorrows", ended.unplannedBorrows);
+  setNumber(o, "recorderEnd", ended.recorderEnd);
+  setNumber(o, "installed", ended.installed);
+  return o;
+}
+
+Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& classes, uint64_t interval) {
+  const size_t n = classes.size();
+  Napi::Float64Array size = Napi::Float64Array::New(env, n), blocks = Napi::Float64Array::New(env, n),
+                     free = Napi::Float64Array::New(env, n), hits = Napi::Float64Array::New(env, n),
+                     lent = Napi::Float64Array::New(env, n), grown = Napi::Float64Array::New(env, n);
+  for (size_t i = 0; i < n; ++i) {
+    size[i] = static_cast<double>(classes[i].size);
+    blocks[i] = static_cast<double>(classes[i].counters.blocks);
+    free[i] = static_cast<double>(classes[i].counters.freeBlocks);
+    hits[i] = static_cast<double>(classes[i].counters.hits);
+    lent[i] = static_cast<double>(classes[i].counters.lent);
+    grown[i] = static_cast<double>(classes[i].counters.grown);
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("interval", Napi::Number::New(env, static_cast<double>(interval)));
+  o.Set("size", size);
+  o.Set("blocks", blocks);
+  o.Set("free", free);
+  o.Set("hits", hits);
+  o.Set("lent", lent);
+  o.Set("grown", grown);
+  return o;
+}
+
+Napi::Object recordingStateObject(Napi::Env env, const RecordingState& state) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("on", Napi::Boolean::New(env, state.on));
+  o.Set("truncated", Napi::Boolean::New(env, state.truncated));
+  setNumber(o, "begin", state.begin);
+  setNumber(o, "end", state.end);
+  return o;
+}
+
+Napi::Object recordingObject(Napi::Env env, const RecordedEvent* events, size_t count) {
+  Napi::Uint8Array ops = Napi::Uint8Array::New(env, count);
+  Napi::Float64Array serials = Napi::Float64Array::New(env, count);
+  Napi::Float64Array values = Napi::Float64Array::New(env, count);
+  for (size_t i = 0; i < count; ++i) {
+    ops[i] = static_cast<uint8_t>(events[i].op());
+    serials[i] = static_cast<double>(events[i].serial);
+    values[i] = static_cast<double>(events[i].payload());
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ops", ops);
+  o.Set("serials", serials);
+  o.Set("values", values);
+  return o;
+}
+
+}  // namespace tp::napi

@@ -1,0 +1,28 @@
+// The pool's values as JS sees them, shared by the pool objects of the binding (NativePool and
+// NativeProcessPool): counters, iteration summaries, class statistics, recordings, and plans coming in.
+#pragma once
+
+#include <napi.h>
+
+#include <vector>
+
+#include "../pool.h"
+
+namespace tp::napi {
+
+Napi::Object statsObject(Napi::Env env, const PoolStats& s);
+// -> { allocs, bytes, sizeHash, osFallbacks, osOversize, unplannedBorrows, recorderEnd, installed }
+Napi::Object summaryObject(Napi::Env env, const IterationSummary& ended);
+// -> { interval, size, blocks, free, hits, lent, grown } (Float64Arrays, one entry per class)
+Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& classes, uint64_t interval);
+// -> { on, truncated, begin, end }
+Napi::Object recordingStateObject(Napi::Env env, const RecordingState& state);
+// -> { ops: Uint8Array, serials: Float64Array, values: Float64Array }
+Napi::Object recordingObject(Napi::Env env, const RecordedEvent* events, size_t count);
+
+// A plan as lib/plan-spec.ts's toNativePlan hands it over: { interval, sizes, blocks, scheduleSizes?,
+// scheduleClasses? }, arrays as Float64Arrays. Class sizes and schedule entries are validated when the
+// plan is built (SizeClassTable::build).
+PlanSpec readPlan(const Napi::Value& value);
+
+}  // namespace tp::napi

@@ -1,0 +1,168 @@
+#include "process_pool_object.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "async_work.h"
+#include "pool_values.h"
+
+#ifndef TP_PACKAGE_VERSION
+#define TP_PACKAGE_VERSION "unknown"
+#endif
+
+namespace tp::napi {
+
+namespace {
+
+// The plan's arrays as the library's PlanView points at them; `spec` must outlive the view.
+preload::PlanView viewOf(const PlanSpec& spec) {
+  return {spec.interval, spec.classes.data(), spec.classes.size(), spec.schedule.data(), spec.schedule.size()};
+}
+
+constexpr size_t kErrorCapacity = 512;
+
+}  // namespace
+
+const preload::ProcessPoolApi* ProcessPoolObject::find(Napi::Env env) {
+  using Finder = const preload::ProcessPoolApi* (*)();
+  auto finder = reinterpret_cast<Finder>(dlsym(RTLD_DEFAULT, "tensorpool_process_pool"));
+  const preload::ProcessPoolApi* api = finder ? finder() : nullptr;
+  if (!api) return nullptr;
+  if (api->version != preload::kProcessApiVersion || api->layout != preload::processApiLayout() ||
+      std::string(api->build) != TP_PACKAGE_VERSION) {
+    throw errorWithCode(env, "ERR_TP_PRELOAD_MISMATCH",
+                        std::string("the preloaded tensorpool library is from build ") + api->build + " (interface " +
+                            std::to_string(api->version) + "), this addon from " + TP_PACKAGE_VERSION + " (interface " +
+                            std::to_string(preload::kProcessApiVersion) +
+                            "): preload the library of the same package (its path is tensorpool's preloadLibrary)");
+  }
+  return api;
+}
+
+Napi::Value ProcessPoolObject::Info(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const preload::ProcessPoolApi* api = find(env);
+  if (!api) return env.Null();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("mode", Napi::String::New(env, api->mode));
+  setNumber(o, "minBytes", api->minBytes);
+  o.Set("build", Napi::String::New(env, api->build));
+  o.Set("planPath", api->planPath ? Napi::Value(Napi::String::New(env, api->planPath)) : env.Null());
+  o.Set("recordPath", api->recordPath ? Napi::Value(Napi::String::New(env, api->recordPath)) : env.Null());
+  return o;
+}
+
+Napi::Function ProcessPoolObject::Define(Napi::Env env) {
+  return DefineClass(env, "NativeProcessPool",
+                     {
+                         InstanceMethod<&ProcessPoolObject::Stats>("stats"),
+                         InstanceMethod<&ProcessPoolObject::ClassStats>("classStats"),
+                         InstanceMethod<&ProcessPoolObject::MarkIteration>("markIteration"),
+                         InstanceMethod<&ProcessPoolObject::SwitchPlan>("switchPlan"),
+                         InstanceMethod<&ProcessPoolObject::PrepareSwitch>("prepareSwitch"),
+                         InstanceMethod<&ProcessPoolObject::StartRecording>("startRecording"),
+                         InstanceMethod<&ProcessPoolObject::StopRecording>("stopRecording"),
+                         InstanceMethod<&ProcessPoolObject::RecordingState>("recordingState"),
+                         InstanceMethod<&ProcessPoolObject::CopyRecording>("copyRecording"),
+                         InstanceMethod<&ProcessPoolObject::DiscardRecording>("discardRecording"),
+                     });
+}
+
+ProcessPoolObject::ProcessPoolObject(const Napi::CallbackInfo& info)
+    : Napi::ObjectWrap<ProcessPoolObject>(info), api_(find(info.Env())) {
+  if (!api_) {
+    throw errorWithCode(info.Env(), "ERR_TP_NO_PROCESS_POOL",
+                        "this process does not preload the tensorpool library (run it with `tensorpool run`)");
+  }
+}
+
+Napi::Value ProcessPoolObject::Stats(const Napi::CallbackInfo& info) {
+  PoolStats stats{};
+  api_->stats(&stats);
+  return statsObject(info.Env(), stats);
+}
+
+Napi::Value ProcessPoolObject::ClassStats(const Napi::CallbackInfo& info) {
+  std::vector<tp::ClassStats> classes(api_->classStats(nullptr, 0));
+  classes.resize(std::min(classes.size(), api_->classStats(classes.data(), classes.size())));
+  return classStatsObject(info.Env(), classes, api_->interval());
+}
+
+Napi::Value ProcessPoolObject::MarkIteration(const Napi::CallbackInfo& info) {
+  IterationSummary ended{};
+  api_->markIteration(&ended);
+  if (ended.installed) {
+    queueWork(info.Env(), "tensorpool.discardRetired", [api = api_] { api->discardRetired(); }, [](napi_env) {});
+  }
+  return summaryObject(info.Env(), ended);
+}
+
+Napi::Value ProcessPoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
+  const PlanSpec plan = readPlan(info[0]);
+  const preload::PlanView view = viewOf(plan);
+  char error[kErrorCapacity] = "";
+  if (!api_->switchPlan(&view, error, sizeof error)) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
+  return info.Env().Undefined();
+}
+
+Napi::Value ProcessPoolObject::PrepareSwitch(const Napi::CallbackInfo& info) {
+  struct Outcome {
+    PlanSpec plan;
+    uint64_t generation = 0;
+    char error[kErrorCapacity] = "";
+  };
+  auto outcome = std::make_shared<Outcome>();
+  outcome->plan = readPlan(info[0]);
+  napi_deferred deferred;
+  napi_value promise;
+  NAPI_THROW_IF_FAILED(info.Env(), napi_create_promise(info.Env(), &deferred, &promise), Napi::Value());
+  queueWork(
+      info.Env(), "tensorpool.prepareSwitch",
+      [api = api_, outcome] {
+        const preload::PlanView view = viewOf(outcome->plan);
+        outcome->generation = api->prepareSwitch(&view, outcome->error, sizeof outcome->error);
+      },
+      [deferred, outcome](napi_env env) {
+        settleDeferred(env, deferred, static_cast<double>(outcome->generation), "ERR_TP_POOL_CREATE",
+                       outcome->generation ? std::string() : std::string(outcome->error));
+      });
+  return Napi::Value(info.Env(), promise);
+}
+
+Napi::Value ProcessPoolObject::StartRecording(const Napi::CallbackInfo& info) {
+  api_->startRecording(requireUintArg(info, 0, "limit"));
+  return info.Env().Undefined();
+}
+
+Napi::Value ProcessPoolObject::StopRecording(const Napi::CallbackInfo& info) {
+  api_->stopRecording();
+  return info.Env().Undefined();
+}
+
+Napi::Value ProcessPoolObject::RecordingState(const Napi::CallbackInfo& info) {
+  tp::RecordingState state{};
+  api_->recordingState(&state);
+  return recordingStateObject(info.Env(), state);
+}
+
+Napi::Value ProcessPoolObject::CopyRecording(const Napi::CallbackInfo& info) {
+  const uint64_t from = requireUintArg(info, 0, "from");
+  tp::RecordingState state{};
+  api_->recordingState(&state);
+  const uint64_t first = std::max(from, state.begin);
+  std::vector<RecordedEvent> events(state.end > first ? state.end - first : 0);
+  events.resize(api_->copyRecording(first, events.data(), events.size()));
+  return recordingObject(info.Env(), events.data(), events.size());
+}
+
+Napi::Value ProcessPoolObject::DiscardRecording(const Napi::CallbackInfo& info) {
+  api_->discardRecording(requireUintArg(info, 0, "before"));
+  return info.Env().Undefined();
+}
+
+}  // namespace tp::napi
