@@ -8,14 +8,17 @@
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 
-export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-offsets', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
+import { preloadLibrary } from '../process-pool.js';
+
+export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-offsets', 'tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
 export type AllocatorName = (typeof ALLOCATOR_NAMES)[number];
 
 export interface AllocatorSpec {
   name: AllocatorName;
   /** What runs: the pool (size classes, or offsets mode), this process's malloc (LD_PRELOAD decides whose),
-   *  or the ideal yardstick. */
-  kind: 'pool' | 'offsets' | 'libc' | 'ideal';
+   *  the same malloc calls served by tensorpool's preload library (the process pool, default classes), or
+   *  the ideal yardstick. */
+  kind: 'pool' | 'offsets' | 'libc' | 'preload' | 'ideal';
   /** The shared library to LD_PRELOAD, once found. */
   library?: string;
   /** Its file name, and the Debian package that installs it. */
@@ -53,12 +56,16 @@ export function kindOf(name: AllocatorName): AllocatorSpec['kind'] {
   if (name === 'tensorpool') return 'pool';
   if (name === 'tensorpool-offsets') return 'offsets';
   if (name === 'ideal') return 'ideal';
+  if (name === 'tensorpool-preload') return 'preload';
   return 'libc';
 }
 
 /** Describes an allocator; a peer whose library is missing has no `library` (see `package`). */
 export function resolveAllocator(name: AllocatorName): AllocatorSpec {
   if (name === 'malloc') return { name, kind: 'libc', mapsName: 'libc.so' };
+  if (name === 'tensorpool-preload') {
+    return { name, kind: 'preload', mapsName: 'tensorpool-preload', library: fs.existsSync(preloadLibrary) ? preloadLibrary : undefined };
+  }
   if (kindOf(name) !== 'libc') return { name, kind: kindOf(name) };
   const peer = PEERS[name as keyof typeof PEERS];
   return { name, kind: 'libc', soname: peer.soname, package: peer.package, mapsName: peer.mapsName, library: findLibrary(peer.soname) };
@@ -71,7 +78,7 @@ export function isPeer(name: AllocatorName): boolean {
 
 /** Ours: drawn highlighted in reports. */
 export function isTensorpool(name: AllocatorName): boolean {
-  return kindOf(name) === 'pool' || kindOf(name) === 'offsets';
+  return kindOf(name) === 'pool' || kindOf(name) === 'offsets' || kindOf(name) === 'preload';
 }
 
 /** Runs from the offset plan (tensorpool-offsets, and the ideal yardstick). */
@@ -80,9 +87,10 @@ export function usesOffsetPlan(name: AllocatorName): boolean {
 }
 
 export function isAvailable(spec: AllocatorSpec): boolean {
-  return spec.kind !== 'libc' || spec.name === 'malloc' || spec.library !== undefined;
+  return (spec.kind !== 'libc' && spec.kind !== 'preload') || spec.name === 'malloc' || spec.library !== undefined;
 }
 
 export function missingMessage(spec: AllocatorSpec): string {
+  if (spec.kind === 'preload') return `${spec.name}: the preload library is not built (${preloadLibrary}; npm run build:native)`;
   return `${spec.name}: not installed (${spec.soname} not found; apt-get install ${spec.package}, or run bench/install-peers.sh)`;
 }

@@ -4,7 +4,7 @@ import type { NativeRepetition } from '../native.js';
 export interface WorkerInit {
   type: 'init';
   tracePath: string;
-  allocator: 'pool' | 'offsets' | 'libc' | 'ideal';
+  allocator: 'pool' | 'offsets' | 'libc' | 'preload' | 'ideal';
   /** The size-class plan (pool) or the offset plan (offsets, ideal). */
   planPath?: string;
   touch: 'none' | 'pages' | 'full';

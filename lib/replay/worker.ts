@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import { native, type NativeReplayer } from '../native.js';
 import { OffsetPlan } from '../offset-plan.js';
 import { Pool, nativePoolOf } from '../pool.js';
+import { processPool } from '../process-pool.js';
 import { readTrace } from '../trace/read.js';
 import type { FromWorker, ToWorker, WorkerInit } from './protocol.js';
 
@@ -45,7 +46,8 @@ function handle(message: ToWorker): void {
     send({ type: 'repetition', record: { ...r, timed: message.timeOperations } });
   } else {
     const memory = native.memory(false);
-    const s = pool?.stats();
+    // The preload route's malloc calls were served by the process pool: its counters (the whole worker's).
+    const s = pool?.stats() ?? processPool()?.stats();
     send({
       type: 'finished',
       peakRssBytes: memory.peakRss,

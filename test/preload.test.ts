@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { preloadLibrary, processPool, replay } from '../lib/index.js';
+import { expectUsageError, run, traceFixture } from './helpers.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-preload-'));
+const child = path.resolve(__dirname, 'preload/child.js');
+const transformer = traceFixture('transformer_train', 'trace.csv.gz');
+
+/** `tensorpool run <args> -- node --expose-gc child.js <task...>`: the child's JSON line, stderr and exit code. */
+function underPool(runArgs: string[], task: string[], env: NodeJS.ProcessEnv = {}) {
+  const r = spawnSync(process.execPath, [path.resolve(__dirname, '../dist/cli/main.js'), 'run', ...runArgs, '--', process.execPath, '--expose-gc', child, ...task], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 120_000,
+  });
+  const line = r.stdout.trim().split('\n').pop() ?? '';
+  return { code: r.status, stderr: r.stderr, out: line.startsWith('{') ? JSON.parse(line) : null };
+}
+
+describe('the preload library: the process allocator', () => {
+  it('is built, and this process (not preloaded) has no process pool', () => {
+    expect(fs.existsSync(preloadLibrary)).toBe(true);
+    expect(processPool()).toBeNull();
+  });
+
+  it("serves V8's ArrayBuffer backing stores: a loop of new Float32Array(4M) takes no page fault after the first", () => {
+    const r = underPool(['--stats'], ['float32']);
+    expect(r.code).toBe(0);
+    expect(r.out.pool).toEqual({ mode: 'default', minBytes: 65536 });
+    expect(r.out.allocs).toBeGreaterThanOrEqual(20); // 5 rounds x 4 arrays of 16 MiB, each through calloc
+    expect(r.out.hits).toBe(r.out.allocs);
+    expect(r.out.osFallbacks).toBe(0);
+    // 5 x 4 x 4096 pages were written; the quietest round shows the pool faults none of them (V8's own
+    // heap and code pages may fault in a round or two).
+    expect(Math.min(...r.out.faults)).toBeLessThan(100);
+    expect(r.stderr).toMatch(/^tensorpool: process pool \(default, requests >= 65536 B\): allocs \d+/m);
+  });
+
+  it('records a trace replayed through malloc/free event for event; its plan serves the replay with no OS fallback', () => {
+    const plan = path.join(tmp, 'recorded.plan.json');
+    const file = path.join(tmp, 'whole-run.csv');
+    // Above V8's own transient allocations (its background threads malloc up to ~150 KiB now and then, and
+    // a recording does not tell threads apart), so that what the pool serves in the window is the replay's.
+    const recorded = underPool(['--record', file, '--min-bytes', '256K'], ['record', transformer, plan]);
+    expect(recorded.code).toBe(0);
+    expect(recorded.out.pool.mode).toBe('recording');
+    expect(recorded.out.expected.length).toBeGreaterThan(300);
+    // Op for op and size for size; then the replayer frees what the trace left live (a repetition ends empty).
+    const { expected, recorded: got } = recorded.out as { expected: number[]; recorded: number[] };
+    expect(got.slice(0, expected.length)).toEqual(expected);
+    const leftLive = expected.filter((v) => v > 0).length - expected.filter((v) => v < 0).length;
+    expect(got.length - expected.length).toBe(leftLive);
+    expect(got.slice(expected.length).every((v) => v < 0)).toBe(true);
+    // The whole run, written at exit, is a tensorpool trace that the readers accept.
+    const csv = run('info', file);
+    expect(csv.code).toBe(0);
+    expect(csv.stdout).toMatch(/events\s+\d+/);
+
+    const planned = underPool(['--plan', plan, '--min-bytes', '256K'], ['planned', transformer]);
+    expect(planned.code).toBe(0);
+    expect(planned.out.pool.mode).toBe('planned');
+    expect(planned.out.allocs).toBe(expected.filter((v) => v > 0).length);
+    expect(planned.out.osFallbacks).toBe(0);
+    expect(planned.out.scheduleHits).toBe(planned.out.allocs);
+  });
+
+  it('bad configuration prints one line and leaves the host on the C library', () => {
+    const malformed = path.join(tmp, 'malformed.plan.json');
+    fs.writeFileSync(malformed, '{"format": "tensorpool-plan", "version": 1, "interval": 4096, "classes": [{"size": 4096}]}');
+    const cases: [NodeJS.ProcessEnv, RegExp][] = [
+      [{ TENSORPOOL_MIN_BYTES: '12 apples' }, /TENSORPOOL_MIN_BYTES=12 apples is not a byte count/],
+      [{ TENSORPOOL_MIN_BYTES: '0' }, /TENSORPOOL_MIN_BYTES=0 is not a byte count/],
+      [{ TENSORPOOL_PLAN: path.join(tmp, 'missing.json') }, /missing\.json: cannot read the plan: No such file/],
+      [{ TENSORPOOL_PLAN: malformed }, /malformed\.plan\.json: classes\[0\]\.blocks must be a whole number/],
+      [{ TENSORPOOL_RECORD: path.join(tmp, 'no/such/dir/x.csv') }, /TENSORPOOL_RECORD=.*No such file or directory/],
+      [{ TENSORPOOL_ADAPTIVE: 'yes please' }, /TENSORPOOL_ADAPTIVE must be 1 or 0/],
+    ];
+    for (const [env, message] of cases) {
+      const r = spawnSync(process.execPath, ['-e', "const { processPool } = require('./dist/index.js'); console.log(processPool() === null ? 'pass-through' : 'pooled')"], {
+        encoding: 'utf8',
+        cwd: path.resolve(__dirname, '..'),
+        env: { ...process.env, ...env, LD_PRELOAD: preloadLibrary },
+      });
+      expect(r.status).toBe(0);
+      expect(r.stdout.trim()).toBe('pass-through');
+      const lines = r.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^tensorpool: /);
+      expect(lines[0]).toMatch(message);
+      expect(lines[0]).toMatch(/the pool is off, the C library serves every allocation$/);
+    }
+  });
+
+  it('tensorpool run: passes the exit code on, refuses bad options with one line', () => {
+    expect(run('run', '--', process.execPath, '-e', 'process.exit(3)').code).toBe(3);
+    const missing = run('run', '--', 'no-such-command-tp');
+    expect(missing.code).toBe(127);
+    expect(missing.stderr).toMatch(/^tensorpool: cannot run no-such-command-tp: command not found/);
+    expectUsageError(run('run'), /no command to run/);
+    expectUsageError(run('run', '--min-bytes', 'lots', '--', 'true'), /--min-bytes must be a byte count/);
+    expectUsageError(run('run', '--plan', path.join(tmp, 'missing.json'), '--', 'true'), /missing\.json/);
+    expectUsageError(run('run', '--record', path.join(tmp, 'no/dir/x.csv'), '--', 'true'), /--record .*does not exist or is not writable/);
+  });
+
+  it('replay: the tensorpool-preload allocator serves the trace through malloc with no steady-state fault', async () => {
+    const report = await replay(transformer, { allocators: ['tensorpool-preload', 'malloc'], reps: 4 });
+    const preload = report.results.find((r) => r.allocator === 'tensorpool-preload')!;
+    expect(preload.error).toBeUndefined();
+    expect(preload.steadyMinorFaultsPerRep).toBe(0);
+    expect(preload.pool!.hits).toBeGreaterThan(0);
+    expect(preload.pool!.osFallbacks).toBe(0);
+  });
+});

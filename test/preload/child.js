@@ -1,0 +1,58 @@
+// Runs inside a process started by `tensorpool run` (test/preload.test.ts): does what argv[2] names and
+// prints one JSON line with what it saw.
+const { processPool, measureFaults, readTrace, train } = require('../../dist/index.js');
+const { native } = require('../../dist/native.js');
+
+const task = process.argv[2];
+const pool = processPool();
+const out = { pool: pool && { mode: pool.mode, minBytes: pool.minBytes } };
+
+// A replay of a trace through the C library's malloc family (posix_memalign / free), as a runtime makes it.
+function replayerOf(file) {
+  const trace = readTrace(file);
+  return { trace, replayer: new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false }) };
+}
+
+if (task === 'float32') {
+  const loop = () => {
+    for (let k = 0; k < 4; k++) {
+      const x = new Float32Array(4 << 20);
+      for (let i = 0; i < x.length; i += 1024) x[i] = i;
+    }
+    global.gc();
+  };
+  loop();
+  const before = pool.stats();
+  out.faults = [0, 1, 2, 3, 4].map(() => measureFaults(loop).minor);
+  const after = pool.stats();
+  out.allocs = after.allocs - before.allocs;
+  out.hits = after.hits - before.hits;
+  out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
+} else if (task === 'record') {
+  const { trace, replayer } = replayerOf(process.argv[3]);
+  pool.record();
+  replayer.run(false);
+  const recorded = pool.stopRecording();
+  // Events of buffers the pool serves, as [op, size]: the trace's, and what the pool recorded.
+  const served = (t, min) => {
+    const events = [];
+    for (let e = 0; e < t.ops.length; e++) {
+      const bytes = t.sizes[t.eventBuffer[e]];
+      if (t.ops[e] !== 2 && bytes >= min) events.push(t.ops[e] === 0 ? bytes : -bytes);
+    }
+    return events;
+  };
+  out.expected = served(trace, pool.minBytes);
+  out.recorded = served(recorded, 0);
+  train(recorded).write(process.argv[4]);
+} else if (task === 'planned') {
+  const { replayer } = replayerOf(process.argv[3]);
+  pool.markIteration();
+  const before = pool.stats();
+  replayer.run(false);
+  const after = pool.stats();
+  out.allocs = after.allocs - before.allocs;
+  out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
+  out.scheduleHits = after.scheduleHits - before.scheduleHits;
+}
+console.log(JSON.stringify(out));
