@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 npm pack --pack-destination "$work" >"$work/pack.log"
 tarball=$(ls "$work"/tensorpool-*.tgz)
 tar -tzf "$tarball" >"$work/contents"
-for required in package/prebuilds/linux-x64/tensorpool.node package/dist/index.js package/dist/index.d.ts \
+for required in package/prebuilds/linux-x64/tensorpool.node package/prebuilds/linux-x64/tensorpool-preload.so package/dist/index.js package/dist/index.d.ts \
   package/dist/cli/main.js package/traces/resnet18_train.csv.gz; do
   grep -qx "$required" "$work/contents" || { echo "package-check: $required is not in the tarball" >&2; exit 1; }
 done
@@ -37,6 +37,11 @@ x.fill(1);
 pool.release(x);
 if (pool.stats().allocs !== 1) throw new Error('require: the pool did not serve');
 "
+PATH="$work/bin:/bin" npx tensorpool run --stats -- node -e "
+const { processPool, preloadLibrary } = require('tensorpool');
+if (!preloadLibrary.includes('prebuilds') || !processPool()) throw new Error('run: the prebuilt preload library did not serve');
+" 2>"$work/run.err"
+grep -q '^tensorpool: process pool' "$work/run.err" || { cat "$work/run.err"; echo "package-check: tensorpool run printed no stats" >&2; exit 1; }
 PATH="$work/bin:/bin" node --input-type=module -e "
 const { Pool, readTrace } = await import('tensorpool');
 if (typeof Pool !== 'function' || typeof readTrace !== 'function') throw new Error('import: named exports missing');
@@ -56,4 +61,4 @@ EOF
   --types node --typeRoots "$repo/node_modules/@types" consumer.ts
 PATH="$work/bin:/bin" npx tensorpool bench --reps 2 --allocators tensorpool,malloc >"$work/bench.txt"
 grep -q '^tensorpool' "$work/bench.txt" || { cat "$work/bench.txt"; echo "package-check: bench printed no tensorpool row" >&2; exit 1; }
-echo "package-check: the tarball installs without a compiler, loads with require and import, type-checks, and runs bench"
+echo "package-check: the tarball installs without a compiler, loads with require and import, type-checks, runs bench and run (the preload library)"

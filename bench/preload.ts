@@ -1,0 +1,81 @@
+/**
+ * The preload route (issue: tensorpool as the process allocator): each shared trace (or bundled one)
+ * replayed through the C library's malloc family with the preload library in front (`tensorpool-preload`,
+ * the process pool on its default classes) next to glibc, jemalloc, mimalloc, tcmalloc and `ideal` (the
+ * floor), in one interleaved run; then `node -e 0` start-up with and without the library, interleaved.
+ * Targets: 0 faults per repetition in the steady state; ns/op <= 1.10x ideal; start-up overhead <= 5%.
+ *
+ *   npm run build && npx tsx bench/preload.ts [--reps 20] [--starts 30] [--traces DIR] [--json out.json]
+ */
+import { spawnSync } from 'node:child_process';
+
+import { preloadLibrary, replay, type ReplayReport } from '../dist/index.js';
+import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
+
+const args = benchArgs(20, { traces: { type: 'string' }, starts: { type: 'string' } });
+const machine = printHeader('preload: the process allocator against the peers and the ideal floor');
+const traces = benchTraces(args.values.traces as string | undefined);
+const starts = Number(args.values.starts ?? 30);
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+/** Wall time of `node -e 0`, ms, with and without the library, alternating, `starts` times each. */
+function startup(): { plainMs: number; preloadedMs: number } {
+  const time = (env: NodeJS.ProcessEnv) => {
+    const t0 = process.hrtime.bigint();
+    const r = spawnSync(process.execPath, ['-e', '0'], { env });
+    if (r.status !== 0) throw new Error(`node -e 0 failed: ${r.stderr}`);
+    return Number(process.hrtime.bigint() - t0) / 1e6;
+  };
+  const plain: number[] = [];
+  const preloaded: number[] = [];
+  const base = { ...process.env };
+  delete base.LD_PRELOAD;
+  for (let i = 0; i < starts; i++) {
+    plain.push(time(base));
+    preloaded.push(time({ ...base, LD_PRELOAD: preloadLibrary }));
+  }
+  return { plainMs: median(plain), preloadedMs: median(preloaded) };
+}
+
+async function main(): Promise<void> {
+  const reports: ReplayReport[] = [];
+  const summary = [];
+  for (const trace of traces) {
+    const report = await replay(trace, {
+      reps: args.reps,
+      allocators: ['tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'],
+      onProgress: (done, total) => done === total && console.error(`# ${trace}: ${total} repetitions done`),
+    });
+    reports.push(report);
+    const ideal = report.results.find((r) => r.allocator === 'ideal')!;
+    console.log(`\n## ${trace} (lower bound ${formatBytes(report.lowerBoundBytes)})`);
+    console.log(
+      formatTable(
+        ['allocator', 'ns/op', 'x ideal', 'alloc ns', 'release ns', 'minor faults/rep', 'RSS growth', 'x LB'],
+        report.results.map((r) =>
+          r.available
+            ? [r.allocator, round(r.nsPerOp, 0), round(r.nsPerOp / ideal.nsPerOp, 3), round(r.allocNs ?? NaN, 0), round(r.releaseNs ?? NaN, 0), round(r.steadyMinorFaultsPerRep, 1), formatBytes(r.rssGrowthBytes), round(r.rssVsLowerBound, 3)]
+            : [r.allocator, r.error ?? 'not available', null, null, null, null, null, null],
+        ),
+      ),
+    );
+    const ours = report.results.find((r) => r.allocator === 'tensorpool-preload')!;
+    summary.push([traceLabel(trace), round(ours.steadyMinorFaultsPerRep, 1), round(ours.nsPerOp / ideal.nsPerOp, 3), round(ours.rssVsLowerBound, 3)]);
+  }
+  const start = startup();
+  console.log('\n## targets: 0 faults/rep in steady state; ns/op <= 1.10x ideal; start-up overhead <= 5%');
+  console.log(formatTable(['trace', 'preload faults/rep', 'preload vs ideal', 'RSS growth / LB'], summary));
+  console.log(
+    `node -e 0: ${round(start.plainMs, 1)} ms plain, ${round(start.preloadedMs, 1)} ms preloaded ` +
+      `(${round((start.preloadedMs / start.plainMs - 1) * 100, 1)}% overhead; medians of ${starts}, alternating)`,
+  );
+  console.log(`# ${args.reps} repetitions per allocator, interleaved; medians of the last half`);
+  writeJson(args.json, { benchmark: 'preload', machine, reps: args.reps, reports, startup: start });
+}
+
+void main();

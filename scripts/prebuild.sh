@@ -1,0 +1,10 @@
+#!/bin/sh
+# The prebuilt binaries the npm package ships (prebuilds/<platform>-<arch>/): the addon through prebuildify
+# (N-API, stripped), and beside it the preload library that the same node-gyp build made.
+set -eu
+cd "$(dirname "$0")/.."
+npx prebuildify --napi --strip
+dir="prebuilds/$(node -p 'process.platform + "-" + process.arch')"
+cp build/Release/tensorpool-preload.so "$dir/tensorpool-preload.so"
+strip --strip-unneeded "$dir/tensorpool-preload.so"
+echo "prebuild: $(ls "$dir" | tr '\n' ' ')"
