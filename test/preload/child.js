@@ -53,6 +53,6 @@ if (task === 'float32') {
   const after = pool.stats();
   out.allocs = after.allocs - before.allocs;
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
-  out.scheduleHits = after.scheduleHits - before.scheduleHits;
+  out.liveBefore = before.liveBlocks;
 }
 console.log(JSON.stringify(out));
