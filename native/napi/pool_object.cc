@@ -163,22 +163,8 @@ Napi::Value PoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value PoolObject::PrepareSwitch(const Napi::CallbackInfo& info) {
-  struct Outcome {
-    uint64_t generation = 0;
-    std::string error;
-  };
-  auto outcome = std::make_shared<Outcome>();
-  PlanSpec plan = readPlan(info[0]);
-  napi_deferred deferred;
-  napi_value promise;
-  NAPI_THROW_IF_FAILED(info.Env(), napi_create_promise(info.Env(), &deferred, &promise), Napi::Value());
-  queueWork(
-      info.Env(), "tensorpool.prepareSwitch",
-      [pool = pool_, plan = std::move(plan), outcome] { outcome->generation = pool->prepareSwitch(plan, &outcome->error); },
-      [deferred, outcome](napi_env env) {
-        settleDeferred(env, deferred, static_cast<double>(outcome->generation), "ERR_TP_POOL_CREATE", outcome->error);
-      });
-  return Napi::Value(info.Env(), promise);
+  return prepareSwitchPromise(info.Env(), readPlan(info[0]),
+                              [pool = pool_](const PlanSpec& plan, std::string* error) { return pool->prepareSwitch(plan, error); });
 }
 
 Napi::Value PoolObject::StartRecording(const Napi::CallbackInfo& info) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "args.h"
+#include "async_work.h"
 
 namespace tp::napi {
 
@@ -129,6 +130,24 @@ Napi::Object recordingObject(Napi::Env env, const RecordedEvent* events, size_t 
   o.Set("serials", serials);
   o.Set("values", values);
   return o;
+}
+
+Napi::Value prepareSwitchPromise(Napi::Env env, PlanSpec plan, PrepareSwitchFn prepare) {
+  struct Outcome {
+    uint64_t generation = 0;
+    std::string error;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  napi_deferred deferred;
+  napi_value promise;
+  NAPI_THROW_IF_FAILED(env, napi_create_promise(env, &deferred, &promise), Napi::Value());
+  queueWork(
+      env, "tensorpool.prepareSwitch",
+      [prepare = std::move(prepare), plan = std::move(plan), outcome] { outcome->generation = prepare(plan, &outcome->error); },
+      [deferred, outcome](napi_env settleEnv) {
+        settleDeferred(settleEnv, deferred, static_cast<double>(outcome->generation), "ERR_TP_POOL_CREATE", outcome->error);
+      });
+  return Napi::Value(env, promise);
 }
 
 }  // namespace tp::napi

@@ -4,6 +4,8 @@
 
 #include <napi.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "../pool.h"
@@ -24,5 +26,10 @@ Napi::Object recordingObject(Napi::Env env, const RecordedEvent* events, size_t 
 // scheduleClasses? }, arrays as Float64Arrays. Class sizes and schedule entries are validated when the
 // plan is built (SizeClassTable::build).
 PlanSpec readPlan(const Napi::Value& value);
+
+// Builds `plan`'s arena off the JS thread with `prepare` (a pool's prepareSwitch: the generation, or 0 with
+// *error) and returns a promise of the generation, rejected with ERR_TP_POOL_CREATE.
+using PrepareSwitchFn = std::function<uint64_t(const PlanSpec& plan, std::string* error)>;
+Napi::Value prepareSwitchPromise(Napi::Env env, PlanSpec plan, PrepareSwitchFn prepare);
 
 }  // namespace tp::napi

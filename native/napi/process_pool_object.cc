@@ -19,12 +19,16 @@ namespace tp::napi {
 
 namespace {
 
-// The plan's arrays as the library's PlanView points at them; `spec` must outlive the view.
-preload::PlanView viewOf(const PlanSpec& spec) {
-  return {spec.interval, spec.classes.data(), spec.classes.size(), spec.schedule.data(), spec.schedule.size()};
+// Calls one of the library's switch entries with `plan` as a PlanView; its result (0 on failure, with the
+// library's message in *error).
+template <typename Entry>
+uint64_t switchWith(Entry entry, const PlanSpec& plan, std::string* error) {
+  const preload::PlanView view{plan.interval, plan.classes.data(), plan.classes.size(), plan.schedule.data(), plan.schedule.size()};
+  char message[512] = "";
+  const uint64_t result = static_cast<uint64_t>(entry(&view, message, sizeof message));
+  if (!result) *error = message;
+  return result;
 }
-
-constexpr size_t kErrorCapacity = 512;
 
 }  // namespace
 
@@ -103,35 +107,15 @@ Napi::Value ProcessPoolObject::MarkIteration(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ProcessPoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
-  const PlanSpec plan = readPlan(info[0]);
-  const preload::PlanView view = viewOf(plan);
-  char error[kErrorCapacity] = "";
-  if (!api_->switchPlan(&view, error, sizeof error)) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
+  std::string error;
+  if (!switchWith(api_->switchPlan, readPlan(info[0]), &error)) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
   return info.Env().Undefined();
 }
 
 Napi::Value ProcessPoolObject::PrepareSwitch(const Napi::CallbackInfo& info) {
-  struct Outcome {
-    PlanSpec plan;
-    uint64_t generation = 0;
-    char error[kErrorCapacity] = "";
-  };
-  auto outcome = std::make_shared<Outcome>();
-  outcome->plan = readPlan(info[0]);
-  napi_deferred deferred;
-  napi_value promise;
-  NAPI_THROW_IF_FAILED(info.Env(), napi_create_promise(info.Env(), &deferred, &promise), Napi::Value());
-  queueWork(
-      info.Env(), "tensorpool.prepareSwitch",
-      [api = api_, outcome] {
-        const preload::PlanView view = viewOf(outcome->plan);
-        outcome->generation = api->prepareSwitch(&view, outcome->error, sizeof outcome->error);
-      },
-      [deferred, outcome](napi_env env) {
-        settleDeferred(env, deferred, static_cast<double>(outcome->generation), "ERR_TP_POOL_CREATE",
-                       outcome->generation ? std::string() : std::string(outcome->error));
-      });
-  return Napi::Value(info.Env(), promise);
+  return prepareSwitchPromise(info.Env(), readPlan(info[0]), [api = api_](const PlanSpec& plan, std::string* error) {
+    return switchWith(api->prepareSwitch, plan, error);
+  });
 }
 
 Napi::Value ProcessPoolObject::StartRecording(const Napi::CallbackInfo& info) {

@@ -76,138 +76,6 @@ bool parseSwitch(const char* text, bool* out) {
   return false;
 }
 
-void writeRecording();
-void printStats();
-
-void atExit() {
-  InternalScope inside;
-  if (settings->record) writeRecording();
-  if (settings->stats) printStats();
-}
-
-void forkPrepare() {
-  if (pool) pool->lockForFork();
-}
-void forkRelease() {
-  if (pool) pool->unlockAfterFork();
-}
-
-// Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
-void initialise() {
-  InternalScope inside;
-  auto fail = [](const std::string& why) { say(why + "; the pool is off, the C library serves every allocation"); };
-  const char* minText = getenv("TENSORPOOL_MIN_BYTES");
-  const char* planPath = getenv("TENSORPOOL_PLAN");
-  const char* recordPath = getenv("TENSORPOOL_RECORD");
-  const char* reserveText = getenv("TENSORPOOL_RESERVE");
-  const char* eventsText = getenv("TENSORPOOL_RECORD_EVENTS");
-  bool adaptive = false, stats = false;
-  if (minText && !parseBytes(minText, &minBytes)) return fail("TENSORPOOL_MIN_BYTES=" + std::string(minText) + " is not a byte count from 1 to 2^47 (such as 65536 or 64K)");
-  uint64_t reserve = uint64_t{16} << 30;
-  if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
-  uint64_t recordEvents = uint64_t{4} << 20;
-  if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
-  if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
-  if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
-  if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
-  if (recordPath && !*recordPath) return fail("TENSORPOOL_RECORD is empty");
-
-  auto* s = new Settings;
-  s->stats = stats;
-  PlanSpec plan = defaultPlan();
-  PoolOptions options;
-  options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
-  options.grow = true;
-  options.growReserve = reserve;
-  // Growing classes fault a block's pages in on first touch instead of when it is carved: a program's
-  // start-up allocates many blocks it touches only in part, and pre-faulting them cost node -e 0 about 9%
-  // (bench/preload.ts). A block's pages stay resident once touched, so the steady state takes no fault.
-  options.arena.prefault = false;
-  if (planPath) {
-    plan = PlanSpec{};
-    std::string error;
-    if (!readPlanFile(planPath, &plan, &error)) return delete s, fail(error);
-    options.grow = false;  // S0: a departure from the plan shows as OS fallbacks
-    options.arena.prefault = true;  // the planned arena is faulted in before the program runs
-    s->planPath = planPath;
-    s->mode = "planned";
-  }
-  if (adaptive) s->mode = "adaptive";
-  if (recordPath) {
-    s->record = fopen(recordPath, "w");
-    if (!s->record) return delete s, fail(std::string("TENSORPOOL_RECORD=") + recordPath + ": " + strerror(errno));
-    s->recordPath = recordPath;
-    if (!adaptive) s->mode = "recording";
-  }
-  if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
-  std::string error;
-  std::shared_ptr<Pool> made = Pool::create(plan, options, &error);
-  if (!made) {
-    if (s->record) fclose(s->record);
-    delete s;
-    return fail(error);
-  }
-  if (s->record) made->startRecording(recordEvents);
-  processPool = new std::shared_ptr<Pool>(std::move(made));
-  pool = processPool->get();
-  settings = s;
-  pthread_atfork(forkPrepare, forkRelease, forkRelease);
-  atexit(atExit);
-  ready.store(true, std::memory_order_release);
-}
-
-__attribute__((constructor)) void initialiseOnLoad() { initialise(); }
-
-// The held events as tensorpool CSV. A release whose allocation is not held (recording restarted from JS)
-// is left out; buffers live at exit stay unfreed in the trace.
-void writeRecording() {
-  const RecordingState state = pool->recordingState();
-  const std::vector<RecordedEvent> events = pool->copyRecording(state.begin);
-  FILE* out = settings->record;
-  fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
-          static_cast<unsigned long long>(minBytes));
-  fprintf(out, "op,id,size,stream\n");
-  std::unordered_set<uint64_t> live;
-  uint64_t unknown = 0;
-  for (const RecordedEvent& e : events) {
-    switch (e.op()) {
-      case RecordedOp::Alloc:
-        live.insert(e.serial);
-        fprintf(out, "a,%llu,%llu,0\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(e.payload()));
-        break;
-      case RecordedOp::Release:
-        if (live.erase(e.serial)) fprintf(out, "f,%llu,,0\n", static_cast<unsigned long long>(e.serial));
-        else ++unknown;
-        break;
-      case RecordedOp::Mark:
-        fprintf(out, "i,,,\n");
-        break;
-    }
-  }
-  if (unknown) fprintf(out, "# %llu releases of blocks allocated while recording was off are left out\n", static_cast<unsigned long long>(unknown));
-  if (state.truncated) fprintf(out, "# truncated: the event limit was reached\n");
-  if (fclose(out) != 0) say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
-  settings->record = nullptr;
-}
-
-void printStats() {
-  const PoolStats s = pool->stats();
-  char line[1024];
-  snprintf(line, sizeof line,
-           "process pool (%s, requests >= %llu B): allocs %llu, releases %llu, hits %llu, borrows %llu, grown %llu, "
-           "OS fallbacks %llu, OS oversize %llu; live %llu blocks / %llu B (peak %llu B); arena %llu B carved, "
-           "%llu B committed, %llu B reserved; iterations %llu, switches %llu",
-           settings->mode, static_cast<unsigned long long>(minBytes), static_cast<unsigned long long>(s.allocs),
-           static_cast<unsigned long long>(s.releases), static_cast<unsigned long long>(s.hits),
-           static_cast<unsigned long long>(s.borrows), static_cast<unsigned long long>(s.grown),
-           static_cast<unsigned long long>(s.osFallbacks), static_cast<unsigned long long>(s.osOversize),
-           static_cast<unsigned long long>(s.liveBlocks), static_cast<unsigned long long>(s.bytesLive),
-           static_cast<unsigned long long>(s.peakBytesLive), static_cast<unsigned long long>(s.arenaBytes),
-           static_cast<unsigned long long>(s.committedBytes), static_cast<unsigned long long>(s.reservedBytes),
-           static_cast<unsigned long long>(s.iterations), static_cast<unsigned long long>(s.switches));
-  say(line);
-}
-
 // --- the table the addon calls (process_api.h); every entry runs inside the pool ---
 
 void apiStats(PoolStats* out) {
@@ -289,6 +157,143 @@ ProcessPoolApi api = {
     apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired,
 };
 
+void writeRecording();
+void printStats();
+
+void atExit() {
+  InternalScope inside;
+  if (settings->record) writeRecording();
+  if (settings->stats) printStats();
+}
+
+void forkPrepare() {
+  if (pool) pool->lockForFork();
+}
+void forkRelease() {
+  if (pool) pool->unlockAfterFork();
+}
+
+// Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
+void initialise() {
+  InternalScope inside;
+  auto fail = [](const std::string& why) { say(why + "; the pool is off, the C library serves every allocation"); };
+  const char* minText = getenv("TENSORPOOL_MIN_BYTES");
+  const char* planPath = getenv("TENSORPOOL_PLAN");
+  const char* recordPath = getenv("TENSORPOOL_RECORD");
+  const char* reserveText = getenv("TENSORPOOL_RESERVE");
+  const char* eventsText = getenv("TENSORPOOL_RECORD_EVENTS");
+  bool adaptive = false, stats = false;
+  if (minText && !parseBytes(minText, &minBytes)) return fail("TENSORPOOL_MIN_BYTES=" + std::string(minText) + " is not a byte count from 1 to 2^47 (such as 65536 or 64K)");
+  uint64_t reserve = uint64_t{16} << 30;
+  if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
+  uint64_t recordEvents = uint64_t{4} << 20;
+  if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
+  if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
+  if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
+  if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
+  if (recordPath && !*recordPath) return fail("TENSORPOOL_RECORD is empty");
+
+  auto* s = new Settings;
+  s->stats = stats;
+  PlanSpec plan = defaultPlan();
+  PoolOptions options;
+  options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
+  options.grow = true;
+  options.growReserve = reserve;
+  // Growing classes fault a block's pages in on first touch instead of when it is carved: a program's
+  // start-up allocates many blocks it touches only in part, and pre-faulting them cost node -e 0 about 9%
+  // (bench/preload.ts). A block's pages stay resident once touched, so the steady state takes no fault.
+  options.arena.prefault = false;
+  if (planPath) {
+    plan = PlanSpec{};
+    std::string error;
+    if (!readPlanFile(planPath, &plan, &error)) return delete s, fail(error);
+    options.grow = false;  // S0: a departure from the plan shows as OS fallbacks
+    options.arena.prefault = true;  // the planned arena is faulted in before the program runs
+    s->planPath = planPath;
+    s->mode = "planned";
+  }
+  if (adaptive) s->mode = "adaptive";
+  if (recordPath) {
+    s->record = fopen(recordPath, "w");
+    if (!s->record) return delete s, fail(std::string("TENSORPOOL_RECORD=") + recordPath + ": " + strerror(errno));
+    s->recordPath = recordPath;
+    if (!adaptive) s->mode = "recording";
+  }
+  if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
+  std::string error;
+  std::shared_ptr<Pool> made = Pool::create(plan, options, &error);
+  if (!made) {
+    if (s->record) fclose(s->record);
+    delete s;
+    return fail(error);
+  }
+  if (s->record) made->startRecording(recordEvents);
+  processPool = new std::shared_ptr<Pool>(std::move(made));
+  pool = processPool->get();
+  settings = s;
+  pthread_atfork(forkPrepare, forkRelease, forkRelease);
+  atexit(atExit);
+  api.mode = s->mode;
+  api.minBytes = minBytes;
+  api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
+  api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
+  ready.store(true, std::memory_order_release);
+}
+
+__attribute__((constructor)) void initialiseOnLoad() { initialise(); }
+
+// The held events as tensorpool CSV. A release whose allocation is not held (recording restarted from JS)
+// is left out; buffers live at exit stay unfreed in the trace.
+void writeRecording() {
+  const RecordingState state = pool->recordingState();
+  const std::vector<RecordedEvent> events = pool->copyRecording(state.begin);
+  FILE* out = settings->record;
+  fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
+          static_cast<unsigned long long>(minBytes));
+  fprintf(out, "op,id,size,stream\n");
+  std::unordered_set<uint64_t> live;
+  uint64_t unknown = 0;
+  for (const RecordedEvent& e : events) {
+    switch (e.op()) {
+      case RecordedOp::Alloc:
+        live.insert(e.serial);
+        fprintf(out, "a,%llu,%llu,0\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(e.payload()));
+        break;
+      case RecordedOp::Release:
+        if (live.erase(e.serial)) fprintf(out, "f,%llu,,0\n", static_cast<unsigned long long>(e.serial));
+        else ++unknown;
+        break;
+      case RecordedOp::Mark:
+        fprintf(out, "i,,,\n");
+        break;
+    }
+  }
+  if (unknown) fprintf(out, "# %llu releases of blocks allocated while recording was off are left out\n", static_cast<unsigned long long>(unknown));
+  if (state.truncated) fprintf(out, "# truncated: the event limit was reached\n");
+  if (fclose(out) != 0) say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
+  settings->record = nullptr;
+}
+
+void printStats() {
+  const PoolStats s = pool->stats();
+  char line[1024];
+  snprintf(line, sizeof line,
+           "process pool (%s, requests >= %llu B): allocs %llu, releases %llu, hits %llu, borrows %llu, grown %llu, "
+           "OS fallbacks %llu, OS oversize %llu; live %llu blocks / %llu B (peak %llu B); arena %llu B carved, "
+           "%llu B committed, %llu B reserved; iterations %llu, switches %llu",
+           settings->mode, static_cast<unsigned long long>(minBytes), static_cast<unsigned long long>(s.allocs),
+           static_cast<unsigned long long>(s.releases), static_cast<unsigned long long>(s.hits),
+           static_cast<unsigned long long>(s.borrows), static_cast<unsigned long long>(s.grown),
+           static_cast<unsigned long long>(s.osFallbacks), static_cast<unsigned long long>(s.osOversize),
+           static_cast<unsigned long long>(s.liveBlocks), static_cast<unsigned long long>(s.bytesLive),
+           static_cast<unsigned long long>(s.peakBytesLive), static_cast<unsigned long long>(s.arenaBytes),
+           static_cast<unsigned long long>(s.committedBytes), static_cast<unsigned long long>(s.reservedBytes),
+           static_cast<unsigned long long>(s.iterations), static_cast<unsigned long long>(s.switches));
+  say(line);
+}
+
+
 }  // namespace
 
 InternalScope::InternalScope() { ++insideDepth; }
@@ -334,10 +339,5 @@ size_t poolUsableSize(const void* p) {
 
 extern "C" __attribute__((visibility("default"))) const tp::preload::ProcessPoolApi* tensorpool_process_pool(void) {
   using namespace tp::preload;
-  if (!ready.load(std::memory_order_acquire)) return nullptr;
-  api.mode = settings->mode;
-  api.minBytes = minBytes;
-  api.planPath = settings->planPath.empty() ? nullptr : settings->planPath.c_str();
-  api.recordPath = settings->recordPath.empty() ? nullptr : settings->recordPath.c_str();
-  return &api;
+  return ready.load(std::memory_order_acquire) ? &api : nullptr;
 }
