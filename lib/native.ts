@@ -85,7 +85,10 @@ export interface NativeIterationSummary {
 export interface NativeRecording {
   ops: Uint8Array;
   serials: Float64Array;
+  /** Bytes of an allocation, stream number (or 0) of a release. */
   values: Float64Array;
+  /** The allocating thread's number (0: the main thread); 0 for other events. */
+  threads: Uint16Array;
 }
 
 export interface NativeClassStats {

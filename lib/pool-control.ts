@@ -41,11 +41,19 @@ export class PoolControl {
   readonly #initialPlan: PlanSpec | null;
   readonly adaptation: Adaptation | null;
   #recordingFrom: number | null = null; // record(): the number of its first event
+  #keepEvents = false; // the recording belongs to someone else too: stopRecording() leaves its events held
 
-  constructor(nativePool: NativeControlledPool, initialPlan: PlanSpec | null, adaptation: Adaptation | null) {
+  /**
+   * `recordingSince`: a recording already under way from that event on, not started by record() (the process
+   * pool under TENSORPOOL_RECORD, which writes its events at exit): stopRecording() returns it and leaves the
+   * events held for the library.
+   */
+  constructor(nativePool: NativeControlledPool, initialPlan: PlanSpec | null, adaptation: Adaptation | null, recordingSince: number | null = null) {
     this.#native = nativePool;
     this.#initialPlan = initialPlan;
     this.adaptation = adaptation;
+    this.#recordingFrom = recordingSince;
+    this.#keepEvents = recordingSince !== null;
   }
 
   get plan(): PlanSpec | null {
@@ -73,8 +81,9 @@ export class PoolControl {
     if (this.#recordingFrom === null) throw new TensorPoolError('ERR_TP_UNSUPPORTED', 'the pool is not recording: call record() first');
     this.#native.stopRecording();
     const trace = traceFromRecording(this.#native.copyRecording(this.#recordingFrom), name);
-    this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
+    if (!this.#keepEvents) this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
     this.#recordingFrom = null;
+    this.#keepEvents = false;
     return trace;
   }
 

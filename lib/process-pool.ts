@@ -52,7 +52,9 @@ export class ProcessPool {
     const plan = info.planPath ? Plan.read(info.planPath) : null;
     const adaptation =
       info.mode === 'adaptive' ? new Adaptation(handle, checkAdaptiveOptions({ onSwitch: (e: PlanSwitch) => this.#onSwitch?.(e) }), plan) : null;
-    this.#control = new PoolControl(handle, plan, adaptation);
+    // Under TENSORPOOL_RECORD the library records from the start (and writes the file at exit).
+    const recordingSince = info.recordPath !== null && handle.recordingState().on ? handle.recordingState().begin : null;
+    this.#control = new PoolControl(handle, plan, adaptation, recordingSince);
   }
 
   /** Called after every switch adaptive mode makes, from the markIteration() that made it. */
@@ -78,12 +80,19 @@ export class ProcessPool {
     this.#control.markIteration();
   }
 
-  /** Starts recording what the process pool serves (every thread's allocations), as Pool.record(). */
+  /**
+   * Starts recording what the process pool serves (every thread's allocations; the stream of an allocation
+   * is its thread), as Pool.record(). Under TENSORPOOL_RECORD (`tensorpool run --record`) the pool records
+   * from the start of the process already, and this throws ERR_TP_UNSUPPORTED.
+   */
   record(options?: { maxEvents?: number }): void {
     this.#control.record(options);
   }
 
-  /** Stops recording and returns the trace, as Pool.stopRecording(). */
+  /**
+   * Stops recording and returns the trace, as Pool.stopRecording(). Under TENSORPOOL_RECORD it returns the
+   * recording since the start of the process, and the file written at exit holds the same events.
+   */
   stopRecording(name = 'process'): Trace {
     return this.#control.stopRecording(name);
   }

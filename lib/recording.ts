@@ -13,18 +13,20 @@ export const DEFAULT_RECORD_EVENTS = 4 * 2 ** 20;
 
 /**
  * A release of a block allocated before the recording began is dropped and counted as `freeOfUnknown`;
- * blocks still live at the end count as never freed. Stream numbers: 0 for a plain release, else 1, 2, …
- * in the order streams were first used by a stream-ordered release.
+ * blocks still live at the end count as never freed. An allocation's stream is the thread that made it (0
+ * for the process's main thread, then 1, 2, … in the order threads first allocated while recording); a
+ * release's is 0 for a plain release, else 1, 2, … in the order streams were first used by a stream-ordered
+ * release.
  */
 export function traceFromRecording(recording: NativeRecording, name: string): Trace {
   const builder = new TraceBuilder();
   const anomalies = noAnomalies();
   const buffers = new Map<number, number>(); // serial -> buffer index
-  const { ops, serials, values } = recording;
+  const { ops, serials, values, threads } = recording;
   for (let e = 0; e < ops.length; e++) {
     switch (ops[e]) {
       case RecordedOp.Alloc:
-        buffers.set(serials[e], builder.alloc(values[e], 0));
+        buffers.set(serials[e], builder.alloc(values[e], threads[e]));
         break;
       case RecordedOp.Release: {
         const buffer = buffers.get(serials[e]);

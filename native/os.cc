@@ -131,6 +131,8 @@ void* allocateHeap(size_t bytes, size_t alignment) {
 
 void freeHeap(void* start) { free(start); }
 
+bool isMainThread() { return syscall(SYS_gettid) == getpid(); }
+
 static FaultCounts usageFaults(int who) {
   struct rusage usage;
   if (getrusage(who, &usage) != 0) return {};

@@ -73,6 +73,9 @@ struct FaultCounts {
   uint64_t major = 0;
 };
 
+// Whether the calling thread is the process's main thread (its thread id is the process id).
+bool isMainThread();
+
 // Page faults taken so far by the whole process / by the calling thread (getrusage).
 FaultCounts processFaults();
 FaultCounts threadFaults();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "os.h"
+
 namespace tp {
 
 void Recorder::start(uint64_t limit) {
@@ -17,6 +19,16 @@ uint64_t Recorder::streamNumber(const void* stream) {
     return streams_.size();
   }
   return static_cast<uint64_t>(at - streams_.begin()) + 1;
+}
+
+uint64_t Recorder::threadNumber() {
+  const pthread_t self = pthread_self();
+  for (const auto& [thread, number] : threads_) {
+    if (pthread_equal(thread, self)) return number;
+  }
+  const uint64_t number = os::isMainThread() ? 0 : std::min(nextThread_++, RecordedEvent::kMaxThread);
+  threads_.emplace_back(self, number);
+  return number;
 }
 
 const RecordedEvent* Recorder::from(uint64_t number, size_t* count) const {

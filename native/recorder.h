@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <pthread.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -12,13 +14,20 @@ namespace tp {
 enum class RecordedOp : uint8_t { Alloc = 0, Release = 1, Mark = 2 };
 
 // 16 bytes: the allocation's serial number (which names the buffer: a release carries the serial of the
-// allocation it ends), and the size of an allocation or the stream of a stream-ordered release.
+// allocation it ends), and the size and thread of an allocation or the stream of a stream-ordered release.
 struct RecordedEvent {
+  static constexpr unsigned kThreadShift = 48;  // a request is at most 2^47 bytes: 48 bits hold it
+  static constexpr uint64_t kMaxThread = (uint64_t{1} << (62 - kThreadShift)) - 1;
+
   uint64_t serial;
-  uint64_t value;  // op in the top 2 bits; below them: bytes (alloc), stream number + 1 or 0 (release)
+  // op in the top 2 bits; below them: for an alloc the thread number (bits 48-61) and the bytes (bits 0-47),
+  // for a release the stream number or 0.
+  uint64_t value;
 
   RecordedOp op() const { return static_cast<RecordedOp>(value >> 62); }
   uint64_t payload() const { return value & ((uint64_t{1} << 62) - 1); }
+  uint64_t bytes() const { return value & ((uint64_t{1} << kThreadShift) - 1); }  // of an alloc
+  uint64_t thread() const { return payload() >> kThreadShift; }                     // of an alloc
 };
 
 class Recorder {
@@ -29,7 +38,9 @@ class Recorder {
   void stop() { on_ = false; }
   bool on() const { return on_; }
 
-  void alloc(uint64_t serial, uint64_t bytes) { push(serial, (uint64_t{0} << 62) | bytes); }
+  void alloc(uint64_t serial, uint64_t bytes) {
+    if (on_) push(serial, (uint64_t{0} << 62) | threadNumber() << RecordedEvent::kThreadShift | bytes);
+  }
   // `stream`: 0 for a plain release, else the stream's number (streamNumber()).
   void release(uint64_t serial, uint64_t stream) { push(serial, (uint64_t{1} << 62) | stream); }
   void mark() { push(0, uint64_t{2} << 62); }
@@ -37,6 +48,10 @@ class Recorder {
   // A small number for a stream, stable for this recorder's life: 1 for the first stream seen, 2 for the
   // next, ... The pointer is only compared, never followed.
   uint64_t streamNumber(const void* stream);
+  // The calling thread's number, stable for this recorder's life: 0 for the process's main thread, then 1,
+  // 2, ... in the order other threads first allocate while recording (at most RecordedEvent::kMaxThread;
+  // later threads share it). A thread that exits and one that takes its pthread_t share a number.
+  uint64_t threadNumber();
 
   uint64_t begin() const { return base_; }                  // number of the oldest event held
   uint64_t end() const { return base_ + events_.size(); }   // number the next event will get
@@ -63,6 +78,8 @@ class Recorder {
   uint64_t base_ = 0;
   std::vector<RecordedEvent> events_;
   std::vector<const void*> streams_;
+  std::vector<std::pair<pthread_t, uint64_t>> threads_;
+  uint64_t nextThread_ = 1;
 };
 
 }  // namespace tp

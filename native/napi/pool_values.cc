@@ -120,15 +120,19 @@ Napi::Object recordingObject(Napi::Env env, const RecordedEvent* events, size_t 
   Napi::Uint8Array ops = Napi::Uint8Array::New(env, count);
   Napi::Float64Array serials = Napi::Float64Array::New(env, count);
   Napi::Float64Array values = Napi::Float64Array::New(env, count);
+  Napi::Uint16Array threads = Napi::Uint16Array::New(env, count);
   for (size_t i = 0; i < count; ++i) {
+    const bool alloc = events[i].op() == RecordedOp::Alloc;
     ops[i] = static_cast<uint8_t>(events[i].op());
     serials[i] = static_cast<double>(events[i].serial);
-    values[i] = static_cast<double>(events[i].payload());
+    values[i] = static_cast<double>(alloc ? events[i].bytes() : events[i].payload());
+    threads[i] = static_cast<uint16_t>(alloc ? events[i].thread() : 0);
   }
   Napi::Object o = Napi::Object::New(env);
   o.Set("ops", ops);
   o.Set("serials", serials);
   o.Set("values", values);
+  o.Set("threads", threads);
   return o;
 }
 

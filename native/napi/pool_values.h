@@ -19,7 +19,8 @@ Napi::Object summaryObject(Napi::Env env, const IterationSummary& ended);
 Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& classes, uint64_t interval);
 // -> { on, truncated, begin, end }
 Napi::Object recordingStateObject(Napi::Env env, const RecordingState& state);
-// -> { ops: Uint8Array, serials: Float64Array, values: Float64Array }
+// -> { ops: Uint8Array, serials: Float64Array, values: Float64Array (bytes of an alloc, stream of a release),
+//      threads: Uint16Array (the allocating thread's number; 0 for other events) }
 Napi::Object recordingObject(Napi::Env env, const RecordedEvent* events, size_t count);
 
 // A plan as lib/plan-spec.ts's toNativePlan hands it over: { interval, sizes, blocks, scheduleSizes?,

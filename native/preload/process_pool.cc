@@ -11,7 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "../os.h"
@@ -243,7 +243,7 @@ void initialise() {
 
 __attribute__((constructor)) void initialiseOnLoad() { initialise(); }
 
-// The held events as tensorpool CSV. A release whose allocation is not held (recording restarted from JS)
+// The held events as tensorpool CSV, the allocating thread as the stream (0: the main thread). A release whose allocation is not held (recording restarted from JS)
 // is left out; buffers live at exit stay unfreed in the trace.
 void writeRecording() {
   const RecordingState state = pool->recordingState();
@@ -252,18 +252,26 @@ void writeRecording() {
   fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
           static_cast<unsigned long long>(minBytes));
   fprintf(out, "op,id,size,stream\n");
-  std::unordered_set<uint64_t> live;
+  std::unordered_map<uint64_t, uint64_t> live;  // serial -> allocating thread
   uint64_t unknown = 0;
   for (const RecordedEvent& e : events) {
     switch (e.op()) {
       case RecordedOp::Alloc:
-        live.insert(e.serial);
-        fprintf(out, "a,%llu,%llu,0\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(e.payload()));
+        live[e.serial] = e.thread();
+        fprintf(out, "a,%llu,%llu,%llu\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(e.bytes()),
+                static_cast<unsigned long long>(e.thread()));
         break;
-      case RecordedOp::Release:
-        if (live.erase(e.serial)) fprintf(out, "f,%llu,,0\n", static_cast<unsigned long long>(e.serial));
-        else ++unknown;
+      case RecordedOp::Release: {
+        auto at = live.find(e.serial);
+        if (at == live.end()) {
+          ++unknown;
+          break;
+        }
+        // The stream of a free is where the block was last used: the thread that allocated it.
+        fprintf(out, "f,%llu,,%llu\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(at->second));
+        live.erase(at);
         break;
+      }
       case RecordedOp::Mark:
         fprintf(out, "i,,,\n");
         break;

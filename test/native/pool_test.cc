@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -356,8 +357,9 @@ TEST(recording_names_buffers_by_serial_and_marks_iterations) {
   pool->alloc(64);  // not recorded
   const std::vector<RecordedEvent> events = pool->copyRecording(0);
   CHECK(events.size() == 6);
-  CHECK(events[0].op() == RecordedOp::Alloc && events[0].serial == a.serial && events[0].payload() == 5000);
-  CHECK(events[1].op() == RecordedOp::Alloc && events[1].serial == b.serial && events[1].payload() == 70000);
+  CHECK(events[0].op() == RecordedOp::Alloc && events[0].serial == a.serial && events[0].bytes() == 5000);
+  CHECK(events[1].op() == RecordedOp::Alloc && events[1].serial == b.serial && events[1].bytes() == 70000);
+  CHECK(events[0].thread() == 0 && events[1].thread() == 0);  // the main thread
   CHECK(events[2].op() == RecordedOp::Release && events[2].serial == a.serial && events[2].payload() == 0);
   CHECK(events[3].op() == RecordedOp::Mark);
   CHECK(events[4].op() == RecordedOp::Release && events[4].serial == before.serial);
@@ -366,6 +368,40 @@ TEST(recording_names_buffers_by_serial_and_marks_iterations) {
   const RecordingState state = pool->recordingState();
   CHECK(!state.on && !state.truncated && state.begin == 4 && state.end == 6);
   CHECK(pool->copyRecording(0).size() == 2 && pool->copyRecording(5).size() == 1);
+}
+
+TEST(recording_numbers_the_allocating_threads) {
+  auto pool = makePool(smallPlan());
+  pool->startRecording(1000);
+  std::vector<void*> blocks;
+  std::mutex mu;
+  auto allocTwice = [&] {
+    for (int i = 0; i < 2; ++i) {
+      void* p = pool->alloc(4096).data;
+      std::lock_guard<std::mutex> lock(mu);
+      blocks.push_back(p);
+    }
+  };
+  // The first thread stays alive until the end, so the second cannot take its pthread_t (and its number).
+  std::atomic<int> stage{0};
+  std::thread first([&] {
+    allocTwice();
+    stage = 1;
+    while (stage != 2) std::this_thread::yield();
+  });
+  while (stage != 1) std::this_thread::yield();
+  allocTwice();  // the main thread: 0, whenever it comes
+  std::thread(allocTwice).join();
+  stage = 2;
+  first.join();
+  for (void* p : blocks) pool->release(p);
+  const std::vector<RecordedEvent> events = pool->copyRecording(0);
+  std::vector<uint64_t> threads;
+  for (const RecordedEvent& e : events) {
+    if (e.op() == RecordedOp::Alloc) threads.push_back(e.thread());
+  }
+  CHECK((threads == std::vector<uint64_t>{1, 1, 0, 0, 2, 2}));
+  CHECK(events.back().op() == RecordedOp::Release && events.back().payload() == 0);
 }
 
 TEST(recording_stops_at_its_limit) {

@@ -29,21 +29,32 @@ if (task === 'float32') {
   out.hits = after.hits - before.hits;
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
 } else if (task === 'record') {
+  // The pool records from the start of the process (tensorpool run --record): the replay is iteration 2.
   const { trace, replayer } = replayerOf(process.argv[3]);
-  pool.record();
+  pool.markIteration();
   replayer.run(false);
-  const recorded = pool.stopRecording();
-  // Events of buffers the pool serves, as [op, size]: the trace's, and what the pool recorded.
-  const served = (t, min) => {
+  pool.markIteration();
+  const whole = pool.stopRecording();
+  out.iterations = whole.summary().iterations;
+  const recorded = whole.iteration(2);
+  out.wholeAllocs = Array.from(whole.ops).filter((op) => op === 0).length;
+  // Events of buffers the pool serves, as sizes (negative for a free): the trace's, and what the pool recorded
+  // of the main thread's buffers (stream 0; V8's background threads allocate meanwhile).
+  const served = (t, min, mainThreadOnly) => {
     const events = [];
+    const mainThread = new Set();
     for (let e = 0; e < t.ops.length; e++) {
-      const bytes = t.sizes[t.eventBuffer[e]];
-      if (t.ops[e] !== 2 && bytes >= min) events.push(t.ops[e] === 0 ? bytes : -bytes);
+      const buffer = t.eventBuffer[e];
+      const bytes = t.sizes[buffer];
+      if (t.ops[e] === 2 || bytes < min) continue;
+      if (t.ops[e] === 0 && (!mainThreadOnly || t.eventStream[e] === 0)) mainThread.add(buffer);
+      if (mainThread.has(buffer)) events.push(t.ops[e] === 0 ? bytes : -bytes);
     }
     return events;
   };
-  out.expected = served(trace, pool.minBytes);
-  out.recorded = served(recorded, 0);
+  out.expected = served(trace, pool.minBytes, false);
+  out.recorded = served(recorded, 0, true);
+  out.otherThreads = Array.from(recorded.eventStream).filter((s, e) => recorded.ops[e] === 0 && s !== 0).length;
   train(recorded).write(process.argv[4]);
 } else if (task === 'planned') {
   const { replayer } = replayerOf(process.argv[3]);
