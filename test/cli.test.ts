@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,5 +67,31 @@ describe('tensorpool info and help', () => {
       expect(help.stdout).toMatch(new RegExp(`^usage: tensorpool ${command}`));
     }
     expect(run('--version').stdout.trim()).toBe(JSON.parse(fs.readFileSync(path.resolve(__dirname, '../package.json'), 'utf8')).version);
+  });
+});
+
+describe('output files', () => {
+  const trace = traceFixture('transformer_train', 'trace.csv.gz');
+
+  it('writes through a symbolic link and leaves the link', () => {
+    const target = path.join(tmp, 'plan-target.json');
+    const link = path.join(tmp, 'plan-link.json');
+    fs.writeFileSync(target, 'old');
+    fs.symlinkSync(target, link);
+    expect(run('train', trace, '-o', link).code).toBe(0);
+    expect(fs.lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(fs.readFileSync(target, 'utf8')).format).toBe('tensorpool-plan');
+  });
+
+  it('never replaces a device node: a write to a full device fails and the node stays', () => {
+    if (process.getuid?.() !== 0) return; // making a device node needs root (CI runs as root)
+    const full = path.join(tmp, 'full');
+    if (spawnSync('mknod', [full, 'c', '1', '7']).status !== 0) return; // no mknod here
+    expectUsageError(run('train', trace, '-o', full), /ENOSPC|no space left/i);
+    expect(fs.statSync(full).isCharacterDevice()).toBe(true);
+  });
+
+  it('refuses a directory with one line', () => {
+    expectUsageError(run('train', trace, '-o', tmp), /is a directory/);
   });
 });

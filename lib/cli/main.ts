@@ -47,7 +47,8 @@ export async function main(argv: string[]): Promise<number> {
       console.error(`tensorpool: ${error.message}`);
       return error.exitCode;
     }
-    if (error instanceof TensorPoolError || (error as { code?: string }).code === 'ERR_TP_INVALID_ARGUMENT') {
+    // Our own errors, and the system's (a file that cannot be read or written: the environment, not a bug).
+    if (error instanceof TensorPoolError || (error as { code?: string }).code === 'ERR_TP_INVALID_ARGUMENT' || (error as NodeJS.ErrnoException).syscall) {
       console.error(`tensorpool: ${(error as Error).message}`);
       return 2;
     }
