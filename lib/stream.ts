@@ -148,7 +148,9 @@ export class Stream {
       return 0;
     });
     const open = () => nativeStreamOf(this).openGate(gate);
-    promise.then(open, open);
+    // Promise.resolve takes the thenable's `then` in a job of its own: one that throws rejects, and still opens
+    // the gate (called directly, it would throw here with the gate already queued and never opened).
+    Promise.resolve(promise).then(open, open);
     return this;
   }
 

@@ -149,6 +149,16 @@ describe('stream-ordered release (S4)', () => {
     }
   });
 
+  it('a tracked thenable whose then() throws still opens the stream: later work runs and close() settles', async () => {
+    const stream = new Stream();
+    const hostile = { then: () => { throw new Error('broken thenable'); } };
+    stream.track(hostile as unknown as PromiseLike<unknown>);
+    const after = stream.record();
+    await after.synchronize();
+    expect(after.query()).toBe(true);
+    await stream.close();
+  });
+
   it('reuses events: 100k deferred releases create no more events than were pending at once', async () => {
     const pool = newPool();
     const stream = new Stream();
