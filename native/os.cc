@@ -26,12 +26,12 @@ size_t pageSize() {
   return size;
 }
 
+std::atomic<std::atomic<uint64_t>*> detail::trackBits{nullptr};
+
 namespace {
-// One bit per kTrackGranule of the 47-bit user address space; null until trackMappings().
-constexpr unsigned kGranuleShift = 21;
-constexpr uint64_t kTrackedSpan = uint64_t{1} << 47;
-constexpr size_t kTrackWords = kTrackedSpan >> kGranuleShift >> 6;
-std::atomic<std::atomic<uint64_t>*> trackBits{nullptr};
+using detail::kGranuleShift;
+using detail::kTrackWords;
+using detail::trackBits;
 
 void markGranules(void* start, size_t bytes, bool on) {
   std::atomic<uint64_t>* bits = trackBits.load(std::memory_order_acquire);
@@ -72,14 +72,6 @@ bool trackMappings() {
   // Zero-filled pages are all-zero atomics: no constructor needs to run over 8 MiB.
   trackBits.store(static_cast<std::atomic<uint64_t>*>(raw), std::memory_order_release);
   return true;
-}
-
-bool isTrackedMapping(const void* p) {
-  std::atomic<uint64_t>* bits = trackBits.load(std::memory_order_acquire);
-  if (!bits) return false;
-  const uint64_t g = reinterpret_cast<uintptr_t>(p) >> kGranuleShift;
-  if ((g >> 6) >= kTrackWords) return false;
-  return (bits[g >> 6].load(std::memory_order_acquire) >> (g & 63)) & 1;
 }
 
 void* mapMemory(size_t bytes, size_t alignment) {

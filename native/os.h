@@ -5,6 +5,7 @@
 // with errno left set by the failing call; none of them throws and none of them allocates on the C++ heap.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -37,8 +38,19 @@ constexpr size_t kTrackGranule = size_t{2} << 20;
 // Post: true, or false with errno when the bitmap could not be mapped (nothing is tracked then). Idempotent.
 bool trackMappings();
 // Whether `p` lies in a mapping made by mapMemory since trackMappings(), and not unmapped since. Any value of
-// p is allowed (it is compared, never followed); false while tracking is off.
-bool isTrackedMapping(const void* p);
+// p is allowed (it is compared, never followed); false while tracking is off. Inline: free() asks it of
+// every pointer, and a program's start-up frees hundreds of thousands.
+namespace detail {
+constexpr unsigned kGranuleShift = 21;
+constexpr size_t kTrackWords = (uint64_t{1} << 47) >> kGranuleShift >> 6;  // 47-bit user space, a bit a granule
+extern std::atomic<std::atomic<uint64_t>*> trackBits;                      // null until trackMappings()
+}  // namespace detail
+inline bool isTrackedMapping(const void* p) {
+  std::atomic<uint64_t>* bits = detail::trackBits.load(std::memory_order_acquire);
+  const uint64_t g = reinterpret_cast<uintptr_t>(p) >> detail::kGranuleShift;
+  if (!bits || (g >> 6) >= detail::kTrackWords) return false;
+  return (bits[g >> 6].load(std::memory_order_acquire) >> (g & 63)) & 1;
+}
 
 // Faults every page of [start, start + bytes) in for writing now, so that first touches later take no page
 // fault. Contents are preserved (pages already resident are left as they are).

@@ -25,11 +25,11 @@
 
 namespace tp::preload {
 
-namespace {
+thread_local unsigned detail::insideDepth = 0;
+std::atomic<size_t> detail::routeFrom{SIZE_MAX};
 
-// Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
-// TLS may, on a thread's first access).
-__attribute__((tls_model("initial-exec"))) thread_local unsigned insideDepth = 0;
+namespace {
+using detail::insideDepth;
 
 std::atomic<bool> ready{false};
 uint64_t minBytes = uint64_t{64} << 10;
@@ -239,6 +239,7 @@ void initialise() {
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
   api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
   ready.store(true, std::memory_order_release);
+  detail::routeFrom.store(minBytes, std::memory_order_release);
 }
 
 __attribute__((constructor)) void initialiseOnLoad() { initialise(); }
@@ -306,12 +307,6 @@ void printStats() {
 
 InternalScope::InternalScope() { ++insideDepth; }
 InternalScope::~InternalScope() { --insideDepth; }
-
-bool routesToPool(size_t bytes) {
-  return bytes >= minBytes && ready.load(std::memory_order_acquire) && insideDepth == 0;
-}
-
-bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
 void* poolAlloc(size_t bytes) {
   InternalScope inside;

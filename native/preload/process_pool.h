@@ -15,8 +15,11 @@
 // With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+#include "../os.h"
 
 namespace tp::preload {
 
@@ -30,11 +33,21 @@ class InternalScope {
   InternalScope& operator=(const InternalScope&) = delete;
 };
 
+namespace detail {
+// The smallest request the pool serves: SIZE_MAX until the pool is ready, then TENSORPOOL_MIN_BYTES.
+extern std::atomic<size_t> routeFrom;
+// Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
+// TLS may, on a thread's first access).
+extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
+}  // namespace detail
+
 // Whether a request of `bytes` goes to the pool: the pool is ready, the request is at least the threshold,
-// and this thread is not inside the pool.
-bool routesToPool(size_t bytes);
+// and this thread is not inside the pool. Inline, as ownedByPool: every malloc and free of the process asks.
+inline bool routesToPool(size_t bytes) {
+  return bytes >= detail::routeFrom.load(std::memory_order_acquire) && detail::insideDepth == 0;
+}
 // Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
-bool ownedByPool(const void* p);
+inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
 // A block of `bytes` from the pool, 64-byte aligned, or nullptr (errno ENOMEM).
 void* poolAlloc(size_t bytes);
