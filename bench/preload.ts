@@ -4,8 +4,11 @@
  * the process pool on its default classes) next to glibc, jemalloc, mimalloc, tcmalloc and `ideal` (the
  * floor), in one interleaved run; then `node -e 0` start-up with and without the library, interleaved.
  * Targets: 0 faults per repetition in the steady state; ns/op <= 1.10x ideal; start-up overhead <= 5%.
+ * Then the threshold sweep that chose TENSORPOOL_MIN_BYTES's default: the preload route against `ideal` in
+ * one run per threshold (`--thresholds`, default 4K,16K,64K,256K,1M).
  *
- *   npm run build && npx tsx bench/preload.ts [--reps 20] [--starts 30] [--traces DIR] [--json out.json]
+ *   npm run build && npx tsx bench/preload.ts [--reps 20] [--starts 30] [--thresholds LIST] [--traces DIR]
+ *                                             [--json out.json]
  */
 import { spawnSync } from 'node:child_process';
 
@@ -13,10 +16,11 @@ import { preloadLibrary, replay, type ReplayReport } from '../dist/index.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
 
-const args = benchArgs(20, { traces: { type: 'string' }, starts: { type: 'string' } });
+const args = benchArgs(20, { traces: { type: 'string' }, starts: { type: 'string' }, thresholds: { type: 'string' } });
 const machine = printHeader('preload: the process allocator against the peers and the ideal floor');
 const traces = benchTraces(args.values.traces as string | undefined);
 const starts = Number(args.values.starts ?? 30);
+const thresholds = String(args.values.thresholds ?? '4K,16K,64K,256K,1M').split(',');
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -67,6 +71,22 @@ async function main(): Promise<void> {
     const ours = report.results.find((r) => r.allocator === 'tensorpool-preload')!;
     summary.push([traceLabel(trace), round(ours.steadyMinorFaultsPerRep, 1), round(ours.nsPerOp / ideal.nsPerOp, 3), round(ours.rssVsLowerBound, 3)]);
   }
+  // The workers inherit this process's environment: one replay per threshold, each against its own ideal.
+  const sweep: (string | number)[][] = [];
+  for (const threshold of thresholds) {
+    process.env.TENSORPOOL_MIN_BYTES = threshold;
+    const row: (string | number)[] = [threshold];
+    for (const trace of traces) {
+      const report = await replay(trace, { reps: args.reps, allocators: ['tensorpool-preload', 'ideal'] });
+      const [ours, ideal] = ['tensorpool-preload', 'ideal'].map((name) => report.results.find((r) => r.allocator === name)!);
+      row.push(round(ours.nsPerOp / ideal.nsPerOp, 3), round(ours.steadyMinorFaultsPerRep, 1), round(ours.rssVsLowerBound, 3));
+    }
+    sweep.push(row);
+  }
+  delete process.env.TENSORPOOL_MIN_BYTES;
+  console.log('\n## TENSORPOOL_MIN_BYTES: the preload route vs ideal, faults/rep and RSS growth / LB per trace');
+  console.log(formatTable(['threshold', ...traces.flatMap((t) => [`${traceLabel(t)} x ideal`, 'faults/rep', 'x LB'])], sweep));
+
   const start = startup();
   console.log('\n## targets: 0 faults/rep in steady state; ns/op <= 1.10x ideal; start-up overhead <= 5%');
   console.log(formatTable(['trace', 'preload faults/rep', 'preload vs ideal', 'RSS growth / LB'], summary));
@@ -75,7 +95,7 @@ async function main(): Promise<void> {
       `(${round((start.preloadedMs / start.plainMs - 1) * 100, 1)}% overhead; medians of ${starts}, alternating)`,
   );
   console.log(`# ${args.reps} repetitions per allocator, interleaved; medians of the last half`);
-  writeJson(args.json, { benchmark: 'preload', machine, reps: args.reps, reports, startup: start });
+  writeJson(args.json, { benchmark: 'preload', machine, reps: args.reps, reports, sweep, startup: start });
 }
 
 void main();

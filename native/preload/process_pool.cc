@@ -200,16 +200,12 @@ void initialise() {
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
   options.grow = true;
   options.growReserve = reserve;
-  // Growing classes fault a block's pages in on first touch instead of when it is carved: a program's
-  // start-up allocates many blocks it touches only in part, and pre-faulting them cost node -e 0 about 9%
-  // (bench/preload.ts). A block's pages stay resident once touched, so the steady state takes no fault.
-  options.arena.prefault = false;
+
   if (planPath) {
     plan = PlanSpec{};
     std::string error;
     if (!readPlanFile(planPath, &plan, &error)) return delete s, fail(error);
     options.grow = false;  // S0: a departure from the plan shows as OS fallbacks
-    options.arena.prefault = true;  // the planned arena is faulted in before the program runs
     s->planPath = planPath;
     s->mode = "planned";
   }
