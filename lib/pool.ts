@@ -139,7 +139,13 @@ export class Pool {
       throw invalidArgument('type', `type must be a typed-array constructor such as Float32Array, got ${describe(type)}`);
     }
     checkInteger(length, 'length', 1, Math.floor(MAX_ALLOC_BYTES / type.BYTES_PER_ELEMENT));
-    return new type(this.alloc(length * type.BYTES_PER_ELEMENT), 0, length);
+    const buffer = this.alloc(length * type.BYTES_PER_ELEMENT);
+    try {
+      return new type(buffer, 0, length);
+    } catch (error) {
+      this.release(buffer); // a constructor that throws does not keep the block
+      throw error;
+    }
   }
 
   float32(length: number): Float32Array {
@@ -209,6 +215,7 @@ export class Pool {
    * its switches carry the trace each plan was trained on.
    */
   record(options?: { maxEvents?: number }): void {
+    if (this.#closed) throw closedError();
     this.#control.record(options);
   }
 

@@ -6,7 +6,7 @@ import { TensorPoolError } from './errors.js';
 import { native } from './native.js';
 import { Plan } from './plan.js';
 import { arenaBytesOf, classBytesOf, type PlanSpec } from './plan-spec.js';
-import type { Trace } from './trace/trace.js';
+import { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
 export type TrainOrder = 'alloc-time' | 'size-desc';
@@ -113,6 +113,9 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
  * its own class. Then, with `refine`, lowers the arena by moving tensors between classes.
  */
 export function train(trace: Trace, options?: TrainOptions): Plan {
+  if (!(trace instanceof Trace)) {
+    throw invalidArgument('type', `train() takes a Trace (from readTrace(), a recording or syntheticTrainingTrace()), got ${describe(trace)}`);
+  }
   const o = checkOptions<TrainOptions>(options, 'options', TRAIN_OPTIONS);
   const order = o.order === undefined ? 'alloc-time' : checkOneOf(o.order, 'options.order', TRAIN_ORDERS);
   const iteration =

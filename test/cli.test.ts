@@ -46,6 +46,9 @@ describe('tensorpool train', () => {
     fs.writeFileSync(bad, 'op,id,size,stream\na,1,-5,0\n');
     expectUsageError(run('train', bad), /bad\.csv:2: field "size": must be a positive integer/);
     expectUsageError(run('frobnicate'), /unknown command 'frobnicate'/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '-o', ''), /--output needs a value, got an empty string/);
+    // An endless input is read up to the limit and refused, not until the process aborts.
+    expectUsageError(run('info', '/dev/zero'), /\/dev\/zero: the input is more than 2 GiB, the most a trace may hold/);
   });
 });
 

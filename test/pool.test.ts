@@ -153,6 +153,21 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
     expectCode(() => new Pool(5 as never), 'ERR_TP_INVALID_ARGUMENT');
   });
 
+  it('a typed-array constructor that throws does not keep the block; a closed pool does not record', () => {
+    const pool = new Pool({ plan });
+    class Refusing extends Float32Array {
+      constructor(...args: ConstructorParameters<typeof Float32Array>) {
+        super(...(args as [ArrayBuffer, number, number]));
+        throw new Error('refused');
+      }
+    }
+    expect(() => pool.allocArray(Refusing, 1024)).toThrow('refused');
+    expect(pool.stats().liveBlocks).toBe(0);
+    expect(pool.stats().releases).toBe(1);
+    pool.close();
+    expectCode(() => pool.record(), 'ERR_TP_CLOSED');
+  });
+
   it('rejects malformed plans naming the class and field', () => {
     const cases: [unknown, RegExp][] = [
       [{ interval: 4096, classes: [] }, /classes: must be a non-empty array/],

@@ -148,6 +148,12 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
     expect(page).toContain('x &amp; y');
   });
 
+  it('replay() takes a path or a Trace, nothing else', async () => {
+    for (const notATrace of [42, null, { ops: [] }]) {
+      await expect(replay(notATrace as never, { reps: 1 })).rejects.toThrow(/replay\(\) takes a trace file's path or a Trace, got /);
+    }
+  });
+
   it('rejects bad input with one clear line and exit code 2', () => {
     expectUsageError(run('replay', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
     expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, tensorpool-offsets, tensorpool-preload, malloc, jemalloc, mimalloc, tcmalloc, ideal\)/);

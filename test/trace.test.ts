@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
-import { TensorPoolError, parseTrace, problemFromTrace, readProblem, readTrace, syntheticTrainingTrace } from '../lib/index.js';
+import { TensorPoolError, parseTrace, problemFromTrace, readProblem, readTrace, repeatIteration, syntheticTrainingTrace } from '../lib/index.js';
 import { EventOp } from '../lib/trace/trace.js';
-import { fixture, traceFixture } from './helpers.js';
+import { expectCode, fixture, traceFixture } from './helpers.js';
 
 const TRACES = ['resnet18_train', 'transformer_train'];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-trace-'));
@@ -178,6 +178,25 @@ describe('bad input: a clear error naming file, line and field; never a crash', 
     expect(errorOf(() => readTrace(write('cut.json.gz', gz.subarray(0, gz.length >> 1)))).message).toMatch(/not a valid gzip stream/);
     expect(errorOf(() => readTrace(path.join(tmp, 'missing.csv'))).message).toMatch(/no such file/);
     expect(errorOf(() => readTrace(tmp)).message).toMatch(/is a directory/);
+  });
+
+  it('bounds what it reads: a gzip that inflates past 2 GiB is refused, and a path must be a string', () => {
+    // Gzip members concatenate: 33 copies of 64 MiB of zeros inflate to 2.06 GiB from 2 MB of file.
+    const member = zlib.gzipSync(Buffer.alloc(64 << 20), { level: 9 });
+    const bomb = Buffer.concat(Array.from({ length: 33 }, () => member));
+    expect(errorOf(() => readTrace(write('bomb.csv.gz', bomb))).message).toMatch(/bomb\.csv\.gz: the input inflates to more than 2 GiB/);
+    for (const notAPath of [42, '', null]) expectCode(() => readTrace(notAPath as never), 'ERR_TP_INVALID_ARGUMENT');
+  });
+
+  it('generators validate their options and bound their size', () => {
+    expectCode(() => syntheticTrainingTrace({ layers: 1e9, iterations: 1e9 }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => syntheticTrainingTrace({ layers: -1 }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => syntheticTrainingTrace({ batchScale: 0 }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => syntheticTrainingTrace({ colour: 'red' } as never), 'ERR_TP_INVALID_ARGUMENT');
+    const small = syntheticTrainingTrace({ layers: 2, iterations: 2 });
+    expectCode(() => repeatIteration(small, 1, 1e12), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => repeatIteration(small, 3, 1), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => repeatIteration(42 as never, 1, 1), 'ERR_TP_INVALID_ARGUMENT');
   });
 
   it('every truncation of a real trace fails cleanly or parses a prefix', () => {

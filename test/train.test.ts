@@ -93,6 +93,9 @@ describe('train(): S0 size-class linked blocks', () => {
     }
     const empty = parseTrace(Buffer.from('op,id,size,stream\n'), 'empty.csv');
     expect(() => train(empty)).toThrow(/nothing to train on/);
+    for (const notATrace of ['x', 42, null, { sizes: [] }]) {
+      expect(() => train(notATrace as never)).toThrow(/train\(\) takes a Trace .*, got /);
+    }
   });
 });
 

@@ -45,6 +45,7 @@ export function parseCommand(argv: string[], options: Options, usage: string): P
   const flags: Record<string, boolean> = {};
   for (const [key, value] of Object.entries(parsed.values)) {
     if (typeof value === 'boolean') flags[key] = value;
+    else if (value === '') throw new CliError(`--${key} needs a value, got an empty string\n\n${usage}`);
     else values[key] = value as string | undefined;
   }
   return { values, flags, positionals: parsed.positionals };

@@ -15,7 +15,7 @@ import { Plan } from '../plan.js';
 import { machineInfo, type MachineInfo } from '../report/machine.js';
 import { median } from '../report/stats.js';
 import { readTrace } from '../trace/read.js';
-import type { Trace } from '../trace/trace.js';
+import { Trace } from '../trace/trace.js';
 import { train } from '../train.js';
 import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
 import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, usesOffsetPlan, type AllocatorName, type AllocatorSpec } from './allocators.js';
@@ -170,6 +170,9 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
   }
   if (!fs.existsSync(WORKER)) {
     throw new TensorPoolError('ERR_TP_UNSUPPORTED', `the replay worker ${WORKER} is missing: build the package (npm run build)`);
+  }
+  if (typeof input !== 'string' && !(input instanceof Trace)) {
+    throw invalidArgument('type', `replay() takes a trace file's path or a Trace, got ${describe(input)}`);
   }
   const trace = typeof input === 'string' ? readTrace(input) : input;
   if (trace.bufferCount === 0) throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to replay: no allocations`);

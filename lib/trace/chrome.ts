@@ -8,6 +8,7 @@
  * `trace.anomalies`: frees of addresses allocated before the window (dropped), allocations at an address
  * still live (the earlier buffer is taken as freed there), 0-byte events and other devices (dropped).
  */
+import { constants as bufferConstants } from 'node:buffer';
 import { traceError } from './input.js';
 import { Trace, TraceBuilder, noAnomalies } from './trace.js';
 import { describe } from '../validate.js';
@@ -44,6 +45,10 @@ export function parseJson(text: string, name: string): unknown {
 }
 
 export function parseChromeTrace(bytes: Buffer, name: string): Trace {
+  // JSON.parse takes one string, and V8 caps a string's length (2^29 - 24 characters on 64-bit Node).
+  if (bytes.length > bufferConstants.MAX_STRING_LENGTH) {
+    throw traceError(name, null, null, `a Chrome trace of ${bytes.length} bytes is larger than this reader takes (${bufferConstants.MAX_STRING_LENGTH} bytes, V8's longest string): convert it to tensorpool CSV in parts, or capture fewer steps`);
+  }
   const text = bytes.toString('utf8');
   const json = parseJson(text, name);
   const events = Array.isArray(json) ? json : (json as { traceEvents?: unknown } | null)?.traceEvents;

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import zlib from 'node:zlib';
 
 import { TensorPoolError } from '../errors.js';
+import { describe } from '../validate.js';
 
 /** A malformed-input error: `file:line: field "x": what is wrong`. */
 export function traceError(file: string, where: string | number | null, field: string | null, message: string): TensorPoolError {
@@ -12,12 +13,22 @@ export function traceError(file: string, where: string | number | null, field: s
   return new TensorPoolError('ERR_TP_BAD_TRACE', `${at}: ${field ? `field "${field}": ` : ''}${message}`);
 }
 
-/** The file's bytes, decoded by decodeInput. */
+/**
+ * The most bytes a trace may hold, read or inflated: 2 GiB. An endless source (/dev/zero, a pipe that never
+ * closes) or a gzip bomb ends in an error that says so instead of growing until the process aborts.
+ */
+export const MAX_INPUT_BYTES = 2 ** 31;
+
+/** The file's bytes, decoded by decodeInput. `path` must be a file's path (not a descriptor). */
 export function readInput(path: string): Buffer {
+  if (typeof path !== 'string' || path === '') {
+    throw new TensorPoolError('ERR_TP_INVALID_ARGUMENT', `a trace is read from a file path (a non-empty string), got ${describe(path)}`);
+  }
   let raw: Buffer;
   try {
-    raw = fs.readFileSync(path);
+    raw = readBounded(path);
   } catch (error) {
+    if (error instanceof TensorPoolError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (error as Error).message;
     throw traceError(path, null, null, `cannot read the trace: ${why}`);
@@ -25,13 +36,41 @@ export function readInput(path: string): Buffer {
   return decodeInput(raw, path);
 }
 
+/** Reads at most MAX_INPUT_BYTES, from a file of any kind (a device or FIFO has no size to trust). */
+function readBounded(path: string): Buffer {
+  const fd = fs.openSync(path, 'r');
+  try {
+    const stat = fs.fstatSync(fd);
+    if (stat.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    if (stat.isFile() && stat.size > MAX_INPUT_BYTES) throw tooLarge(path, 'is');
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(stat.isFile() ? Math.max(1, Math.min(stat.size + 1, 1 << 26)) : 1 << 20);
+      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      total += n;
+      if (total > MAX_INPUT_BYTES) throw tooLarge(path, 'is');
+      chunks.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+    }
+    return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function tooLarge(name: string, verb: 'is' | 'inflates'): TensorPoolError {
+  return traceError(name, null, null, `the input ${verb === 'is' ? 'is' : 'inflates to'} more than ${MAX_INPUT_BYTES / 2 ** 30} GiB, the most a trace may hold`);
+}
+
 /** Gunzips when the bytes start with the gzip magic number, and drops a UTF-8 byte-order mark. */
 export function decodeInput(raw: Buffer, name: string): Buffer {
   let text = raw;
   if (raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b) {
     try {
-      text = zlib.gunzipSync(raw);
+      text = zlib.gunzipSync(raw, { maxOutputLength: MAX_INPUT_BYTES });
     } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(name, 'inflates');
       throw traceError(name, null, null, `not a valid gzip stream (truncated or corrupt?): ${(error as Error).message}`);
     }
   }

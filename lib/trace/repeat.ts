@@ -4,6 +4,8 @@
  * step's zero_grad, a loss freed after the mark) are re-linked so that every copy frees what the copy
  * before it left live, just as the recorded step freed what its predecessor left.
  */
+import { checkInteger, describe, invalidArgument } from '../validate.js';
+import { MAX_SYNTHETIC_EVENTS } from './synthetic.js';
 import { EventOp, noAnomalies, Trace, TraceBuilder } from './trace.js';
 
 /**
@@ -15,12 +17,14 @@ import { EventOp, noAnomalies, Trace, TraceBuilder } from './trace.js';
  * the copies; a carry-out with no match is freed at the end of the next copy, so nothing accumulates.
  */
 export function repeatIteration(trace: Trace, k: number, copies: number): Trace {
-  if (!Number.isInteger(k) || k < 1 || k > trace.iterations) {
-    throw new RangeError(`iteration must be between 1 and ${trace.iterations}, got ${k}`);
-  }
-  if (!Number.isInteger(copies) || copies < 0) throw new RangeError(`copies must be a non-negative integer, got ${copies}`);
+  if (!(trace instanceof Trace)) throw invalidArgument('type', `repeatIteration() takes a Trace, got ${describe(trace)}`);
+  checkInteger(k, 'iteration', 1, trace.iterations);
+  checkInteger(copies, 'copies', 0);
   const from = trace.iterationStarts[k - 1];
   const to = k < trace.iterations ? trace.iterationStarts[k] - 1 : trace.ops.length; // minus the mark
+  if (trace.ops.length + copies * (to - from + 1) > MAX_SYNTHETIC_EVENTS) {
+    throw invalidArgument('range', `${copies} copies of iteration ${k} would make more than ${MAX_SYNTHETIC_EVENTS} events`);
+  }
   const previousFrom = k > 1 ? trace.iterationStarts[k - 2] : from;
 
   // Which iteration allocated each buffer (relative to k: 0 this one, -1 the one before, -2 older).

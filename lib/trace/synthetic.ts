@@ -5,6 +5,7 @@
  * gradient is made; the optimizer consumes the weight gradients. Every iteration repeats the same sizes
  * (as a fixed model and batch do); a seeded generator makes the trace reproducible.
  */
+import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from '../validate.js';
 import { Trace, TraceBuilder } from './trace.js';
 
 export interface SyntheticOptions {
@@ -37,11 +38,27 @@ function random(seed: number): () => number {
   };
 }
 
+const SYNTHETIC_OPTIONS = ['layers', 'iterations', 'events', 'batchScale', 'seed', 'maxActivation', 'carryGradients'] as const;
+/** The most events a synthetic trace may have (about 1.6 GB of trace model). */
+export const MAX_SYNTHETIC_EVENTS = 1e8;
+
 export function syntheticTrainingTrace(options: SyntheticOptions = {}): Trace {
-  const layers = options.layers ?? 48;
-  const batchScale = options.batchScale ?? 1;
-  const maxActivation = options.maxActivation ?? 16 << 20;
-  const next = random(options.seed ?? 1);
+  const o = checkOptions<SyntheticOptions>(options, 'options', SYNTHETIC_OPTIONS);
+  const layers = o.layers === undefined ? 48 : checkInteger(o.layers, 'options.layers', 1, 100_000);
+  if (o.iterations !== undefined) checkInteger(o.iterations, 'options.iterations', 1, 1_000_000);
+  if (o.events !== undefined) checkInteger(o.events, 'options.events', 1, MAX_SYNTHETIC_EVENTS);
+  if (o.seed !== undefined) checkInteger(o.seed, 'options.seed', 0, 2 ** 32 - 1);
+  if (o.carryGradients !== undefined) checkBoolean(o.carryGradients, 'options.carryGradients');
+  const batchScale = o.batchScale ?? 1;
+  if (typeof batchScale !== 'number' || !(batchScale > 0 && batchScale <= 1e4)) {
+    throw invalidArgument('range', `options.batchScale must be a number in (0, 10000], got ${describe(batchScale)}`);
+  }
+  const maxActivation = o.maxActivation === undefined ? 16 << 20 : checkInteger(o.maxActivation, 'options.maxActivation', 4096, 2 ** 40);
+  // An iteration has at most 8 events a layer (activation, two temporaries, weight gradient, their frees).
+  if (o.events === undefined && 8 * layers * (o.iterations ?? 4) > MAX_SYNTHETIC_EVENTS) {
+    throw invalidArgument('range', `options.layers x options.iterations would make more than ${MAX_SYNTHETIC_EVENTS} events`);
+  }
+  const next = random(o.seed ?? 1);
   const logUniform = (min: number, max: number) => Math.round(Math.exp(Math.log(min) + next() * Math.log(max / min)) / 4) * 4;
   // Per layer: activation, one or two temporaries, weight (gradient) size. Fixed for the whole run.
   const shape = Array.from({ length: layers }, () => ({
