@@ -3,6 +3,7 @@
  * (S0), with the operating system as the fallback.
  */
 import { constants as bufferConstants } from 'node:buffer';
+import os from 'node:os';
 
 import { Adaptation, checkAdaptiveOptions, type AdaptiveOptions } from './adaptive.js';
 import { TensorPoolError, fromNative } from './errors.js';
@@ -10,7 +11,7 @@ import { native, ReleaseCode, type NativePool } from './native.js';
 import { OffsetPlan } from './offset-plan.js';
 import { Plan } from './plan.js';
 import { Stream, nativeStreamOf } from './stream.js';
-import { checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
+import { arenaBytesOf, checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
 import { PoolControl, type PoolStats } from './pool-control.js';
 import type { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
@@ -99,6 +100,15 @@ export class Pool {
     const adaptive = o.adaptive === undefined || o.adaptive === false ? null : checkAdaptiveOptions(o.adaptive);
     if (adaptive && this.offsetPlan) {
       throw invalidArgument('type', 'options.adaptive and options.offsets cannot be combined: an offset plan is static');
+    }
+    // Pre-faulting (or locking) more than the machine has would push it into swap or the OOM killer before
+    // the first allocation: refused here, with the figures, before anything is mapped.
+    const committed = (plan ? arenaBytesOf(plan) : 0) + (this.offsetPlan?.height ?? 0);
+    if ((this.options.prefault || this.options.lock) && committed > os.totalmem()) {
+      throw new TensorPoolError(
+        'ERR_TP_OUT_OF_MEMORY',
+        `the plan's arena of ${committed} bytes is larger than this machine's memory (${os.totalmem()} bytes); use a smaller plan, or prefault: false to reserve without committing`,
+      );
     }
     try {
       const offsets = this.offsetPlan && { height: this.offsetPlan.height, sizes: this.offsetPlan.sizes, offsets: this.offsetPlan.offsets };

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { Plan } from '../lib/index.js';
-import { expectUsageError, run, traceFixture } from './helpers.js';
+import { expectUsageError, fixture, run, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-cli-'));
 
@@ -95,6 +95,14 @@ describe('output files', () => {
   });
 
   it('refuses a directory with one line', () => {
-    expectUsageError(run('train', trace, '-o', tmp), /is a directory/);
+    expectUsageError(run('train', trace, '-o', tmp), /--output .*: is a directory/);
+  });
+
+  it('checks every output path before any work, so no output is left half done', () => {
+    const plan = path.join(tmp, 'not-written.plan.json');
+    expectUsageError(run('train', trace, '-o', plan, '--json', '/nonexistent-tp-dir/x.json'), /--json \/nonexistent-tp-dir\/x\.json: the directory \/nonexistent-tp-dir does not exist or is not writable/);
+    expect(fs.existsSync(plan)).toBe(false);
+    expectUsageError(run('info', trace, '--json', tmp), /--json .*: is a directory/);
+    expectUsageError(run('plan', fixture('minimalloc/A.1048576.csv'), '--svg', '/proc/tp-nowhere/x.svg'), /--svg .*does not exist or is not writable/);
   });
 });

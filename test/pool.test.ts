@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
 import { execFileSync } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
 
 import { Pool, TensorPoolError, faults, measureFaults, processPool, type PoolStats } from '../lib/index.js';
@@ -166,6 +167,20 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
     expect(pool.stats().releases).toBe(1);
     pool.close();
     expectCode(() => pool.record(), 'ERR_TP_CLOSED');
+  });
+
+  it('refuses a plan whose pre-faulted arena is larger than the machine, before mapping it', () => {
+    const huge = { interval: 1 << 30, classes: [{ size: 1 << 30, blocks: Math.ceil(os.totalmem() / 2 ** 30) + 1 }] };
+    let thrown: unknown;
+    try {
+      new Pool({ plan: huge });
+    } catch (error) {
+      thrown = error;
+    }
+    expect((thrown as TensorPoolError).code).toBe('ERR_TP_OUT_OF_MEMORY');
+    expect((thrown as Error).message).toMatch(/larger than this machine's memory/);
+    // Reserved without pre-faulting, the same plan maps (address space only).
+    new Pool({ plan: huge, prefault: false }).close();
   });
 
   it('rejects malformed plans naming the class and field', () => {

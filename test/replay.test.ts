@@ -67,11 +67,16 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     expect(report.plan!.warnings.join('\n')).toMatch(/differs from this trace|larger than the plan's largest class/);
     expect(report.results[0].available).toBe(true);
 
-    // ideal with an offset plan of a smaller trace: it refuses what the plan has no room for, and says so.
-    const small = OffsetPlan.fromTrace(synthetic, { iteration: 2 });
-    const refused = await replay(transformer, { allocators: ['ideal', 'malloc'], reps: 2, offsetPlan: small });
-    expect(refused.results[0]).toMatchObject({ allocator: 'ideal', available: false, error: expect.stringMatching(/refused a block/) });
-    expect(refused.results[1].available).toBe(true);
+    // An offset plan of another trace is refused before anything runs: ideal would be a false floor.
+    const other = OffsetPlan.fromTrace(synthetic, { iteration: 2 });
+    await expect(replay(transformer, { allocators: ['ideal', 'malloc'], reps: 2, offsetPlan: other })).rejects.toMatchObject({
+      code: 'ERR_TP_BAD_PLAN',
+      message: expect.stringMatching(/the offset plan \(\d+ buffers, planned on iteration 2 of .*\) does not match .*transformer.* allocations/),
+    });
+    // Its own plan fits (one iteration's plan would fit only a trace whose iterations all repeat it).
+    const own = OffsetPlan.fromTrace(readTrace(transformer));
+    const fitted = await replay(transformer, { allocators: ['ideal'], reps: 2, offsetPlan: own });
+    expect(fitted.results[0].available).toBe(true);
   });
 
   it('finds the peers it can, and names the package of one that is missing', () => {

@@ -2,6 +2,8 @@
  * What every subcommand shares: argument parsing with clear usage errors, number parsing, writing --json,
  * and the error type that ends the process with a message instead of a stack trace.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 import { writeFileAtomic } from '../files.js';
@@ -33,8 +35,12 @@ export interface ParsedCommand {
   positionals: string[];
 }
 
-/** parseArgs in strict mode, with its errors turned into usage errors that show the command's usage. */
-export function parseCommand(argv: string[], options: Options, usage: string): ParsedCommand {
+/**
+ * parseArgs in strict mode, with its errors turned into usage errors that show the command's usage. The
+ * options named in `outputs` are files the command will write: each is checked now (checkOutputFile), so a
+ * path that cannot be written fails before any work, and before any other output is written.
+ */
+export function parseCommand(argv: string[], options: Options, usage: string, outputs: readonly string[] = []): ParsedCommand {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals: true, strict: true });
@@ -48,7 +54,30 @@ export function parseCommand(argv: string[], options: Options, usage: string): P
     else if (value === '') throw new CliError(`--${key} needs a value, got an empty string\n\n${usage}`);
     else values[key] = value as string | undefined;
   }
+  for (const name of outputs) if (values[name] !== undefined) checkOutputFile(values[name]!, `--${name}`);
   return { values, flags, positionals: parsed.positionals };
+}
+
+/** Fails unless a file can be written at `file`: its directory exists and is writable, and it is no directory. */
+export function checkOutputFile(file: string, option: string): void {
+  const dir = path.dirname(path.resolve(file));
+  try {
+    fs.accessSync(dir, fs.constants.W_OK);
+  } catch {
+    throw new CliError(`${option} ${file}: the directory ${dir} does not exist or is not writable`);
+  }
+  let stat: fs.Stats | undefined;
+  try {
+    stat = fs.statSync(file);
+  } catch {
+    return; // a new file
+  }
+  if (stat.isDirectory()) throw new CliError(`${option} ${file}: is a directory`);
+  try {
+    fs.accessSync(file, fs.constants.W_OK);
+  } catch {
+    throw new CliError(`${option} ${file}: is not writable`);
+  }
 }
 
 /** A positive integer option (e.g. --reps), or the default when absent. */

@@ -12,7 +12,7 @@ export const infoCommand: Command = {
   summary: 'summarise a trace',
   usage,
   run(argv) {
-    const { values, flags, positionals } = parseCommand(argv, { json: { type: 'string' } }, usage);
+    const { values, flags, positionals } = parseCommand(argv, { json: { type: 'string' } }, usage, ['json']);
     if (flags.help) return void console.log(usage);
     const path = onePositional(positionals, 'trace file', usage);
     const s = readTrace(path).summary();

@@ -61,6 +61,7 @@ export const planCommand: Command = {
         json: { type: 'string' },
       },
       usage,
+      ['output', 'svg', 'json'],
     );
     if (flags.help) return void console.log(usage);
     const path = onePositional(positionals, 'problem file', usage);

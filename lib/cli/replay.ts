@@ -114,6 +114,8 @@ async function runReplay(tracePath: string, values: Record<string, string | unde
     writeFileAtomic(values.report, replayReportHtml(report, trace));
     console.log(`\nwrote ${values.report}`);
   }
+  // The table says what each failure was; the exit code says that nothing was measured.
+  if (!report.results.some((r) => r.available)) throw new CliError('every allocator failed: nothing was measured', 1);
 }
 
 const replayUsage = `usage: tensorpool replay <trace> [--allocators a,b,...] [--reps N] [--touch pages|full|none] [--plan FILE]
@@ -130,7 +132,7 @@ export const replayCommand: Command = {
   summary: 'replay a trace against tensorpool and glibc / jemalloc / mimalloc / tcmalloc',
   usage: replayUsage,
   async run(argv) {
-    const { values, flags, positionals } = parseCommand(argv, replayOptions, replayUsage);
+    const { values, flags, positionals } = parseCommand(argv, replayOptions, replayUsage, ['json', 'report']);
     if (flags.help) return void console.log(replayUsage);
     await runReplay(onePositional(positionals, 'trace file', replayUsage), values);
   },
@@ -158,7 +160,7 @@ export const benchCommand: Command = {
   summary: `replay the bundled ${DEFAULT_TRACE} trace against every allocator available (npm start)`,
   usage: benchUsage,
   async run(argv) {
-    const { values, flags, positionals } = parseCommand(argv, { ...replayOptions, trace: { type: 'string' } }, benchUsage);
+    const { values, flags, positionals } = parseCommand(argv, { ...replayOptions, trace: { type: 'string' } }, benchUsage, ['json', 'report']);
     if (flags.help) return void console.log(benchUsage);
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${benchUsage}`);
     const name = values.trace ?? DEFAULT_TRACE;

@@ -33,17 +33,6 @@ function splitCommand(argv: string[]): [string[], string[]] {
   return [argv, []];
 }
 
-/** Fails unless a file can be created at `file` (its directory exists and is writable, it is no directory). */
-function checkWritable(file: string, option: string): void {
-  const dir = path.dirname(path.resolve(file));
-  try {
-    fs.accessSync(dir, fs.constants.W_OK);
-  } catch {
-    throw new CliError(`${option} ${file}: the directory ${dir} does not exist or is not writable`);
-  }
-  if (fs.existsSync(file) && fs.statSync(file).isDirectory()) throw new CliError(`${option} ${file}: is a directory`);
-}
-
 export const runCommand: Command = {
   name: 'run',
   summary: 'run a command with the process pool preloaded (its malloc served by tensorpool)',
@@ -57,7 +46,7 @@ export const runCommand: Command = {
       'min-bytes': { type: 'string' },
       stats: { type: 'boolean' },
     } as const;
-    const { values, flags, positionals } = parseCommand(own, options, usage);
+    const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
     if (flags.help) return void console.log(usage);
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${usage}`);
     if (command.length === 0) throw new CliError(`no command to run\n\n${usage}`);
@@ -71,7 +60,6 @@ export const runCommand: Command = {
       env.TENSORPOOL_PLAN = path.resolve(values.plan);
     }
     if (values.record !== undefined) {
-      checkWritable(values.record, '--record');
       env.TENSORPOOL_RECORD = path.resolve(values.record);
     }
     if (flags.adaptive) env.TENSORPOOL_ADAPTIVE = '1';

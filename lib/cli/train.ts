@@ -36,6 +36,7 @@ export const trainCommand: Command = {
         json: { type: 'string' },
       },
       usage,
+      ['output', 'json'],
     );
     if (flags.help) return void console.log(usage);
     const path = onePositional(positionals, 'trace file', usage);

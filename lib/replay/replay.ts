@@ -202,6 +202,7 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
       if (!(offsetPlan instanceof OffsetPlan)) {
         throw invalidArgument('type', `options.offsetPlan must be an OffsetPlan or its file, got ${describe(o.offsetPlan)}`);
       }
+      checkOffsetPlanFits(offsetPlan, trace);
       offsetPlanPath = path.join(scratch, 'offsets.json');
       offsetPlan.write(offsetPlanPath);
     }
@@ -325,4 +326,25 @@ function perRepetition(counters: PoolCounters, reps: number): PoolCounters {
     offsetMisses: each(counters.offsetMisses),
     arenaBytes: counters.arenaBytes,
   };
+}
+
+/**
+ * An offset plan given to the replay must be this trace's: the same sizes in the same order, for the whole
+ * trace, or (a plan of one iteration, replayed from every mark) for every iteration. Another trace's plan
+ * could leave room for everything and make `ideal` a false floor.
+ */
+function checkOffsetPlanFits(plan: OffsetPlan, trace: Trace): void {
+  const sameSizes = (set: Trace) => set.sizes.length === plan.sizes.length && set.sizes.every((size, i) => size === plan.sizes[i]);
+  const fits =
+    typeof plan.source.iteration === 'number'
+      ? Array.from({ length: trace.iterations }, (_, k) => trace.iteration(k + 1)).every(sameSizes)
+      : sameSizes(trace);
+  const iteration = plan.source.iteration;
+  if (!fits) {
+    const what = typeof iteration === 'number' ? `iteration ${iteration} of ${plan.source.trace ?? 'a trace'}` : plan.source.trace ?? 'another trace';
+    throw new TensorPoolError(
+      'ERR_TP_BAD_PLAN',
+      `the offset plan (${plan.sizes.length} buffers, planned on ${what}) does not match ${trace.name}'s allocations: plan it from this trace`,
+    );
+  }
 }
