@@ -123,7 +123,8 @@ const replayUsage = `usage: tensorpool replay <trace> [--allocators a,b,...] [--
 
 Replays a trace (its allocations and frees, in order; each repetition from empty) against tensorpool and
 real allocators, each in a process of its own, interleaved, and prints ns per operation, page faults per
-repetition, peak RSS and its growth, against the trace's lower bound.
+repetition, peak RSS and its growth, against the trace's lower bound. Exits 1 when no allocator measured
+anything.
 
 ${optionHelp}`;
 

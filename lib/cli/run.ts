@@ -14,7 +14,8 @@ library: every malloc, calloc, realloc and aligned allocation of at least --min-
 whole process, from any thread, is served by one process pool. Smaller requests go to the C library.
   (no mode)        the default classes, grown on demand: no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start)
-  --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV) at exit
+  --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
+                   allocating thread as the stream) at exit
   --adaptive       in Node, processPool() records, trains and switches at its markIteration() calls
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --stats          print the pool's counters on stderr at exit
