@@ -110,11 +110,16 @@ describe('the preload library: the process allocator', () => {
     expectUsageError(run('run', '--record', path.join(tmp, 'no/dir/x.csv'), '--', 'true'), /--record .*does not exist or is not writable/);
   });
 
-  it('replay: the tensorpool-preload allocator serves the trace through malloc with no steady-state fault', async () => {
+  it('replay: the tensorpool-preload allocator serves the trace through malloc without faulting its tensors in again', async () => {
     const report = await replay(transformer, { allocators: ['tensorpool-preload', 'malloc'], reps: 4 });
     const preload = report.results.find((r) => r.allocator === 'tensorpool-preload')!;
+    const malloc = report.results.find((r) => r.allocator === 'malloc')!;
     expect(preload.error).toBeUndefined();
-    expect(preload.steadyMinorFaultsPerRep).toBe(0);
+    // 1,670 of the trace's 2,196 allocations are below the 64 KiB threshold and go to glibc, whose heap may
+    // take a page when it reaches a new high (0.5 faults/rep seen on a CI machine). The pool's tensors take
+    // none: one block faulted in per repetition would show as tens of faults, glibc alone as thousands.
+    expect(preload.steadyMinorFaultsPerRep).toBeLessThanOrEqual(4);
+    expect(malloc.steadyMinorFaultsPerRep).toBeGreaterThan(1000);
     expect(preload.pool!.hits).toBeGreaterThan(0);
     expect(preload.pool!.osFallbacks).toBe(0);
   });
