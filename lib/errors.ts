@@ -14,7 +14,11 @@ export type TensorPoolErrorCode =
   | 'ERR_TP_BAD_PROBLEM'
   | 'ERR_TP_UNSUPPORTED'
   | 'ERR_TP_NO_PROCESS_POOL'
-  | 'ERR_TP_PRELOAD_MISMATCH';
+  | 'ERR_TP_PRELOAD_MISMATCH'
+  | 'ERR_TP_ONNXRUNTIME'
+  | 'ERR_TP_RELEASED'
+  | 'ERR_TP_OUTPUT_SHAPE'
+  | 'ERR_TP_BUSY';
 
 export class TensorPoolError extends Error {
   readonly code: TensorPoolErrorCode;

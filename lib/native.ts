@@ -234,6 +234,10 @@ export interface NativeAddon {
   /** With `true`, resets the peak to the current RSS first. */
   memory(resetPeak?: boolean): { rss: number; peakRss: number };
   bufferAddress(buffer: ArrayBuffer): number;
+  /** Lends `pool` to the ONNX Runtime loaded from `libraryPath`; its version. Throws ERR_TP_ONNXRUNTIME. */
+  registerOrtAllocator(libraryPath: string, pool: NativePool): string;
+  unregisterOrtAllocator(): void;
+  ortAllocatorCounters(): { allocs: number; frees: number; heapFallbacks: number };
   trainSizeClasses(
     sizes: Float64Array,
     starts: Float64Array,

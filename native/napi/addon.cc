@@ -5,6 +5,7 @@
 #include "../os.h"
 #include "args.h"
 #include "fault_meter_object.h"
+#include "onnxruntime.h"
 #include "planning.h"
 #include "pool_object.h"
 #include "process_pool_object.h"
@@ -25,6 +26,9 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                            InstanceValue("NativeStream", stream),
                            InstanceValue("NativeProcessPool", ProcessPoolObject::Define(env)),
                            InstanceValue("processPoolInfo", Napi::Function::New(env, ProcessPoolObject::Info)),
+                           InstanceValue("registerOrtAllocator", Napi::Function::New(env, RegisterOrtAllocator)),
+                           InstanceValue("unregisterOrtAllocator", Napi::Function::New(env, UnregisterOrtAllocator)),
+                           InstanceValue("ortAllocatorCounters", Napi::Function::New(env, OrtAllocatorCounters)),
                            InstanceMethod<&Addon::ProcessFaults>("processFaults"),
                            InstanceMethod<&Addon::Memory>("memory"),
                            InstanceMethod<&Addon::BufferAddress>("bufferAddress"),

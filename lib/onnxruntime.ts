@@ -1,0 +1,396 @@
+/**
+ * tensorpool/onnxruntime: onnxruntime-node's tensors in a tensorpool Pool.
+ *
+ * - Inputs over pool memory, zero-copy: `pooledTensor(pool, 'float32', dims)` (release with `pool.release`).
+ * - ONNX Runtime's own allocations (activations, outputs) from the pool: `lendToOnnxRuntime(pool)` registers
+ *   the pool as the CPU allocator of ONNX Runtime's environment, and a session created with
+ *   `POOLED_ACTIVATIONS` in its options allocates from it instead of its own arena.
+ * - `PooledSession` does both and more: one `markIteration()` per run, outputs pre-allocated in the pool
+ *   once their shapes are known for the inputs' shapes, and stream-ordered release, so a tensor released
+ *   while a run that reads it is in flight is reused only after that run has settled.
+ *
+ * onnxruntime-node is an optional peer dependency, loaded on first use (or passed as `options.ort`).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+
+import type { InferenceSession, Tensor } from 'onnxruntime-node';
+
+import { TensorPoolError, fromNative } from './errors.js';
+import { native } from './native.js';
+import { Pool, nativePoolOf } from './pool.js';
+import { processPool } from './process-pool.js';
+import { checkBoolean, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
+
+export type OnnxRuntime = typeof import('onnxruntime-node');
+
+/** Tensor element types a pooled tensor can have: those with a typed array. */
+export const POOLED_TENSOR_TYPES = [
+  'float32', 'float64', 'float16', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'bool',
+] as const;
+export type PooledTensorType = (typeof POOLED_TENSOR_TYPES)[number];
+
+const ARRAY_OF: Record<PooledTensorType, { BYTES_PER_ELEMENT: number; new (b: ArrayBuffer, o: number, n: number): ArrayBufferView }> = {
+  float32: Float32Array, float64: Float64Array, float16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
+  int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array,
+  uint64: BigUint64Array, bool: Uint8Array,
+};
+
+/**
+ * Session options that make a session allocate from the environment's allocator (the pool lent with
+ * lendToOnnxRuntime) rather than an arena of its own. Merge them into your own options.
+ */
+export const POOLED_ACTIVATIONS = Object.freeze({
+  enableCpuMemArena: false,
+  extra: Object.freeze({ session: Object.freeze({ use_env_allocators: '1' }) }),
+});
+
+let loaded: OnnxRuntime | undefined;
+
+/** onnxruntime-node, loaded on first use; ERR_TP_ONNXRUNTIME when it is not installed. */
+export function loadOnnxRuntime(): OnnxRuntime {
+  if (loaded) return loaded;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    loaded = require('onnxruntime-node') as OnnxRuntime;
+  } catch (error) {
+    throw new TensorPoolError(
+      'ERR_TP_ONNXRUNTIME',
+      `onnxruntime-node could not be loaded (${(error as Error).message.split('\n')[0]}): install it beside tensorpool (npm install onnxruntime-node)`,
+    );
+  }
+  return loaded;
+}
+
+function ortOf(value: unknown): OnnxRuntime {
+  if (value === undefined) return loadOnnxRuntime();
+  const candidate = value as Partial<OnnxRuntime> | null;
+  if (!candidate || typeof candidate.Tensor !== 'function' || typeof candidate.InferenceSession?.create !== 'function') {
+    throw invalidArgument('type', `options.ort must be the onnxruntime-node module, got ${describe(value)}`);
+  }
+  return value as OnnxRuntime;
+}
+
+/**
+ * The path of the ONNX Runtime library this process has loaded (read from /proc/self/maps), which
+ * lendToOnnxRuntime() registers with. ERR_TP_ONNXRUNTIME when none is loaded, or several are and none is
+ * onnxruntime-node's own.
+ */
+export function onnxRuntimeLibrary(): string {
+  const maps = fs.readFileSync('/proc/self/maps', 'utf8');
+  const libraries = [...new Set(maps.split('\n').map((line) => line.slice(line.indexOf('/'))).filter((p) => /\/libonnxruntime\.so[.\d]*$/.test(p)))];
+  if (libraries.length === 1) return libraries[0];
+  if (libraries.length === 0) {
+    throw new TensorPoolError('ERR_TP_ONNXRUNTIME', 'ONNX Runtime is not loaded in this process: load onnxruntime-node first');
+  }
+  let own: string | undefined;
+  try {
+    own = path.dirname(path.dirname(require.resolve('onnxruntime-node')));
+  } catch {
+    own = undefined;
+  }
+  const mine = own ? libraries.filter((p) => p.startsWith(own + path.sep)) : [];
+  if (mine.length === 1) return mine[0];
+  throw new TensorPoolError('ERR_TP_ONNXRUNTIME', `several ONNX Runtime libraries are loaded (${libraries.join(', ')}): cannot tell which one the sessions use`);
+}
+
+/**
+ * Lends `pool` to ONNX Runtime: it becomes the CPU allocator of ONNX Runtime's environment (a process
+ * singleton, so one pool at a time; lending another takes over for sessions created afterwards, and a
+ * session keeps the pool it was created with). Sessions created with POOLED_ACTIVATIONS in their options
+ * allocate their initializers, activations and outputs from it. Returns ONNX Runtime's version.
+ */
+export function lendToOnnxRuntime(pool: Pool, options?: { ort?: OnnxRuntime }): string {
+  if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+  if (pool.closed) throw new TensorPoolError('ERR_TP_CLOSED', 'the pool is closed');
+  const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
+  ortOf(o.ort); // loads onnxruntime-node, and with it the library
+  try {
+    return native.registerOrtAllocator(onnxRuntimeLibrary(), nativePoolOf(pool));
+  } catch (error) {
+    throw fromNative(error);
+  }
+}
+
+/** Sessions created from now on use their own allocator again. ERR_TP_ONNXRUNTIME when no pool is lent. */
+export function stopLendingToOnnxRuntime(): void {
+  try {
+    native.unregisterOrtAllocator();
+  } catch (error) {
+    throw fromNative(error);
+  }
+}
+
+/**
+ * What ONNX Runtime asked of the pool lent last: allocations served and given back, and those the C
+ * library served because the pool was closed.
+ */
+export function onnxRuntimeAllocatorStats(): { allocs: number; frees: number; heapFallbacks: number } {
+  return native.ortAllocatorCounters();
+}
+
+function elementCount(dims: unknown, name: string): number {
+  if (!Array.isArray(dims) || !dims.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    throw invalidArgument('type', `${name} must be an array of non-negative integers, got ${describe(dims)}`);
+  }
+  return dims.reduce((a: number, b: number) => a * b, 1);
+}
+
+/**
+ * A tensor over a fresh pool block (zero-copy: ONNX Runtime reads the pool memory itself). Its contents are
+ * what the block held before: fill it. Give it back with `pool.release(tensor.data)`, or a PooledSession's
+ * release() when a run may still read it.
+ */
+export function pooledTensor(pool: Pool, type: PooledTensorType, dims: readonly number[], options?: { ort?: OnnxRuntime }): Tensor {
+  if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+  checkOneOf(type, 'type', POOLED_TENSOR_TYPES);
+  const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
+  const ort = ortOf(o.ort);
+  const length = elementCount(dims, 'dims');
+  const array = ARRAY_OF[type];
+  const buffer = pool.alloc(Math.max(1, length * array.BYTES_PER_ELEMENT));
+  try {
+    return new ort.Tensor(type, new array(buffer, 0, length) as never, [...dims]);
+  } catch (error) {
+    pool.release(buffer);
+    throw error;
+  }
+}
+
+export interface PooledSessionOptions {
+  /** The onnxruntime-node module (default: loaded from where tensorpool is installed). */
+  ort?: OnnxRuntime;
+  /** Passed to InferenceSession.create (with POOLED_ACTIVATIONS merged in when activations is 'pool'). */
+  sessionOptions?: InferenceSession.SessionOptions;
+  /**
+   * 'pool' (default): the session's own allocations come from the pool (lendToOnnxRuntime). 'runtime': ONNX
+   * Runtime's allocator as configured: its arena, or the process pool when run under `tensorpool run`.
+   */
+  activations?: 'pool' | 'runtime';
+  /** Pre-allocate outputs in the pool once their shapes are known for the inputs' shapes (default true). */
+  poolOutputs?: boolean;
+  /** One pool.markIteration() at the start of every run (default true). */
+  markIterations?: boolean;
+}
+
+type Feeds = Record<string, Tensor>;
+interface OutputShape {
+  type: PooledTensorType;
+  dims: number[];
+}
+
+/**
+ * An InferenceSession whose tensors live in a pool. Release the outputs of run() (and your pooled inputs)
+ * with release(), which is safe while runs are in flight: a tensor a run reads or writes goes back to the
+ * pool only once that run has settled.
+ */
+export class PooledSession {
+  readonly session: InferenceSession;
+  readonly pool: Pool;
+  readonly #ort: OnnxRuntime;
+  readonly #poolOutputs: boolean;
+  // The pools whose iterations are this session's runs: the session's, and the process pool when it serves
+  // ONNX Runtime (activations 'runtime' under `tensorpool run`).
+  readonly #marked: { markIteration(): void }[];
+  // Output shapes by input signature, learned from the first run with those inputs; null: data-dependent.
+  readonly #outputShapes = new Map<string, Map<string, OutputShape> | null>();
+  readonly #runtimeOutputs = new WeakSet<Tensor>();
+  // The buffers each run in flight reads or writes, and its promise.
+  readonly #inFlight = new Set<{ settled: Promise<unknown>; buffers: Set<ArrayBufferLike> }>();
+  readonly #releasing = new WeakSet<ArrayBufferLike>();
+  #closed = false;
+
+  private constructor(session: InferenceSession, pool: Pool, ort: OnnxRuntime, poolOutputs: boolean, marked: { markIteration(): void }[]) {
+    this.session = session;
+    this.pool = pool;
+    this.#ort = ort;
+    this.#poolOutputs = poolOutputs;
+    this.#marked = marked;
+  }
+
+  static async create(pool: Pool, model: string | Uint8Array, options?: PooledSessionOptions): Promise<PooledSession> {
+    if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+    if (typeof model !== 'string' && !(model instanceof Uint8Array)) {
+      throw invalidArgument('type', `model must be a path or a Uint8Array, got ${describe(model)}`);
+    }
+    const o = checkOptions<PooledSessionOptions>(options, 'options', ['ort', 'sessionOptions', 'activations', 'poolOutputs', 'markIterations']);
+    const ort = ortOf(o.ort);
+    const activations = o.activations === undefined ? 'pool' : checkOneOf(o.activations, 'options.activations', ['pool', 'runtime'] as const);
+    const poolOutputs = o.poolOutputs === undefined ? true : checkBoolean(o.poolOutputs, 'options.poolOutputs');
+    const markIterations = o.markIterations === undefined ? true : checkBoolean(o.markIterations, 'options.markIterations');
+    const given = o.sessionOptions ?? {};
+    if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+      throw invalidArgument('type', `options.sessionOptions must be an object, got ${describe(given)}`);
+    }
+    let sessionOptions: InferenceSession.SessionOptions = { ...given };
+    if (activations === 'pool') {
+      lendToOnnxRuntime(pool, { ort });
+      const extra = (given.extra ?? {}) as Record<string, unknown>;
+      const session = { ...((extra.session as Record<string, unknown>) ?? {}), use_env_allocators: '1' };
+      sessionOptions = { ...given, enableCpuMemArena: false, extra: { ...extra, session } };
+    }
+    const session =
+      typeof model === 'string' ? await ort.InferenceSession.create(model, sessionOptions) : await ort.InferenceSession.create(model, sessionOptions);
+    const processAllocator = activations === 'runtime' ? processPool() : null;
+    const marked = !markIterations ? [] : processAllocator ? [pool, processAllocator] : [pool];
+    return new PooledSession(session, pool, ort, poolOutputs, marked);
+  }
+
+  /** A tensor over a fresh pool block (see pooledTensor). */
+  tensor(type: PooledTensorType, dims: readonly number[]): Tensor {
+    return pooledTensor(this.pool, type, dims, { ort: this.#ort });
+  }
+
+  /** Runs in flight (called and not settled). */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /**
+   * Runs the model. `outputs` may give pooled tensors to write outputs into; otherwise, once the output
+   * shapes for these input shapes are known (after the first run with them), outputs are pre-allocated in
+   * the pool. The outputs returned are pool tensors when pre-allocated, ONNX Runtime's otherwise; release()
+   * takes both.
+   */
+  async run(feeds: Feeds, outputs?: Record<string, Tensor>, runOptions?: InferenceSession.RunOptions): Promise<Record<string, Tensor>> {
+    if (this.#closed) throw new TensorPoolError('ERR_TP_CLOSED', 'the session is closed');
+    const key = this.#signature(feeds);
+    if (outputs !== undefined) this.#checkOutputs(outputs, key);
+    for (const pool of this.#marked) pool.markIteration();
+    const preallocated = outputs === undefined && this.#poolOutputs ? this.#allocateOutputs(key) : undefined;
+    const fetches = outputs ?? preallocated;
+    const pending = (fetches ? this.session.run(feeds, fetches, runOptions ?? {}) : this.session.run(feeds, runOptions ?? {})) as Promise<Record<string, Tensor>>;
+    // Registered before run() returns, so that a release() right after the call (before awaiting) waits.
+    const flight = { settled: pending.then(nothing, nothing), buffers: new Set<ArrayBufferLike>() };
+    for (const tensor of [...Object.values(feeds), ...Object.values(fetches ?? {})]) flight.buffers.add((tensor.data as ArrayBufferView).buffer);
+    this.#inFlight.add(flight);
+    let result: Record<string, Tensor>;
+    try {
+      result = await pending;
+    } catch (error) {
+      if (preallocated) for (const t of Object.values(preallocated)) this.pool.release(t.data as ArrayBufferView);
+      const message = String((error as Error)?.message ?? '');
+      if (!/has shape .* but the computed output shape/.test(message)) throw error;
+      if (outputs) {
+        throw new TensorPoolError('ERR_TP_OUTPUT_SHAPE', `an output given does not match what the model computes: ${message.split('\n')[0]}`, { cause: error });
+      }
+      // The outputs' shapes depend on the input data, not only on its shape: no more pre-allocation for them.
+      this.#outputShapes.set(key, null);
+      return await this.#runWithoutOutputs(feeds, runOptions);
+    } finally {
+      this.#inFlight.delete(flight);
+    }
+    if (fetches) Object.assign(result, fetches);
+    else this.#learn(key, result);
+    for (const [name, tensor] of Object.entries(result)) if (!fetches || !(name in fetches)) this.#runtimeOutputs.add(tensor);
+    return result;
+  }
+
+  async #runWithoutOutputs(feeds: Feeds, runOptions?: InferenceSession.RunOptions): Promise<Record<string, Tensor>> {
+    const result = (await this.session.run(feeds, runOptions ?? {})) as Record<string, Tensor>;
+    for (const tensor of Object.values(result)) this.#runtimeOutputs.add(tensor);
+    return result;
+  }
+
+  /**
+   * Gives tensors back to the pool. A tensor that a run in flight reads or writes goes back (and its buffer
+   * is detached) once that run has settled; others at once. Outputs ONNX Runtime allocated itself are left
+   * to it (freed with their JS object). Throws for a tensor already released or not from the pool.
+   */
+  release(...tensors: Tensor[]): void {
+    for (const tensor of tensors) {
+      if (!tensor || typeof tensor !== 'object' || !ArrayBuffer.isView((tensor as Tensor).data)) {
+        throw invalidArgument('type', `release() takes tensors, got ${describe(tensor)}`);
+      }
+      if (this.#runtimeOutputs.has(tensor)) continue;
+      const view = tensor.data as ArrayBufferView;
+      const buffer = view.buffer;
+      if (this.#releasing.has(buffer)) {
+        throw new TensorPoolError('ERR_TP_DOUBLE_RELEASE', 'this tensor was already released (it goes back once its run settles)');
+      }
+      const runs = [...this.#inFlight].filter((run) => run.buffers.has(buffer)).map((run) => run.settled);
+      if (runs.length === 0) {
+        this.pool.release(view);
+        continue;
+      }
+      this.#releasing.add(buffer);
+      void Promise.all(runs).then(() => {
+        this.#releasing.delete(buffer);
+        try {
+          this.pool.release(view);
+        } catch (error) {
+          process.emitWarning(`tensorpool: a tensor released during a run could not go back: ${(error as Error).message}`);
+        }
+      });
+    }
+  }
+
+  /** Releases the ONNX Runtime session. ERR_TP_BUSY while a run is in flight: await it first. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#inFlight.size > 0) {
+      throw new TensorPoolError('ERR_TP_BUSY', `${this.#inFlight.size} run() call(s) still in flight: await them before close()`);
+    }
+    this.#closed = true;
+    await this.session.release();
+  }
+
+  #signature(feeds: Feeds): string {
+    if (!feeds || typeof feeds !== 'object') throw invalidArgument('type', `feeds must be an object of tensors, got ${describe(feeds)}`);
+    const parts: string[] = [];
+    for (const name of Object.keys(feeds).sort()) {
+      const tensor = feeds[name];
+      this.#checkTensor(tensor, `input '${name}'`);
+      parts.push(`${name}:${tensor.type}[${tensor.dims.join(',')}]`);
+    }
+    return parts.join(';');
+  }
+
+  #checkTensor(tensor: Tensor, name: string): void {
+    if (!(tensor instanceof this.#ort.Tensor)) throw invalidArgument('type', `${name} must be a Tensor, got ${describe(tensor)}`);
+    const data = tensor.data as ArrayBufferView;
+    if (ArrayBuffer.isView(data) && (data.byteLength === 0 || this.#releasing.has(data.buffer)) && tensor.size > 0) {
+      throw new TensorPoolError('ERR_TP_RELEASED', `${name} was released: its buffer is detached or going back to the pool`);
+    }
+  }
+
+  #checkOutputs(outputs: Record<string, Tensor>, key: string): void {
+    if (!outputs || typeof outputs !== 'object') throw invalidArgument('type', `outputs must be an object of tensors, got ${describe(outputs)}`);
+    const known = this.#outputShapes.get(key);
+    for (const [name, tensor] of Object.entries(outputs)) {
+      this.#checkTensor(tensor, `output '${name}'`);
+      const expected = known?.get(name);
+      if (expected && (expected.type !== tensor.type || expected.dims.join(',') !== tensor.dims.join(','))) {
+        throw new TensorPoolError(
+          'ERR_TP_OUTPUT_SHAPE',
+          `output '${name}' is ${tensor.type}[${tensor.dims.join(',')}] but the model computes ${expected.type}[${expected.dims.join(',')}] for these inputs`,
+        );
+      }
+    }
+  }
+
+  #allocateOutputs(key: string): Record<string, Tensor> | undefined {
+    const shapes = this.#outputShapes.get(key);
+    if (!shapes) return undefined;
+    const fetches: Record<string, Tensor> = {};
+    try {
+      for (const [name, shape] of shapes) fetches[name] = this.tensor(shape.type, shape.dims);
+    } catch (error) {
+      for (const t of Object.values(fetches)) this.pool.release(t.data as ArrayBufferView);
+      throw error;
+    }
+    return fetches;
+  }
+
+  #learn(key: string, result: Record<string, Tensor>): void {
+    if (this.#outputShapes.has(key)) return;
+    const shapes = new Map<string, OutputShape>();
+    for (const [name, tensor] of Object.entries(result)) {
+      if (!(POOLED_TENSOR_TYPES as readonly string[]).includes(tensor.type)) return; // strings, maps: not poolable
+      shapes.set(name, { type: tensor.type as PooledTensorType, dims: [...tensor.dims] });
+    }
+    this.#outputShapes.set(key, shapes);
+  }
+}
+
+function nothing(): void {}

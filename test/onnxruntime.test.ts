@@ -1,0 +1,195 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import * as ort from 'onnxruntime-node';
+
+import { Pool, TensorPoolError, faults } from '../lib/index.js';
+import {
+  PooledSession,
+  lendToOnnxRuntime,
+  onnxRuntimeAllocatorStats,
+  onnxRuntimeLibrary,
+  pooledTensor,
+  stopLendingToOnnxRuntime,
+} from '../lib/onnxruntime.js';
+import { CHANNELS, CLASSES, SIDE, inputValues, smallModel } from './onnx-model.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-onnxruntime-'));
+const modelFile = path.join(tmp, 'small.onnx');
+fs.writeFileSync(modelFile, smallModel());
+const BATCH = 4;
+const dims = [BATCH, CHANNELS, SIDE, SIDE];
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** The model's output for the fixed input, on plain Float32Arrays and ONNX Runtime's default allocator. */
+async function reference(batch = BATCH): Promise<Float32Array> {
+  const session = await ort.InferenceSession.create(modelFile, { intraOpNumThreads: 1 });
+  const result = await session.run({ x: new ort.Tensor('float32', inputValues(batch), [batch, CHANNELS, SIDE, SIDE]) });
+  await session.release();
+  return Float32Array.from(result.y.data as Float32Array);
+}
+
+function expectCode(fn: () => unknown, code: string): void {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(TensorPoolError);
+    expect((error as TensorPoolError).code).toBe(code);
+    return;
+  }
+  throw new Error(`expected ${code}`);
+}
+
+async function expectRejection(promise: Promise<unknown>, code: string, message?: RegExp): Promise<void> {
+  const error = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(TensorPoolError);
+  expect((error as TensorPoolError).code).toBe(code);
+  if (message) expect((error as Error).message).toMatch(message);
+}
+
+describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
+  it('pooled inputs and outputs: the same outputs as plain Float32Arrays, outputs pre-allocated in the pool once their shape is known', async () => {
+    const expected = await reference();
+    const pool = new Pool();
+    const session = await PooledSession.create(pool, modelFile, { activations: 'runtime', sessionOptions: { intraOpNumThreads: 1 } });
+    for (let i = 0; i < 3; i++) {
+      const before = pool.stats();
+      const x = session.tensor('float32', dims);
+      (x.data as Float32Array).set(inputValues(BATCH));
+      const y = (await session.run({ x })).y;
+      expect(y.dims).toEqual([BATCH, CLASSES]);
+      expect(Float32Array.from(y.data as Float32Array)).toEqual(expected);
+      const after = pool.stats();
+      // The input always, the output from the second run on (the first run learns its shape).
+      expect(after.allocs - before.allocs).toBe(i === 0 ? 1 : 2);
+      expect(after.iterations - before.iterations).toBe(1);
+      session.release(x, y);
+      expect((x.data as Float32Array).length).toBe(0); // detached: nothing can touch the block any more
+    }
+    expect(pool.stats().liveBlocks).toBe(0);
+    await session.close();
+    pool.close();
+  });
+
+  it('inputs released right after run() is called, before it is awaited, do not change the result', async () => {
+    const expected = await reference();
+    const pool = new Pool();
+    const session = await PooledSession.create(pool, modelFile, { activations: 'runtime' });
+    for (let i = 0; i < 4; i++) {
+      const x = session.tensor('float32', dims);
+      (x.data as Float32Array).set(inputValues(BATCH));
+      const pending = session.run({ x });
+      session.release(x); // the run reads x later (onnxruntime-node starts it in setImmediate)
+      expect(session.inFlight).toBe(1);
+      // Whatever is allocated now must not get x's block: fill everything the pool hands out with garbage.
+      const other = pool.float32(BATCH * CHANNELS * SIDE * SIDE).fill(1e30);
+      const y = (await pending).y;
+      expect(Float32Array.from(y.data as Float32Array)).toEqual(expected);
+      pool.release(other);
+      session.release(y);
+    }
+    await session.close();
+    expect(pool.stats().liveBlocks).toBe(0);
+    pool.close();
+  });
+
+  it("ONNX Runtime's own allocations come from the lent pool: the same outputs, no page fault per run in the steady state", async () => {
+    const expected = await reference();
+    const pool = new Pool();
+    const session = await PooledSession.create(pool, modelFile, { sessionOptions: { intraOpNumThreads: 1 } });
+    expect(onnxRuntimeLibrary()).toMatch(/libonnxruntime\.so/);
+    const runOnce = async () => {
+      const x = session.tensor('float32', dims);
+      (x.data as Float32Array).set(inputValues(BATCH));
+      const y = (await session.run({ x })).y;
+      const out = Float32Array.from(y.data as Float32Array);
+      session.release(x, y);
+      return out;
+    };
+    for (let i = 0; i < 3; i++) expect(await runOnce()).toEqual(expected);
+    const ortBefore = onnxRuntimeAllocatorStats();
+    const poolBefore = pool.stats();
+    const windows: number[] = [];
+    for (let w = 0; w < 3; w++) {
+      const f0 = faults().minor;
+      for (let i = 0; i < 5; i++) await runOnce();
+      windows.push(faults().minor - f0);
+    }
+    const ortAfter = onnxRuntimeAllocatorStats();
+    const poolAfter = pool.stats();
+    // Every run: at least the block ONNX Runtime lays the activations out in (its memory pattern).
+    expect(ortAfter.allocs - ortBefore.allocs).toBeGreaterThanOrEqual(15);
+    expect(ortAfter.frees - ortBefore.frees).toBe(ortAfter.allocs - ortBefore.allocs);
+    expect(ortAfter.heapFallbacks).toBe(0);
+    expect(poolAfter.allocs - poolBefore.allocs).toBeGreaterThanOrEqual(ortAfter.allocs - ortBefore.allocs);
+    expect(poolAfter.osFallbacks + poolAfter.osOversize).toBe(0);
+    // Each run touches ~600 KiB of activations; the quietest window of 5 runs takes (next to) none.
+    expect(Math.min(...windows)).toBeLessThan(20);
+    await session.close();
+    stopLendingToOnnxRuntime();
+    pool.close();
+  });
+
+  it("under `tensorpool run` (arena off), the process pool serves ONNX Runtime's allocations through malloc", () => {
+    const inputFile = path.join(tmp, 'input.f32');
+    fs.writeFileSync(inputFile, Buffer.from(inputValues(BATCH).buffer));
+    const r = spawnSync(
+      process.execPath,
+      [path.resolve(__dirname, '../dist/cli/main.js'), 'run', '--', process.execPath, path.resolve(__dirname, 'onnxruntime/child.js'), modelFile, String(BATCH), '6', inputFile],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    return reference().then((expected) => {
+      for (const output of out.outputs) expect(Float32Array.from(output)).toEqual(expected);
+      expect(out.processIterations).toBe(6); // one mark per run on the pool that serves ONNX Runtime
+      expect(out.processHits).toBeGreaterThanOrEqual(6); // ONNX Runtime's activations, each run
+      expect(out.poolStats).toEqual({ osFallbacks: 0, osOversize: 0 });
+      expect(Math.min(...out.faults.slice(2))).toBeLessThan(20);
+    });
+  });
+
+  it('misuse gives clear errors: a released input, an output of the wrong shape, close() during a run', async () => {
+    const pool = new Pool();
+    const session = await PooledSession.create(pool, modelFile, { activations: 'runtime' });
+    const x = session.tensor('float32', dims);
+    (x.data as Float32Array).set(inputValues(BATCH));
+    session.release(x);
+    await expectRejection(session.run({ x }), 'ERR_TP_RELEASED', /input 'x' was released/);
+
+    const x2 = session.tensor('float32', dims);
+    (x2.data as Float32Array).set(inputValues(BATCH));
+    session.release((await session.run({ x: x2 })).y); // learns y's shape for this input shape
+    const wrong = session.tensor('float32', [BATCH + 1, CLASSES]);
+    await expectRejection(session.run({ x: x2 }, { y: wrong }), 'ERR_TP_OUTPUT_SHAPE', /output 'y' is float32\[5,10\] but the model computes float32\[4,10\]/);
+    const pending = session.run({ x: x2 });
+    await expectRejection(session.close(), 'ERR_TP_BUSY', /still in flight/);
+    session.release((await pending).y);
+    session.release(x2, wrong);
+    expectCode(() => session.release(x2), 'ERR_TP_DOUBLE_RELEASE');
+    await session.close();
+    await expectRejection(session.run({ x: x2 }), 'ERR_TP_CLOSED');
+    expect(pool.stats().liveBlocks).toBe(0);
+    pool.close();
+  });
+
+  it('validates its arguments', async () => {
+    const pool = new Pool();
+    expect(() => pooledTensor(pool, 'string' as never, [1])).toThrow(/type must be one of/);
+    expect(() => pooledTensor(pool, 'float32', [1, -2])).toThrow(/dims must be an array of non-negative integers/);
+    expect(() => pooledTensor({} as Pool, 'float32', [1])).toThrow(/pool must be a Pool/);
+    expect(() => lendToOnnxRuntime(pool, { ort: {} as never })).toThrow(/options.ort must be the onnxruntime-node module/);
+    await expect(PooledSession.create(pool, modelFile, { activations: 'gpu' as never })).rejects.toThrow(/options.activations must be one of/);
+    await expect(PooledSession.create(pool, modelFile, { pooling: true } as never)).rejects.toThrow(/has no option 'pooling'/);
+    const empty = pooledTensor(pool, 'float32', [0, 3]);
+    expect(empty.size).toBe(0);
+    pool.release(empty.data as Float32Array);
+    pool.close();
+    expectCode(() => lendToOnnxRuntime(pool), 'ERR_TP_CLOSED');
+  });
+});

@@ -1,0 +1,37 @@
+// Runs inside a process started by `tensorpool run` (test/onnxruntime.test.ts): runs the model file argv[2]
+// through a PooledSession whose activations are ONNX Runtime's own (its arena off), so that the process pool
+// serves them through malloc; prints one JSON line with the outputs and the process pool's counters.
+const fs = require('node:fs');
+const { Pool, processPool, faults } = require('../../dist/index.js');
+const { PooledSession } = require('../../dist/onnxruntime.js');
+
+(async () => {
+  const [model, batch, runs] = [process.argv[2], Number(process.argv[3]), Number(process.argv[4])];
+  const input = new Float32Array(fs.readFileSync(process.argv[5]).buffer.slice(0));
+  const pool = new Pool();
+  const session = await PooledSession.create(pool, model, {
+    activations: 'runtime',
+    sessionOptions: { enableCpuMemArena: false, intraOpNumThreads: 1 },
+  });
+  const out = { outputs: [], faults: [] };
+  const before = processPool().stats();
+  for (let i = 0; i < runs; i++) {
+    const x = session.tensor('float32', [batch, ...session.session.inputMetadata[0].shape.slice(1)]);
+    x.data.set(input);
+    const f0 = faults().minor;
+    const y = (await session.run({ x })).y;
+    out.faults.push(faults().minor - f0);
+    out.outputs.push(Array.from(y.data));
+    session.release(x, y);
+  }
+  const after = processPool().stats();
+  out.processAllocs = after.allocs - before.allocs;
+  out.processHits = after.hits - before.hits;
+  out.processIterations = after.iterations - before.iterations;
+  out.poolStats = { osFallbacks: after.osFallbacks, osOversize: after.osOversize };
+  await session.close();
+  console.log(JSON.stringify(out));
+})().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
