@@ -35,7 +35,11 @@ export interface PoolOptions {
   hugePages?: boolean;
   /** mlock the arena: page-locked host memory. Fails with a message naming RLIMIT_MEMLOCK. Default false. */
   lock?: boolean;
-  /** Carve new blocks on a miss instead of going to the OS. Default: true without a plan, false with one. */
+  /**
+   * Carve new blocks on a miss instead of going to the OS. Default: true without a plan, false with one. The
+   * default classes grow an empty class before a larger one lends; a plan borrows as it was trained to and
+   * grows the smallest class that fits only when no free block fits.
+   */
   grow?: boolean;
   /** Address space reserved for growth, in bytes. Default 1 GiB. Reserved, not resident. */
   growReserve?: number;

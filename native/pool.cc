@@ -34,7 +34,10 @@ std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& opti
                                    const OffsetSchedule* offsets) {
   std::shared_ptr<Pool> pool(new Pool(options, os::randomSeed()));
   auto generation =
-      SizeClassPool::create(1, pool->secret_, plan, options.arena, options.grow, options.growReserve, error);
+      SizeClassPool::create(1, pool->secret_, plan, options.arena, !options.grow ? Growth::Off
+                                                                   : options.growBeforeBorrowing ? Growth::BeforeBorrowing
+                                                                                                 : Growth::AfterBorrowing,
+                            options.growReserve, error);
   if (!generation) return nullptr;
   pool->generations_.push_back(std::move(generation));
   pool->counters_.generation = 1;
@@ -96,6 +99,9 @@ Allocation Pool::alloc(uint64_t bytes) {
   Route route = Route::Own;
   switch (source) {
     case Source::Own: counters_.hits++; break;
+    case Source::GrownLent:
+      counters_.grown++;
+      [[fallthrough]];
     case Source::Borrowed:
       counters_.borrows++;
       if (!scheduled) counters_.unplannedBorrows++;
@@ -374,7 +380,7 @@ std::unique_ptr<SizeClassPool> Pool::buildGeneration(const PlanSpec& plan, std::
       return nullptr;
     }
   }
-  return SizeClassPool::create(++lastGeneration_, secret_, plan, options_.arena, false, 0, error);
+  return SizeClassPool::create(++lastGeneration_, secret_, plan, options_.arena, Growth::Off, 0, error);
 }
 
 bool Pool::switchPlan(const PlanSpec& plan, std::string* error) {

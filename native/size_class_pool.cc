@@ -6,7 +6,7 @@ namespace tp {
 constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 47;
 
 std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secret, const PlanSpec& plan,
-                                                     const ArenaOptions& arenaOptions, bool grow,
+                                                     const ArenaOptions& arenaOptions, Growth growth,
                                                      uint64_t extraReserve, std::string* error) {
   std::unique_ptr<SizeClassPool> pool(new SizeClassPool());
   if (!pool->table_.build(plan, error)) return nullptr;
@@ -21,7 +21,7 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
     }
     planned += stride * c.blocks;
   }
-  const uint64_t extra = grow ? extraReserve : 0;
+  const uint64_t extra = growth != Growth::Off ? extraReserve : 0;
   if (extra > kMaxArenaBytes - planned) {
     *error = "the reservation exceeds 128 TiB";
     return nullptr;
@@ -30,7 +30,7 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
   pool->id_ = id;
   pool->secret_ = secret;
   pool->schedule_ = plan.schedule;
-  pool->grow_ = grow;
+  pool->growth_ = growth;
   pool->arena_ = Arena::create(planned + extra, planned, arenaOptions, error);
   if (!pool->arena_) return nullptr;
 
@@ -96,23 +96,37 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
   const size_t first = static_cast<size_t>(home);
   const bool ownExists = table_.isOwn(first, bytes);
 
-  BlockHeader* header = nullptr;
   if (ownExists && heads_[first]) {
-    header = pop(first);
+    BlockHeader* header = pop(first);
     counters_[first].hits++;
     *source = Source::Own;
-  } else if (grow_ && (header = carveBlock(first, &lastGrowError_))) {
-    counters_[first].grown++;
-    if (ownExists) counters_[first].hits++; else counters_[first].lent++;
-    *source = ownExists ? Source::Grown : Source::Borrowed;
-  } else {
-    const int lender = firstNonEmpty(ownExists ? first + 1 : first);
-    if (lender < 0) return nullptr;
-    header = pop(static_cast<size_t>(lender));
+    return markLive(header, bytes);
+  }
+  const bool growFirst = ownExists && growth_ == Growth::BeforeBorrowing;
+  if (growFirst) {
+    if (BlockHeader* header = grow(first, true, source)) return markLive(header, bytes);
+  }
+  if (const int lender = firstNonEmpty(ownExists ? first + 1 : first); lender >= 0) {
+    BlockHeader* header = pop(static_cast<size_t>(lender));
     counters_[lender].lent++;
     *source = Source::Borrowed;
+    return markLive(header, bytes);
   }
-  return markLive(header, bytes);
+  // Nothing free fits. (Growing before this, a class with no own class would grow while a block of the
+  // smallest fitting class lay free: without bound.)
+  if (growth_ != Growth::Off && !growFirst) {
+    if (BlockHeader* header = grow(first, ownExists, source)) return markLive(header, bytes);
+  }
+  return nullptr;
+}
+
+BlockHeader* SizeClassPool::grow(size_t cls, bool own, Source* source) {
+  BlockHeader* header = carveBlock(cls, &lastGrowError_);
+  if (!header) return nullptr;
+  counters_[cls].grown++;
+  if (own) counters_[cls].hits++; else counters_[cls].lent++;
+  *source = own ? Source::Grown : Source::GrownLent;
+  return header;
 }
 
 BlockHeader* SizeClassPool::takeFrom(size_t cls, uint64_t bytes, Source* source) {

@@ -21,19 +21,32 @@ struct ClassCounters {
   uint64_t grown = 0;       // blocks carved on demand after creation (growing pools)
 };
 
-enum class Source : uint8_t { Own, Borrowed, Grown };
+// Grown: carved for a request of its own class; GrownLent: carved in the smallest class holding a request
+// that has no class of its own.
+enum class Source : uint8_t { Own, Borrowed, Grown, GrownLent };
+
+// Whether, and when, a pool carves new blocks from its spare reservation.
+enum class Growth : uint8_t {
+  Off,
+  // The default classes: dense (four per doubling), so a larger class lending wastes up to half the
+  // block; an empty own class grows first.
+  BeforeBorrowing,
+  // A trained plan: borrowing is part of what training planned, so it comes first; a class grows only
+  // when nothing free fits (where a plan that does not grow goes to the OS).
+  AfterBorrowing,
+};
 
 class SizeClassPool {
  public:
   // Builds the classes, reserves one arena for every planned block (plus `extraReserve` bytes of room to
   // grow, when `grow`), and carves the planned blocks, pre-faulted per `arenaOptions`.
   static std::unique_ptr<SizeClassPool> create(uint32_t id, uint64_t secret, const PlanSpec& plan,
-                                               const ArenaOptions& arenaOptions, bool grow, uint64_t extraReserve,
+                                               const ArenaOptions& arenaOptions, Growth growth, uint64_t extraReserve,
                                                std::string* error);
 
-  // A free block for `bytes`, in S0's order: the own class; then, when growing, a block newly carved in the
-  // first class that holds the request; then the larger classes, ascending. nullptr when there is none
-  // (the caller asks the OS). The block is marked live.
+  // A free block for `bytes`, in S0's order: the own class; the larger classes, ascending; nullptr when there
+  // is none (the caller asks the OS). A growing pool carves a block in the first class that holds the
+  // request: before borrowing or after it, as its Growth says. The block is marked live.
   BlockHeader* take(uint64_t bytes, Source* source);
   // A free block of class `cls` for `bytes` (a scheduled placement), or nullptr when the class has none.
   // Pre: cls < table().count() and bytes <= table().size(cls).
@@ -64,6 +77,9 @@ class SizeClassPool {
  private:
   SizeClassPool() = default;
   BlockHeader* carveBlock(size_t cls, std::string* error);
+  // Carves a block in class `cls` for a request it is (`own`) or is not the own class of; nullptr when the
+  // reservation is spent.
+  BlockHeader* grow(size_t cls, bool own, Source* source);
   BlockHeader* markLive(BlockHeader* header, uint64_t bytes);
   void push(size_t cls, BlockHeader* header);
   BlockHeader* pop(size_t cls);
@@ -72,7 +88,7 @@ class SizeClassPool {
 
   uint32_t id_ = 0;
   uint64_t secret_ = 0;
-  bool grow_ = false;
+  Growth growth_ = Growth::Off;
   bool retired_ = false;
   SizeClassTable table_;
   std::vector<ScheduleEntry> schedule_;

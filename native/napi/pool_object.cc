@@ -76,6 +76,7 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   options.arena.hugePages = optionalBool(optionsArg, "hugePages", false);
   options.arena.lock = optionalBool(optionsArg, "lock", false);
   options.grow = optionalBool(optionsArg, "grow", false);
+  options.growBeforeBorrowing = info[0].IsNull();  // the default classes; a plan borrows as it was trained to
   options.growReserve = optionalUint(optionsArg, "growReserve", options.growReserve);
   options.osMapThreshold = optionalUint(optionsArg, "osMapThreshold", options.osMapThreshold);
 

@@ -205,7 +205,10 @@ void initialise() {
     plan = PlanSpec{};
     std::string error;
     if (!readPlanFile(planPath, &plan, &error)) return delete s, fail(error);
-    options.grow = false;  // S0: a departure from the plan shows as OS fallbacks
+    // Still growing, once nothing free fits: a departure from the plan (a buffer a garbage collector frees
+    // later than in the recorded run) costs one carved, pre-faulted block, not a mapping faulted in again
+    // every time it recurs.
+    options.growBeforeBorrowing = false;
     s->planPath = planPath;
     s->mode = "planned";
   }

@@ -221,6 +221,35 @@ TEST(growing_pool_carves_then_falls_back_to_the_os) {
   CHECK(pool->alloc(65ull << 20).route == Route::OsOversize);
 }
 
+TEST(a_growing_trained_plan_borrows_as_trained_and_grows_only_when_nothing_fits) {
+  // Sparse classes, as training makes them: 4096 B requests have no class of their own.
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{8192, 1}, {1 << 20, 1}};
+  PoolOptions options;
+  options.grow = true;
+  options.growBeforeBorrowing = false;
+  options.growReserve = 8 << 20;
+  std::string error;
+  auto pool = Pool::create(plan, options, &error);
+  CHECK(pool != nullptr);
+  Allocation a = pool->alloc(4096);  // the free 8192 block fits: borrowed, nothing carved
+  CHECK(a.route == Route::Borrowed);
+  Allocation b = pool->alloc(4096);  // the 1 MiB block is free: borrowed too
+  CHECK(b.route == Route::Borrowed);
+  Allocation c = pool->alloc(4096);  // nothing free fits: the smallest fitting class grows
+  CHECK(c.route == Route::Borrowed && pool->stats().grown == 1);
+  for (const Allocation& x : {a, b, c}) CHECK(pool->release(x.data) == ReleaseStatus::Ok);
+  for (int round = 0; round < 100; ++round) {  // a steady pattern reuses what is there: no more growth
+    Allocation x = pool->alloc(4096), y = pool->alloc(4096), z = pool->alloc(4096);
+    for (const Allocation& w : {x, y, z}) CHECK(pool->release(w.data) == ReleaseStatus::Ok);
+  }
+  CHECK(pool->stats().grown == 1);
+  Allocation own = pool->alloc(8000);  // an own class whose block is free: taken
+  CHECK(own.route == Route::Own);
+  CHECK(pool->release(own.data) == ReleaseStatus::Ok);
+}
+
 TEST(bad_releases_change_nothing) {
   auto pool = makePool(smallPlan());
   Allocation a = pool->alloc(5000);
