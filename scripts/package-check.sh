@@ -12,7 +12,7 @@ npm pack --pack-destination "$work" >"$work/pack.log"
 tarball=$(ls "$work"/tensorpool-*.tgz)
 tar -tzf "$tarball" >"$work/contents"
 for required in package/prebuilds/linux-x64/tensorpool.node package/prebuilds/linux-x64/tensorpool-preload.so package/dist/index.js package/dist/index.d.ts \
-  package/dist/cli/main.js package/traces/resnet18_train.csv.gz; do
+  package/dist/cli/main.js package/dist/onnxruntime.js package/dist/onnxruntime.d.ts package/traces/resnet18_train.csv.gz; do
   grep -qx "$required" "$work/contents" || { echo "package-check: $required is not in the tarball" >&2; exit 1; }
 done
 
@@ -36,6 +36,13 @@ const x = pool.float32(1 << 20);
 x.fill(1);
 pool.release(x);
 if (pool.stats().allocs !== 1) throw new Error('require: the pool did not serve');
+"
+# onnxruntime-node is an optional peer: the subpath loads without it and says what is missing when used.
+PATH="$work/bin:/bin" node -e "
+const ortHelpers = require('tensorpool/onnxruntime');
+if (typeof ortHelpers.PooledSession !== 'function') throw new Error('tensorpool/onnxruntime: PooledSession missing');
+try { ortHelpers.loadOnnxRuntime(); throw new Error('onnxruntime-node was installed with tensorpool'); }
+catch (error) { if (error.code !== 'ERR_TP_ONNXRUNTIME') throw error; }
 "
 PATH="$work/bin:/bin" npx tensorpool run --stats -- node -e "
 const { processPool, preloadLibrary } = require('tensorpool');
