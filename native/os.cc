@@ -74,7 +74,28 @@ bool trackMappings() {
   return true;
 }
 
+namespace {
+std::atomic<uint64_t> failCountdown[5];  // per Call: calls left until the injected failure; 0 = disarmed
+std::atomic<uint64_t> bytesMapped{0};     // by mapMemory, not unmapped since
+
+// Whether this call of `call` is the one to fail (and then disarms it).
+bool injectedFailure(Call call) {
+  std::atomic<uint64_t>& left = failCountdown[static_cast<size_t>(call)];
+  uint64_t n = left.load(std::memory_order_relaxed);
+  while (n != 0) {
+    if (left.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return n == 1;
+  }
+  return false;
+}
+}  // namespace
+
+void failNthCall(Call call, uint64_t n) { failCountdown[static_cast<size_t>(call)].store(n, std::memory_order_relaxed); }
+
 void* mapMemory(size_t bytes, size_t alignment) {
+  if (injectedFailure(Call::Map)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   const bool tracked = trackBits.load(std::memory_order_acquire) != nullptr;
   if (tracked) {
     bytes = trackedLength(bytes);
@@ -82,6 +103,7 @@ void* mapMemory(size_t bytes, size_t alignment) {
   }
   void* start = mapAligned(bytes, alignment);
   if (start && tracked) markGranules(start, bytes, true);
+  if (start) bytesMapped.fetch_add(bytes, std::memory_order_relaxed);
   return start;
 }
 
@@ -90,11 +112,19 @@ int unmapMemory(void* start, size_t bytes) {
     bytes = trackedLength(bytes);
     markGranules(start, bytes, false);
   }
-  return munmap(start, bytes);
+  const int result = munmap(start, bytes);
+  if (result == 0) bytesMapped.fetch_sub(bytes, std::memory_order_relaxed);
+  return result;
 }
+
+uint64_t mappedBytes() { return bytesMapped.load(std::memory_order_relaxed); }
 
 int populateMemory(void* start, size_t bytes) {
   if (bytes == 0) return 0;
+  if (injectedFailure(Call::Populate)) {
+    errno = ENOMEM;
+    return -1;
+  }
   if (madvise(start, bytes, MADV_POPULATE_WRITE) == 0) return 0;
   if (errno != EINVAL) return -1;
   // Old kernel: a read-modify-write of one byte per page faults it in for writing and keeps its contents.
@@ -104,11 +134,24 @@ int populateMemory(void* start, size_t bytes) {
   return 0;
 }
 
-int discardMemory(void* start, size_t bytes) { return bytes == 0 ? 0 : madvise(start, bytes, MADV_DONTNEED); }
+int discardMemory(void* start, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (injectedFailure(Call::Discard)) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return madvise(start, bytes, MADV_DONTNEED);
+}
 
 int adviseHugePages(void* start, size_t bytes) { return madvise(start, bytes, MADV_HUGEPAGE); }
 
-int lockMemory(void* start, size_t bytes) { return mlock(start, bytes); }
+int lockMemory(void* start, size_t bytes) {
+  if (injectedFailure(Call::Lock)) {
+    errno = EAGAIN;
+    return -1;
+  }
+  return mlock(start, bytes);
+}
 
 uint64_t lockLimitBytes() {
   struct rlimit limit;
@@ -117,6 +160,7 @@ uint64_t lockLimitBytes() {
 }
 
 void* allocateHeap(size_t bytes, size_t alignment) {
+  if (injectedFailure(Call::Heap)) return nullptr;
   void* p = nullptr;
   return posix_memalign(&p, alignment, bytes) == 0 ? p : nullptr;
 }

@@ -11,6 +11,13 @@
 
 namespace tp::os {
 
+// Fault injection, for tests (test/native/fault_injection_test.cc): the n-th call of `call` from now on
+// (n >= 1) fails as the kernel or the C library would refuse it — mmap and the madvise calls with ENOMEM,
+// mlock with EAGAIN, the heap with nullptr — once; n = 0 disarms it. Process-wide; a disarmed hook costs
+// one relaxed atomic load per call.
+enum class Call : uint8_t { Map, Populate, Discard, Lock, Heap };
+void failNthCall(Call call, uint64_t n);
+
 // The kernel's base page size (4096 on x86-64). Constant for the life of the process.
 size_t pageSize();
 
@@ -27,6 +34,9 @@ void* mapMemory(size_t bytes, size_t alignment);
 // Pre:  [start, start + bytes) is exactly a range returned by mapMemory (same length).
 // Post: the range is unmapped; any later access faults. Returns 0, or -1 with errno.
 int unmapMemory(void* start, size_t bytes);
+
+// Bytes mapped by mapMemory and not unmapped since, process-wide: what the tests check for leaks.
+uint64_t mappedBytes();
 
 // Tracking of this layer's mappings, for the process allocator (native/preload): free() must tell our
 // memory from the C library's for any pointer, on every call, without a lock or a system call.

@@ -115,7 +115,7 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     const ortBefore = onnxRuntimeAllocatorStats();
     const poolBefore = pool.stats();
     const windows: number[] = [];
-    for (let w = 0; w < 3; w++) {
+    for (let w = 0; w < 5; w++) {
       const f0 = faults().minor;
       for (let i = 0; i < 5; i++) await runOnce();
       windows.push(faults().minor - f0);
@@ -128,8 +128,10 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     expect(ortAfter.heapFallbacks).toBe(0);
     expect(poolAfter.allocs - poolBefore.allocs).toBeGreaterThanOrEqual(ortAfter.allocs - ortBefore.allocs);
     expect(poolAfter.osFallbacks + poolAfter.osOversize).toBe(0);
-    // Each run touches ~600 KiB of activations; the quietest window of 5 runs takes (next to) none.
-    expect(Math.min(...windows)).toBeLessThan(20);
+    // Five runs write ~3 MiB (750 pages) of pool memory; if the pool faulted it in, every window would show
+    // that many. The quietest window shows what is left: V8's own pages (64 faults seen on Node 24, where V8
+    // keeps compiling hot code into new pages), none of the pool's.
+    expect(Math.min(...windows)).toBeLessThan(150);
     await session.close();
     stopLendingToOnnxRuntime();
     pool.close();
@@ -150,7 +152,7 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
       expect(out.processIterations).toBe(6); // one mark per run on the pool that serves ONNX Runtime
       expect(out.processHits).toBeGreaterThanOrEqual(6); // ONNX Runtime's activations, each run
       expect(out.poolStats).toEqual({ osFallbacks: 0, osOversize: 0 });
-      expect(Math.min(...out.faults.slice(2))).toBeLessThan(20);
+      expect(Math.min(...out.faults.slice(2))).toBeLessThan(60); // a run writes ~150 pages of activations
     });
   });
 
