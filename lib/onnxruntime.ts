@@ -101,7 +101,7 @@ export function onnxRuntimeLibrary(): string {
  * allocate their initializers, activations and outputs from it. Returns ONNX Runtime's version.
  */
 export function lendToOnnxRuntime(pool: Pool, options?: { ort?: OnnxRuntime }): string {
-  if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+  checkPool(pool);
   if (pool.closed) throw new TensorPoolError('ERR_TP_CLOSED', 'the pool is closed');
   const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
   ortOf(o.ort); // loads onnxruntime-node, and with it the library
@@ -129,6 +129,10 @@ export function onnxRuntimeAllocatorStats(): { allocs: number; frees: number; he
   return native.ortAllocatorCounters();
 }
 
+function checkPool(pool: unknown): void {
+  if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+}
+
 function elementCount(dims: unknown, name: string): number {
   if (!Array.isArray(dims) || !dims.every((d) => Number.isSafeInteger(d) && d >= 0)) {
     throw invalidArgument('type', `${name} must be an array of non-negative integers, got ${describe(dims)}`);
@@ -142,7 +146,7 @@ function elementCount(dims: unknown, name: string): number {
  * release() when a run may still read it.
  */
 export function pooledTensor(pool: Pool, type: PooledTensorType, dims: readonly number[], options?: { ort?: OnnxRuntime }): Tensor {
-  if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+  checkPool(pool);
   checkOneOf(type, 'type', POOLED_TENSOR_TYPES);
   const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
   const ort = ortOf(o.ort);
@@ -211,7 +215,7 @@ export class PooledSession {
   }
 
   static async create(pool: Pool, model: string | Uint8Array, options?: PooledSessionOptions): Promise<PooledSession> {
-    if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+    checkPool(pool);
     if (typeof model !== 'string' && !(model instanceof Uint8Array)) {
       throw invalidArgument('type', `model must be a path or a Uint8Array, got ${describe(model)}`);
     }
@@ -228,11 +232,11 @@ export class PooledSession {
     if (activations === 'pool') {
       lendToOnnxRuntime(pool, { ort });
       const extra = (given.extra ?? {}) as Record<string, unknown>;
-      const session = { ...((extra.session as Record<string, unknown>) ?? {}), use_env_allocators: '1' };
+      const session = { ...((extra.session as Record<string, unknown>) ?? {}), ...POOLED_ACTIVATIONS.extra.session };
       // ONNX Runtime's memory pattern lays each input shape's activations out in one block of its own; the
       // pool serves the tensors one by one in less (PP-OCRv4 detection, six shapes: the steady cycle's
       // lower bound is 161 MiB with the pattern, 117 MiB without). A pattern asked for is kept.
-      sessionOptions = { enableMemPattern: false, ...given, enableCpuMemArena: false, extra: { ...extra, session } };
+      sessionOptions = { enableMemPattern: false, ...given, ...POOLED_ACTIVATIONS, extra: { ...extra, session } };
     }
     const session =
       typeof model === 'string' ? await ort.InferenceSession.create(model, sessionOptions) : await ort.InferenceSession.create(model, sessionOptions);

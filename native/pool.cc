@@ -34,10 +34,7 @@ std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& opti
                                    const OffsetSchedule* offsets) {
   std::shared_ptr<Pool> pool(new Pool(options, os::randomSeed()));
   auto generation =
-      SizeClassPool::create(1, pool->secret_, plan, options.arena, !options.grow ? Growth::Off
-                                                                   : options.growBeforeBorrowing ? Growth::BeforeBorrowing
-                                                                                                 : Growth::AfterBorrowing,
-                            options.growReserve, error);
+      SizeClassPool::create(1, pool->secret_, plan, options.arena, options.growth, options.growReserve, error);
   if (!generation) return nullptr;
   pool->generations_.push_back(std::move(generation));
   pool->counters_.generation = 1;

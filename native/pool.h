@@ -24,8 +24,7 @@ namespace tp {
 
 struct PoolOptions {
   ArenaOptions arena;
-  bool grow = false;                                 // carve new blocks from spare reservation on a miss
-  bool growBeforeBorrowing = true;                   // Growth::BeforeBorrowing (the default classes), else After
+  Growth growth = Growth::Off;                       // whether and when a miss carves a block from spare reservation
   uint64_t growReserve = uint64_t{1} << 30;          // spare address space a growing pool may carve
   uint64_t osMapThreshold = uint64_t{256} << 10;     // OS fallbacks at least this large are mmap'd
 };

@@ -75,8 +75,8 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   options.arena.prefault = optionalBool(optionsArg, "prefault", true);
   options.arena.hugePages = optionalBool(optionsArg, "hugePages", false);
   options.arena.lock = optionalBool(optionsArg, "lock", false);
-  options.grow = optionalBool(optionsArg, "grow", false);
-  options.growBeforeBorrowing = info[0].IsNull();  // the default classes; a plan borrows as it was trained to
+  // The default classes grow before borrowing; a plan borrows as it was trained to.
+  if (optionalBool(optionsArg, "grow", false)) options.growth = info[0].IsNull() ? Growth::BeforeBorrowing : Growth::AfterBorrowing;
   options.growReserve = optionalUint(optionsArg, "growReserve", options.growReserve);
   options.osMapThreshold = optionalUint(optionsArg, "osMapThreshold", options.osMapThreshold);
 

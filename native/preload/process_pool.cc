@@ -198,7 +198,7 @@ void initialise() {
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
-  options.grow = true;
+  options.growth = Growth::BeforeBorrowing;
   options.growReserve = reserve;
 
   if (planPath) {
@@ -208,7 +208,7 @@ void initialise() {
     // Still growing, once nothing free fits: a departure from the plan (a buffer a garbage collector frees
     // later than in the recorded run) costs one carved, pre-faulted block, not a mapping faulted in again
     // every time it recurs.
-    options.growBeforeBorrowing = false;
+    options.growth = Growth::AfterBorrowing;
     s->planPath = planPath;
     s->mode = "planned";
   }

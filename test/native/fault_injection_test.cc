@@ -27,10 +27,6 @@ PlanSpec plan(uint64_t size, uint64_t blocks) {
   return p;
 }
 
-std::shared_ptr<Pool> create(const PlanSpec& spec, const PoolOptions& options, std::string* error) {
-  return Pool::create(spec, options, error);
-}
-
 // Every block of `pool` it can take is written and given back: the pool still serves.
 void stillServes(Pool& pool, uint64_t bytes) {
   Allocation a = pool.alloc(bytes);
@@ -42,7 +38,7 @@ void stillServes(Pool& pool, uint64_t bytes) {
 // A pool of one class holding one live block, `*held`, filled with `fill`.
 std::shared_ptr<Pool> poolHolding(uint64_t size, uint64_t blocks, Allocation* held, int fill) {
   std::string error;
-  auto pool = create(plan(size, blocks), PoolOptions{}, &error);
+  auto pool = Pool::create(plan(size, blocks), PoolOptions{}, &error);
   CHECK(pool != nullptr);
   *held = pool->alloc(size);
   CHECK(held->status == AllocStatus::Ok);
@@ -65,7 +61,7 @@ TEST(a_refused_arena_mapping_fails_creation_with_a_message_and_maps_nothing) {
   for (os::Call call : {os::Call::Map, os::Call::Populate}) {
     os::failNthCall(call, 1);
     std::string error;
-    auto pool = create(plan(1 << 20, 8), PoolOptions{}, &error);
+    auto pool = Pool::create(plan(1 << 20, 8), PoolOptions{}, &error);
     os::failNthCall(call, 0);
     CHECK(pool == nullptr);
     CHECK(!error.empty());
@@ -79,7 +75,7 @@ TEST(a_refused_mlock_names_the_limit_and_maps_nothing) {
   options.arena.lock = true;
   os::failNthCall(os::Call::Lock, 1);
   std::string error;
-  auto pool = create(plan(64 << 10, 4), options, &error);
+  auto pool = Pool::create(plan(64 << 10, 4), options, &error);
   os::failNthCall(os::Call::Lock, 0);
   CHECK(pool == nullptr);
   CHECK(error.find("RLIMIT_MEMLOCK") != std::string::npos);
@@ -88,10 +84,10 @@ TEST(a_refused_mlock_names_the_limit_and_maps_nothing) {
 
 TEST(a_refused_growth_falls_back_to_the_os_and_the_pool_keeps_serving) {
   PoolOptions options;
-  options.grow = true;
+  options.growth = Growth::BeforeBorrowing;
   options.growReserve = 64 << 20;
   std::string error;
-  auto pool = create(defaultPlan(), options, &error);
+  auto pool = Pool::create(defaultPlan(), options, &error);
   CHECK(pool != nullptr);
   Allocation held = pool->alloc(1 << 20);  // grown: carved and pre-faulted
   CHECK(held.route == Route::Grown);
@@ -167,7 +163,7 @@ TEST(a_refused_discard_keeps_the_retired_arena_valid) {
 #if !defined(__SANITIZE_ADDRESS__)
 TEST(an_address_space_limit_refuses_an_arena_clearly_and_the_pool_before_it_keeps_serving) {
   std::string error;
-  auto pool = create(plan(1 << 20, 2), PoolOptions{}, &error);
+  auto pool = Pool::create(plan(1 << 20, 2), PoolOptions{}, &error);
   CHECK(pool != nullptr);
   struct rlimit saved;
   CHECK(getrlimit(RLIMIT_AS, &saved) == 0);
@@ -176,7 +172,7 @@ TEST(an_address_space_limit_refuses_an_arena_clearly_and_the_pool_before_it_keep
   CHECK(setrlimit(RLIMIT_AS, &limited) == 0);
   PoolOptions reserveOnly;
   reserveOnly.arena.prefault = false;
-  auto big = create(plan(1ull << 30, 256), reserveOnly, &error);
+  auto big = Pool::create(plan(1ull << 30, 256), reserveOnly, &error);
   CHECK(setrlimit(RLIMIT_AS, &saved) == 0);
   CHECK(big == nullptr);
   CHECK(error.find("could not reserve") != std::string::npos && error.find(std::strerror(ENOMEM)) != std::string::npos);

@@ -27,7 +27,7 @@ PlanSpec smallPlan() {
 
 std::shared_ptr<Pool> makePool(const PlanSpec& plan, bool grow = false, uint64_t growReserve = 0) {
   PoolOptions options;
-  options.grow = grow;
+  options.growth = grow ? Growth::BeforeBorrowing : Growth::Off;
   options.growReserve = growReserve;
   std::string error;
   auto pool = Pool::create(plan, options, &error);
@@ -227,8 +227,7 @@ TEST(a_growing_trained_plan_borrows_as_trained_and_grows_only_when_nothing_fits)
   plan.interval = 4096;
   plan.classes = {{8192, 1}, {1 << 20, 1}};
   PoolOptions options;
-  options.grow = true;
-  options.growBeforeBorrowing = false;
+  options.growth = Growth::AfterBorrowing;
   options.growReserve = 8 << 20;
   std::string error;
   auto pool = Pool::create(plan, options, &error);

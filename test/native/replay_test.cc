@@ -97,7 +97,7 @@ TEST(replay_in_steps_keeps_buffers_live_between_steps) {
   Events e = steps();
   const ReplayTrace trace{e.ops.data(), e.buffers.data(), e.ops.size(), e.sizes.data(), e.sizes.size()};
   std::string error;
-  auto pool = Pool::create(defaultPlan(), [] { PoolOptions o; o.grow = true; return o; }(), &error);
+  auto pool = Pool::create(defaultPlan(), [] { PoolOptions o; o.growth = Growth::BeforeBorrowing; return o; }(), &error);
   CHECK(pool != nullptr);
   PoolAllocator allocator(pool);
   FaultMeter meter;
