@@ -99,6 +99,7 @@ export interface NativeClassStats {
   hits: Float64Array;
   lent: Float64Array;
   grown: Float64Array;
+  busy: Float64Array;
 }
 
 export interface NativePlanSpec {
@@ -107,6 +108,11 @@ export interface NativePlanSpec {
   blocks: Float64Array;
   scheduleSizes?: Float64Array;
   scheduleClasses?: Float64Array;
+  /** Time-shared plans: per schedule entry its block, per block its class and offset. */
+  scheduleBlocks?: Float64Array;
+  iterationStarts?: Float64Array;
+  layoutClasses?: Float64Array;
+  layoutOffsets?: Float64Array;
 }
 
 export interface NativePoolOptions {
@@ -256,6 +262,22 @@ export interface NativeAddon {
     literalSizes?: Float64Array;
     literalBlocks?: Float64Array;
   }[];
+  /** One time-shared plan per interval (native/share.h), or null where the layout failed. */
+  trainTimeShared(
+    sizes: Float64Array,
+    starts: Float64Array,
+    ends: Float64Array,
+    intervals: Float64Array,
+  ): ({
+    sizes: Float64Array;
+    blocks: Float64Array;
+    classOf: Uint32Array;
+    blockOf: Uint32Array;
+    blockClass: Uint32Array;
+    blockOffset: Float64Array;
+    arenaBytes: number;
+    ms: number;
+  } | null)[];
   pageSize: number;
 }
 

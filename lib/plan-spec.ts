@@ -22,6 +22,26 @@ export interface PlanClass {
 export interface PlanSchedule {
   sizes: ArrayLike<number>;
   classes: ArrayLike<number>;
+  /** Time-shared plans: the block (an index into the layout) each allocation went to. */
+  blocks?: ArrayLike<number>;
+  /**
+   * Where each trained iteration's entries begin (ascending, the first 0); absent means one. The pool
+   * follows the schedule of the iteration it is in, or, when the run's sizes depart from it, the latest
+   * schedule whose sizes so far are the run's: one plan serves several patterns (input shapes) in any order.
+   */
+  iterations?: ArrayLike<number>;
+}
+
+/**
+ * Time-shared blocks (issue 13): every block of the plan at an offset of its own. Blocks whose ranges
+ * (64-byte header + size rounded up to 64) intersect share memory; the pool hands one out only while no
+ * block sharing its memory is live.
+ */
+export interface PlanLayout {
+  /** Per block: its class (an index into the plan's classes). A class has as many blocks as it says. */
+  classes: ArrayLike<number>;
+  /** Per block: the offset of its header in the arena, a multiple of 64. */
+  offsets: ArrayLike<number>;
 }
 
 export interface PlanSpec {
@@ -29,6 +49,7 @@ export interface PlanSpec {
   interval: number;
   classes: PlanClass[];
   schedule?: PlanSchedule;
+  layout?: PlanLayout;
 }
 
 const MAX_BYTES = 2 ** 47;
@@ -67,20 +88,60 @@ export function checkPlanSpec(value: unknown, where = 'plan'): PlanSpec {
   // Sort the classes by size; schedule entries name classes by their position as given, so renumber them.
   const order = classes.map((_, i) => i).sort((a, b) => classes[a].size - classes[b].size);
   const sorted = order.map((i) => classes[i]);
-  const schedule = (spec as { schedule?: unknown }).schedule;
-  if (schedule === undefined) return { interval, classes: sorted };
   const newIndex = new Uint32Array(order.length);
   order.forEach((old, position) => (newIndex[old] = position));
-  return { interval, classes: sorted, schedule: checkSchedule(schedule, classes, newIndex, `${where}.schedule`) };
+  const layoutValue = (spec as { layout?: unknown }).layout;
+  const layout = layoutValue === undefined ? undefined : checkLayout(layoutValue, classes, newIndex, `${where}.layout`);
+  const scheduleValue = (spec as { schedule?: unknown }).schedule;
+  const schedule =
+    scheduleValue === undefined ? undefined : checkSchedule(scheduleValue, classes, newIndex, layout, `${where}.schedule`);
+  return { interval, classes: sorted, ...(schedule && { schedule }), ...(layout && { layout }) };
 }
 
 function isArrayLike(value: unknown): value is ArrayLike<number> {
   return Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
 }
 
-function checkSchedule(value: unknown, classes: PlanClass[], newIndex: Uint32Array, where: string): PlanSchedule {
+/** Pre: classes as given (not yet sorted); newIndex maps their positions to sorted ones. */
+function checkLayout(value: unknown, classes: PlanClass[], newIndex: Uint32Array, where: string): PlanLayout {
+  if (value === null || typeof value !== 'object') throw bad(where, `must be an object { classes, offsets }, got ${describe(value)}`);
+  const { classes: indices, offsets } = value as { classes?: unknown; offsets?: unknown };
+  if (!isArrayLike(indices) || !isArrayLike(offsets) || indices.length !== offsets.length) {
+    throw bad(where, 'must hold two arrays of the same length, classes and offsets');
+  }
+  const placed = new Float64Array(classes.length);
+  const outClasses = new Uint32Array(indices.length);
+  const outOffsets = new Float64Array(indices.length);
+  for (let b = 0; b < indices.length; b++) {
+    const cls = indices[b];
+    const offset = offsets[b];
+    if (!Number.isInteger(cls) || cls < 0 || cls >= classes.length) {
+      throw bad(`${where}.classes[${b}]`, `must be a class index below ${classes.length}, got ${describe(cls)}`);
+    }
+    if (!Number.isInteger(offset) || offset < 0 || offset > MAX_BYTES || offset % 64 !== 0) {
+      throw bad(`${where}.offsets[${b}]`, `must be a multiple of 64 between 0 and ${MAX_BYTES}, got ${describe(offset)}`);
+    }
+    placed[cls]++;
+    outClasses[b] = newIndex[cls];
+    outOffsets[b] = offset;
+  }
+  classes.forEach((c, i) => {
+    if (placed[i] !== c.blocks) {
+      throw bad(where, `places ${placed[i]} blocks of class ${i} (${c.size} bytes), which has ${c.blocks}`);
+    }
+  });
+  return { classes: outClasses, offsets: outOffsets };
+}
+
+function checkSchedule(
+  value: unknown,
+  classes: PlanClass[],
+  newIndex: Uint32Array,
+  layout: PlanLayout | undefined,
+  where: string,
+): PlanSchedule {
   if (value === null || typeof value !== 'object') throw bad(where, `must be an object { sizes, classes }, got ${describe(value)}`);
-  const { sizes, classes: indices } = value as { sizes?: unknown; classes?: unknown };
+  const { sizes, classes: indices, blocks, iterations } = value as { sizes?: unknown; classes?: unknown; blocks?: unknown; iterations?: unknown };
   if (!isArrayLike(sizes) || !isArrayLike(indices) || sizes.length !== indices.length) {
     throw bad(where, 'must hold two arrays of the same length, sizes and classes');
   }
@@ -101,13 +162,46 @@ function checkSchedule(value: unknown, classes: PlanClass[], newIndex: Uint32Arr
     outSizes[k] = size;
     outClasses[k] = newIndex[cls];
   }
-  return { sizes: outSizes, classes: outClasses };
+  const out: PlanSchedule = { sizes: outSizes, classes: outClasses };
+  if (blocks !== undefined) {
+    if (!layout) throw bad(`${where}.blocks`, 'names blocks, but the plan has no layout');
+    if (!isArrayLike(blocks) || blocks.length !== sizes.length) throw bad(`${where}.blocks`, 'must be an array as long as sizes');
+    out.blocks = Uint32Array.from(blocks, (block, k) => {
+      if (!Number.isInteger(block) || block < 0 || block >= layout.classes.length || layout.classes[block] !== outClasses[k]) {
+        throw bad(`${where}.blocks[${k}]`, `must be a block of class ${indices[k]} in the layout, got ${describe(block)}`);
+      }
+      return block;
+    });
+  }
+  if (iterations !== undefined) {
+    if (!isArrayLike(iterations) || iterations.length === 0) throw bad(`${where}.iterations`, 'must be a non-empty array');
+    out.iterations = Float64Array.from(iterations, (start, i) => {
+      const previous = i === 0 ? 0 : iterations[i - 1];
+      if (!Number.isInteger(start) || start < previous || start > sizes.length || (i === 0 && start !== 0)) {
+        throw bad(`${where}.iterations[${i}]`, `must ascend from 0 to at most ${sizes.length}, got ${describe(start)}`);
+      }
+      return start;
+    });
+  }
+  return out;
 }
 
-/** Bytes of arena a plan's blocks take: each block is a 64-byte header plus its size rounded up to 64. */
+const strideOf = (size: number) => 64 + Math.ceil(size / 64) * 64;
+
+/**
+ * Bytes of arena a plan's blocks take: each block is a 64-byte header plus its size rounded up to 64; with
+ * a layout, the highest block end.
+ */
 export function arenaBytesOf(spec: PlanSpec): number {
+  if (spec.layout) {
+    let height = 0;
+    for (let b = 0; b < spec.layout.classes.length; b++) {
+      height = Math.max(height, spec.layout.offsets[b] + strideOf(spec.classes[spec.layout.classes[b]].size));
+    }
+    return height;
+  }
   let total = 0;
-  for (const c of spec.classes) total += (64 + Math.ceil(c.size / 64) * 64) * c.blocks;
+  for (const c of spec.classes) total += strideOf(c.size) * c.blocks;
   return total;
 }
 
@@ -126,6 +220,12 @@ export function toNativePlan(spec: PlanSpec): NativePlanSpec {
     ...(spec.schedule && {
       scheduleSizes: Float64Array.from(spec.schedule.sizes),
       scheduleClasses: Float64Array.from(spec.schedule.classes),
+    }),
+    ...(spec.schedule?.blocks && { scheduleBlocks: Float64Array.from(spec.schedule.blocks) }),
+    ...(spec.schedule?.iterations && { iterationStarts: Float64Array.from(spec.schedule.iterations) }),
+    ...(spec.layout && {
+      layoutClasses: Float64Array.from(spec.layout.classes),
+      layoutOffsets: Float64Array.from(spec.layout.offsets),
     }),
   };
 }

@@ -9,17 +9,22 @@
  *   "source": { "trace": "resnet18_train/trace.csv.gz", "format": "tensorpool-csv", "events": 2820, ... },
  *   "training": { "order": "alloc-time", "iteration": "all", "tensors": 1442, "borrows": 3, ... } }
  * ```
- * A reader accepts version 1 and rejects any other version with a message that says which one it reads.
+ * Version 2 adds what time-shared plans need (issue 13): `layout` ({ classes, offsets }: every block's class
+ * and offset; blocks whose ranges intersect share memory, and that is the record of which do) and, in the
+ * schedule, `blocks` (per allocation its block) and `iterations` (where each trained iteration's entries
+ * begin). A reader accepts versions 1 and 2 and rejects any other with a message that says which it reads.
  */
 import fs from 'node:fs';
 
 import { TensorPoolError } from './errors.js';
 import { writeFileAtomic } from './files.js';
-import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanSchedule, type PlanSpec } from './plan-spec.js';
+import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanLayout, type PlanSchedule, type PlanSpec } from './plan-spec.js';
 import { describe } from './validate.js';
 
 export const PLAN_FORMAT = 'tensorpool-plan';
-export const PLAN_VERSION = 1;
+export const PLAN_VERSION = 2;
+/** Versions this reader accepts. */
+export const PLAN_VERSIONS: readonly number[] = [1, 2];
 
 /** Where a plan came from. Free-form beyond these fields. */
 export interface PlanSource {
@@ -42,11 +47,12 @@ export interface PlanTraining {
 
 export interface PlanJson {
   format: typeof PLAN_FORMAT;
-  version: typeof PLAN_VERSION;
+  version: number;
   interval: number;
   classes: PlanClass[];
-  schedule?: { sizes: number[]; classes: number[] };
-  totals: { blocks: number; classBytes: number; arenaBytes: number };
+  schedule?: { sizes: number[]; classes: number[]; blocks?: number[]; iterations?: number[] };
+  layout?: { classes: number[]; offsets: number[] };
+  totals: { blocks: number; classBytes: number; arenaBytes: number; sharingPairs?: number };
   lowerBound: number | null;
   source: PlanSource;
   training: PlanTraining;
@@ -57,6 +63,8 @@ export class Plan implements PlanSpec {
   readonly classes: PlanClass[];
   /** Where training placed each allocation (see PlanSchedule), or undefined. */
   readonly schedule: PlanSchedule | undefined;
+  /** Time-shared plans: every block's class and offset (see PlanLayout), or undefined. */
+  readonly layout: PlanLayout | undefined;
   /** Max bytes live at once in the trace it was trained on (null when unknown). */
   readonly lowerBound: number | null;
   readonly source: PlanSource;
@@ -70,6 +78,7 @@ export class Plan implements PlanSpec {
     this.interval = checked.interval;
     this.classes = checked.classes;
     this.schedule = checked.schedule;
+    this.layout = checked.layout;
     this.lowerBound = meta.lowerBound ?? null;
     this.source = meta.source ?? {};
     this.training = meta.training ?? {};
@@ -87,6 +96,19 @@ export class Plan implements PlanSpec {
   get arenaBytes(): number {
     return arenaBytesOf(this);
   }
+  /** Time-shared plans: how many pairs of blocks share memory (0 without a layout). */
+  get sharingPairs(): number {
+    const layout = this.layout;
+    if (!layout) return 0;
+    const ends = (b: number) => layout.offsets[b] + 64 + Math.ceil(this.classes[layout.classes[b]].size / 64) * 64;
+    const byOffset = Array.from({ length: layout.offsets.length }, (_, b) => b).sort((a, b) => layout.offsets[a] - layout.offsets[b]);
+    let pairs = 0;
+    for (let i = 0; i < byOffset.length; i++) {
+      const end = ends(byOffset[i]);
+      for (let j = i + 1; j < byOffset.length && layout.offsets[byOffset[j]] < end; j++) pairs++;
+    }
+    return pairs;
+  }
   /** arenaBytes / lowerBound, or null when the lower bound is unknown. */
   get ratio(): number | null {
     return this.lowerBound ? this.arenaBytes / this.lowerBound : null;
@@ -98,8 +120,19 @@ export class Plan implements PlanSpec {
       version: PLAN_VERSION,
       interval: this.interval,
       classes: this.classes.map((c) => ({ size: c.size, blocks: c.blocks })),
-      schedule: this.schedule && { sizes: Array.from(this.schedule.sizes), classes: Array.from(this.schedule.classes) },
-      totals: { blocks: this.blocks, classBytes: this.classBytes, arenaBytes: this.arenaBytes },
+      schedule: this.schedule && {
+        sizes: Array.from(this.schedule.sizes),
+        classes: Array.from(this.schedule.classes),
+        ...(this.schedule.blocks && { blocks: Array.from(this.schedule.blocks) }),
+        ...(this.schedule.iterations && { iterations: Array.from(this.schedule.iterations) }),
+      },
+      ...(this.layout && { layout: { classes: Array.from(this.layout.classes), offsets: Array.from(this.layout.offsets) } }),
+      totals: {
+        blocks: this.blocks,
+        classBytes: this.classBytes,
+        arenaBytes: this.arenaBytes,
+        ...(this.layout && { sharingPairs: this.sharingPairs }),
+      },
       lowerBound: this.lowerBound,
       source: this.source,
       training: this.training,
@@ -116,10 +149,10 @@ export class Plan implements PlanSpec {
     if (o.format !== PLAN_FORMAT) {
       throw bad(`not a tensorpool plan (field "format" is ${describe(o.format)}, expected "${PLAN_FORMAT}")`);
     }
-    if (o.version !== PLAN_VERSION) {
+    if (!PLAN_VERSIONS.includes(o.version as number)) {
       const newer = typeof o.version === 'number' && o.version > PLAN_VERSION;
       throw bad(
-        `plan format version ${JSON.stringify(o.version) ?? 'missing'} is not supported: this tensorpool reads version ${PLAN_VERSION}` +
+        `plan format version ${JSON.stringify(o.version) ?? 'missing'} is not supported: this tensorpool reads versions ${PLAN_VERSIONS.join(' and ')}` +
           (newer ? ' (the file was written by a newer tensorpool; upgrade to read it)' : ''),
       );
     }
@@ -131,6 +164,9 @@ export class Plan implements PlanSpec {
       if (o[key] !== undefined && (o[key] === null || typeof o[key] !== 'object' || Array.isArray(o[key]))) {
         throw bad(`field "${key}" must be an object, got ${describe(o[key])}`);
       }
+    }
+    if (o.version === 1 && (o.layout !== undefined || (o.schedule as { blocks?: unknown } | undefined)?.blocks !== undefined)) {
+      throw bad('a version 1 plan has no layout or schedule blocks (they came with version 2)');
     }
     let spec: PlanSpec;
     try {

@@ -24,12 +24,19 @@ export interface ClassStats {
   lent: number;
   /** Blocks carved on demand after creation. */
   grown: number;
+  /**
+   * Time-shared plans: requests that found this class's free blocks (or their scheduled block) unusable
+   * because a block sharing their memory was live, and were served elsewhere.
+   */
+  busy: number;
 }
 
 export interface PoolStats extends PoolCounters {
   /** The serving classes' interval (0 for the default classes). */
   interval: number;
   classes: ClassStats[];
+  /** Σ classes[].busy: how often a block was skipped because its memory was in use (time-shared plans). */
+  busySkips: number;
   /** Adaptive mode: its mode, switches and what triggered them; null for other pools. */
   adaptive: AdaptiveStats | null;
   /** The pool's own recording (record()): whether it runs, events held, and whether it hit its limit. */
@@ -92,13 +99,14 @@ export class PoolControl {
     const c = this.#native.classStats();
     const classes: ClassStats[] = [];
     for (let i = 0; i < c.size.length; i++) {
-      classes.push({ size: c.size[i], blocks: c.blocks[i], free: c.free[i], hits: c.hits[i], lent: c.lent[i], grown: c.grown[i] });
+      classes.push({ size: c.size[i], blocks: c.blocks[i], free: c.free[i], hits: c.hits[i], lent: c.lent[i], grown: c.grown[i], busy: c.busy[i] });
     }
     const recording = this.#native.recordingState();
     return {
       ...s,
       interval: c.interval,
       classes,
+      busySkips: classes.reduce((n, k) => n + k.busy, 0),
       adaptive: this.adaptation?.stats() ?? null,
       recording: {
         on: recording.on && this.#recordingFrom !== null,

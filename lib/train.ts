@@ -39,12 +39,25 @@ export interface TrainOptions {
    * 'auto', false otherwise (S0 literally). Skipped, and said so per candidate, when the trace is too large.
    */
   refine?: boolean;
+  /**
+   * Time-shared blocks (issue 13; native/share.h): also lay every tensor out as a block of its own class at
+   * an offset (an offset planner, greedy by size), tensors of one class at one offset sharing a block, so
+   * that blocks whose uses never overlap in time share memory. 'auto' (the default) keeps the time-shared
+   * plan when its arena is at least SHARE_GAIN smaller than the class plan's (every allocation of a
+   * time-shared block also visits the blocks sharing its memory); true keeps the smaller of the two;
+   * false trains class plans only.
+   */
+  share?: boolean | 'auto';
 }
+
+/** 'auto' keeps a time-shared plan when its arena is at most this fraction of the class plan's. */
+export const SHARE_GAIN = 0.98;
 
 /** One training run (one interval, one order). */
 export interface TrainCandidate {
   interval: number;
-  order: TrainOrder;
+  /** The traversal order of S0, or 'time-shared' for a time-shared layout. */
+  order: TrainOrder | 'time-shared';
   classes: number;
   blocks: number;
   classBytes: number;
@@ -59,7 +72,7 @@ export interface TrainCandidate {
   literalArenaBytes: number;
 }
 
-const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates', 'refine'] as const;
+const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates', 'refine', 'share'] as const;
 
 /** The buffers S0 trains on: those of one iteration or of the whole trace. */
 function trainingSet(trace: Trace, iteration: number | 'all'): Trace {
@@ -81,7 +94,7 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
       interval,
       classes: Array.from(result.sizes, (size, c) => ({ size, blocks: result.blocks[c] })),
       // Buffers are numbered in allocation order, so S0's placement per buffer is the pool's schedule.
-      schedule: { sizes: trace.sizes, classes: result.classOf },
+      schedule: { sizes: trace.sizes, classes: result.classOf, iterations: trace.iterationFirstBuffers() },
     };
     const arenaBytes = arenaBytesOf(spec);
     const literal = result.refined
@@ -106,17 +119,51 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
   });
 }
 
+/** One time-shared layout per interval (native/share.h). */
+export function trainTimeSharedEach(trace: Trace, intervals: number[]): TrainRun[] {
+  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals));
+  const lowerBound = trace.lowerBound();
+  const runs: TrainRun[] = [];
+  results.forEach((result, i) => {
+    if (!result) return;
+    const spec: PlanSpec = {
+      interval: intervals[i],
+      classes: Array.from(result.sizes, (size, c) => ({ size, blocks: result.blocks[c] })),
+      schedule: { sizes: trace.sizes, classes: result.classOf, blocks: result.blockOf, iterations: trace.iterationFirstBuffers() },
+      layout: { classes: result.blockClass, offsets: result.blockOffset },
+    };
+    runs.push({
+      spec,
+      candidate: {
+        interval: intervals[i],
+        order: 'time-shared',
+        classes: spec.classes.length,
+        blocks: result.blockClass.length,
+        classBytes: classBytesOf(spec),
+        arenaBytes: result.arenaBytes,
+        ratio: lowerBound > 0 ? result.arenaBytes / lowerBound : 0,
+        borrows: 0,
+        trainMs: result.ms,
+        refined: false,
+        literalArenaBytes: result.arenaBytes,
+      },
+    });
+  });
+  return runs;
+}
+
 /**
  * Trains a size-class plan from a trace, following S0: round each size up to the interval; per class a
  * linked list of cache blocks that remember the lifetimes they held; each tensor goes to a block of its
  * own class with no lifetime conflict, else the first such block of a larger class, else a new block of
  * its own class. Then, with `refine`, lowers the arena by moving tensors between classes.
  */
-export function train(trace: Trace, options?: TrainOptions): Plan {
-  if (!(trace instanceof Trace)) {
-    throw invalidArgument('type', `train() takes a Trace (from readTrace(), a recording or syntheticTrainingTrace()), got ${describe(trace)}`);
-  }
+export function train(input: Trace | readonly Trace[], options?: TrainOptions): Plan {
+  const trace = trainingTrace(input);
   const o = checkOptions<TrainOptions>(options, 'options', TRAIN_OPTIONS);
+  if (Array.isArray(input) && o.iteration !== undefined && o.iteration !== 'all') {
+    throw invalidArgument('range', 'options.iteration applies to one trace: with several, train on each whole');
+  }
   const order = o.order === undefined ? 'alloc-time' : checkOneOf(o.order, 'options.order', TRAIN_ORDERS);
   const iteration =
     o.iteration === undefined || o.iteration === 'all'
@@ -129,6 +176,7 @@ export function train(trace: Trace, options?: TrainOptions): Plan {
     intervals = [checkInteger(o.interval, 'options.interval', 1, 2 ** 40)];
   }
   const refine = o.refine === undefined ? order === 'auto' : checkBoolean(o.refine, 'options.refine');
+  const share = o.share === undefined || o.share === 'auto' ? 'auto' : checkBoolean(o.share, 'options.share');
   const set = trainingSet(trace, iteration);
   if (set.bufferCount === 0) {
     throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to train on: the trace has no allocations`);
@@ -144,7 +192,17 @@ export function train(trace: Trace, options?: TrainOptions): Plan {
       if (!best || run.candidate.arenaBytes < best.candidate.arenaBytes) best = run;
     }
   }
+  if (share !== false) {
+    let shared: TrainRun | undefined;
+    for (const run of trainTimeSharedEach(set, intervals)) {
+      candidates.push(run.candidate);
+      if (!shared || run.candidate.arenaBytes < shared.candidate.arenaBytes) shared = run;
+    }
+    const limit = share === true ? best!.candidate.arenaBytes : best!.candidate.arenaBytes * SHARE_GAIN;
+    if (shared && shared.candidate.arenaBytes <= limit) best = shared;
+  }
   const trainMs = performance.now() - started;
+  const timeShared = best!.candidate.order === 'time-shared';
   return new Plan(best!.spec, {
     lowerBound: set.lowerBound(),
     source: {
@@ -154,7 +212,12 @@ export function train(trace: Trace, options?: TrainOptions): Plan {
       buffers: set.bufferCount,
     },
     training: {
-      method: best!.candidate.refined ? 'S0 size-class linked blocks, refined' : 'S0 size-class linked blocks',
+      method: timeShared
+        ? 'time-shared size-class blocks (greedy-by-size layout)'
+        : best!.candidate.refined
+          ? 'S0 size-class linked blocks, refined'
+          : 'S0 size-class linked blocks',
+      traces: Array.isArray(input) ? input.map((t) => t.name) : undefined,
       refined: best!.candidate.refined,
       literalArenaBytes: best!.candidate.literalArenaBytes,
       order: best!.candidate.order,
@@ -166,6 +229,17 @@ export function train(trace: Trace, options?: TrainOptions): Plan {
       candidates: candidates.length > 1 ? candidates : undefined,
     },
   });
+}
+
+/** One trace, or several concatenated (Trace.concat): one plan for every pattern among them. */
+function trainingTrace(input: Trace | readonly Trace[]): Trace {
+  const takes = 'train() takes a Trace (from readTrace(), a recording or syntheticTrainingTrace()) or a non-empty array of them';
+  if (input instanceof Trace) return input;
+  if (!Array.isArray(input) || input.length === 0) throw invalidArgument('type', `${takes}, got ${describe(input)}`);
+  input.forEach((t, i) => {
+    if (!(t instanceof Trace)) throw invalidArgument('type', `${takes}; element ${i} is ${describe(t)}`);
+  });
+  return input.length === 1 ? input[0] : Trace.concat(input, input.map((t) => t.name).join(' + '));
 }
 
 function checkCandidates(value: unknown): number[] {

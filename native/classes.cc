@@ -17,6 +17,33 @@ PlanSpec defaultPlan() {
   return plan;
 }
 
+// Pre: sortedSizes are the plan's class sizes, ascending.
+static bool checkLayout(const PlanSpec& plan, const std::vector<uint64_t>& sortedSizes, std::string* error) {
+  std::vector<uint64_t> expected(sortedSizes.size(), 0), placed(sortedSizes.size(), 0);
+  for (const PlanClass& c : plan.classes) {
+    const size_t at = static_cast<size_t>(std::lower_bound(sortedSizes.begin(), sortedSizes.end(), c.size) - sortedSizes.begin());
+    expected[at] = c.blocks;
+  }
+  constexpr uint64_t kMaxOffset = uint64_t{1} << 47;
+  for (size_t b = 0; b < plan.layout.size(); ++b) {
+    const PlacedBlock& block = plan.layout[b];
+    if (block.classIndex >= sortedSizes.size() || block.offset % kBlockAlign != 0 || block.offset > kMaxOffset) {
+      *error = "layout block " + std::to_string(b) + ": no class " + std::to_string(block.classIndex) +
+               ", or its offset " + std::to_string(block.offset) + " is not a multiple of 64 below 128 TiB";
+      return false;
+    }
+    placed[block.classIndex]++;
+  }
+  for (size_t c = 0; c < sortedSizes.size(); ++c) {
+    if (placed[c] != expected[c]) {
+      *error = "the layout places " + std::to_string(placed[c]) + " blocks of class " + std::to_string(c) + " (" +
+               std::to_string(sortedSizes[c]) + " bytes); the plan has " + std::to_string(expected[c]);
+      return false;
+    }
+  }
+  return true;
+}
+
 static unsigned log2Floor(uint64_t v) { return 63u - static_cast<unsigned>(__builtin_clzll(v)); }
 
 bool SizeClassTable::build(const PlanSpec& plan, std::string* error) {
@@ -62,7 +89,21 @@ bool SizeClassTable::build(const PlanSpec& plan, std::string* error) {
                " does not exist or cannot hold " + std::to_string(entry.size) + " bytes";
       return false;
     }
+    if (entry.block != ScheduleEntry::kAnyBlock &&
+        (entry.block >= plan.layout.size() || plan.layout[entry.block].classIndex != entry.classIndex)) {
+      *error = "schedule entry " + std::to_string(k) + ": block " + std::to_string(entry.block) +
+               " is not a block of class " + std::to_string(entry.classIndex) + " in the layout";
+      return false;
+    }
   }
+  for (size_t i = 0; i < plan.iterationStarts.size(); ++i) {
+    const uint64_t start = plan.iterationStarts[i];
+    if ((i == 0 ? start != 0 : start < plan.iterationStarts[i - 1]) || start > plan.schedule.size()) {
+      *error = "iteration start " + std::to_string(i) + " is out of order or beyond the schedule";
+      return false;
+    }
+  }
+  if (!plan.layout.empty() && !checkLayout(plan, sizes, error)) return false;
 
   uint64_t spacing = sizes[0];
   for (size_t i = 1; i < sizes.size(); ++i) spacing = std::min(spacing, sizes[i] - sizes[i - 1]);

@@ -18,6 +18,16 @@ struct PlanClass {
 struct ScheduleEntry {
   uint64_t size;        // bytes the k-th allocation asked for
   uint32_t classIndex;  // index into the plan's classes, sorted by size
+  uint32_t block = kAnyBlock;  // time-shared plans: the block (index into PlanSpec::layout) it went to
+  static constexpr uint32_t kAnyBlock = UINT32_MAX;
+};
+
+// Time-shared blocks (issue 13): a block placed at an offset of its own in the arena. Blocks whose ranges
+// [offset, offset + stride) intersect share memory: training put them there because their uses never
+// overlap in time, and the pool hands one out only while no block sharing its memory is live.
+struct PlacedBlock {
+  uint32_t classIndex;  // index into the plan's classes, sorted by size
+  uint64_t offset;      // of the block's header from the arena's start; a multiple of 64
 };
 
 struct PlanSpec {
@@ -27,6 +37,13 @@ struct PlanSpec {
   uint64_t interval = 0;
   std::vector<PlanClass> classes;
   std::vector<ScheduleEntry> schedule;  // optional
+  // Where each trained iteration's entries begin in `schedule` (ascending, the first 0); empty means one
+  // iteration. The pool follows the schedule of the iteration it is in, or the one whose sizes the run
+  // matches (Pool::alloc).
+  std::vector<uint64_t> iterationStarts;
+  // Optional: every block of the plan at its offset, blocks of one class counted as `classes` says. Empty:
+  // blocks are carved one after another and never share memory.
+  std::vector<PlacedBlock> layout;
 };
 
 // The classes a pool uses when it is given no plan: 64 B, then four classes per doubling from 128 B up to
@@ -37,7 +54,9 @@ PlanSpec defaultPlan();
 class SizeClassTable {
  public:
   // Validates the plan (class sizes > 0, distinct, multiples of the interval, at most 65535 classes; every
-  // schedule entry names a class that holds its size) and builds the lookup. Returns false with *error
+  // schedule entry names a class that holds its size, and with a layout a block of that class; the layout
+  // has as many blocks per class as the plan, at 64-byte multiples; iteration starts ascend within the
+  // schedule) and builds the lookup. Returns false with *error
   // naming the class or entry.
   bool build(const PlanSpec& plan, std::string* error);
 

@@ -37,6 +37,7 @@ std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& opti
       SizeClassPool::create(1, pool->secret_, plan, options.arena, options.growth, options.growReserve, error);
   if (!generation) return nullptr;
   pool->generations_.push_back(std::move(generation));
+  pool->generations_.back()->schedules().begin(&pool->scheduleCursor_, 0);
   pool->counters_.generation = 1;
   if (offsets && !offsets->empty()) {
     pool->offsetArena_ = OffsetArena::create(*offsets, options.arena, error);
@@ -79,12 +80,12 @@ Allocation Pool::alloc(uint64_t bytes) {
   SizeClassPool& serving = *generations_.back();
   Source source = Source::Own;
   BlockHeader* header = nullptr;
-  const std::vector<ScheduleEntry>& schedule = serving.schedule();
-  if (position < schedule.size()) {
-    const ScheduleEntry& entry = schedule[position];
-    // entry.size <= its class's size was checked when the plan was built; equality with bytes makes the
-    // scheduled block large enough.
-    if (entry.size == bytes) header = serving.takeFrom(entry.classIndex, bytes, &source);
+  if (!serving.schedules().empty()) {
+    // The entry asked for `bytes`, and the plan was checked to hold each entry in its class (and block).
+    if (const ScheduleEntry* entry = serving.schedules().next(&scheduleCursor_, bytes)) {
+      header = entry->block == ScheduleEntry::kAnyBlock ? serving.takeFrom(entry->classIndex, bytes, &source)
+                                                        : serving.takeBlock(entry->block, bytes, &source);
+    }
     if (header) counters_.scheduleHits++; else counters_.scheduleMisses++;
   }
   const bool scheduled = header != nullptr;
@@ -359,6 +360,7 @@ IterationSummary Pool::markIteration() {
   tally_.osOversize = counters_.osOversize;
   tally_.unplannedBorrows = counters_.unplannedBorrows;
   cursor_ = 0;
+  if (!generations_.empty()) generations_.back()->schedules().begin(&scheduleCursor_, scheduleCursor_.iteration + 1);
   counters_.iterations++;
   if (prepared_) {
     ended.installed = prepared_->id();
@@ -435,6 +437,7 @@ void Pool::installLocked(std::unique_ptr<SizeClassPool> generation, bool discard
   generations_.back()->retire(discardNow);
   if (!discardNow) undiscarded_.push_back(generations_.back()->id());
   generations_.push_back(std::move(generation));
+  generations_.back()->schedules().begin(&scheduleCursor_, 0);
   dropDrainedLocked();
 }
 

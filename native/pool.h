@@ -203,7 +203,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
   uint64_t nextSerial_ = 1;
-  uint64_t cursor_ = 0;  // allocations since markIteration(): the schedule position of the next one
+  uint64_t cursor_ = 0;  // allocations since markIteration(): the offset schedule's position of the next one
+  Schedules::Cursor scheduleCursor_;  // where the serving plan's schedules stand
   IterationSummary tally_;  // of the iteration under way (the os* and borrow fields: counters at its start)
   Recorder recorder_;
 

@@ -1,5 +1,7 @@
 #include "size_class_pool.h"
 
+#include <algorithm>
+
 namespace tp {
 
 // No pool is planned beyond 128 TiB: the x86-64 user address space.
@@ -12,14 +14,25 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
   if (!pool->table_.build(plan, error)) return nullptr;
 
   uint64_t planned = 0;
-  for (const PlanClass& c : plan.classes) {
-    const uint64_t stride = strideOf(c.size);
-    if (c.blocks > (kMaxArenaBytes - planned) / stride) {
-      *error = "the plan needs more than 128 TiB (class of " + std::to_string(c.size) + " bytes, " +
-               std::to_string(c.blocks) + " blocks)";
+  if (plan.layout.empty()) {
+    for (const PlanClass& c : plan.classes) {
+      const uint64_t stride = strideOf(c.size);
+      if (c.blocks > (kMaxArenaBytes - planned) / stride) {
+        *error = "the plan needs more than 128 TiB (class of " + std::to_string(c.size) + " bytes, " +
+                 std::to_string(c.blocks) + " blocks)";
+        return nullptr;
+      }
+      planned += stride * c.blocks;
+    }
+  } else {
+    // Offsets and class sizes were bounded by the table (< 2^47 and <= 2^40): no sum overflows.
+    for (const PlacedBlock& block : plan.layout) {
+      planned = std::max(planned, block.offset + strideOf(pool->table_.size(block.classIndex)));
+    }
+    if (planned > kMaxArenaBytes) {
+      *error = "the plan's layout reaches beyond 128 TiB";
       return nullptr;
     }
-    planned += stride * c.blocks;
   }
   const uint64_t extra = growth != Growth::Off ? extraReserve : 0;
   if (extra > kMaxArenaBytes - planned) {
@@ -29,15 +42,21 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
 
   pool->id_ = id;
   pool->secret_ = secret;
-  pool->schedule_ = plan.schedule;
+  pool->schedules_ = Schedules(plan);
   pool->growth_ = growth;
+  pool->shared_ = !plan.layout.empty();
   pool->arena_ = Arena::create(planned + extra, planned, arenaOptions, error);
   if (!pool->arena_) return nullptr;
 
   const size_t classes = pool->table_.count();
   pool->heads_.assign(classes, nullptr);
+  pool->recordHeads_.assign(classes, kNoRecord);
   pool->nonEmpty_.assign((classes + 63) / 64, 0);
   pool->counters_.assign(classes, ClassCounters{});
+  if (pool->shared_) {
+    if (!pool->placeLayout(plan, planned, error)) return nullptr;
+    return pool;
+  }
   for (const PlanClass& c : plan.classes) {
     const size_t cls = static_cast<size_t>(pool->table_.firstFitting(c.size));
     for (uint64_t b = 0; b < c.blocks; ++b) {
@@ -49,35 +68,116 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
   return pool;
 }
 
-BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
-  const uint64_t stride = strideOf(table_.size(cls));
-  char* start = arena_->carve(stride, error);
-  if (!start) return nullptr;
-  BlockHeader* header = reinterpret_cast<BlockHeader*>(start);
+bool SizeClassPool::placeLayout(const PlanSpec& plan, uint64_t height, std::string* error) {
+  char* base = arena_->carve(height, error);
+  if (!base) return false;
+  const size_t count = plan.layout.size();
+  records_.reserve(count);
+  for (const PlacedBlock& block : plan.layout) {
+    addRecord(reinterpret_cast<BlockHeader*>(base + block.offset), block.classIndex);
+    counters_[block.classIndex].blocks++;
+  }
+  // Blocks sorted by offset: block i shares memory with the blocks after it that start before it ends.
+  std::vector<uint32_t> byOffset(count);
+  for (uint32_t i = 0; i < count; ++i) byOffset[i] = i;
+  std::sort(byOffset.begin(), byOffset.end(),
+            [&](uint32_t a, uint32_t b) { return plan.layout[a].offset < plan.layout[b].offset; });
+  std::vector<std::vector<uint32_t>> sharing(count);
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t a = byOffset[i];
+    const uint64_t end = plan.layout[a].offset + strideOf(table_.size(plan.layout[a].classIndex));
+    for (size_t j = i + 1; j < count && plan.layout[byOffset[j]].offset < end; ++j) {
+      sharing[a].push_back(byOffset[j]);
+      sharing[byOffset[j]].push_back(a);
+    }
+  }
+  for (uint32_t r = 0; r < count; ++r) {
+    records_[r].sharersBegin = static_cast<uint32_t>(sharers_.size());
+    sharers_.insert(sharers_.end(), sharing[r].begin(), sharing[r].end());
+    records_[r].sharersEnd = static_cast<uint32_t>(sharers_.size());
+    counters_[records_[r].classIndex].freeBlocks++;
+    link(r);
+  }
+  return true;
+}
+
+uint32_t SizeClassPool::addRecord(BlockHeader* header, size_t cls) {
+  Record record;
+  record.header = header;
+  record.classIndex = static_cast<uint32_t>(cls);
+  record.sharersBegin = record.sharersEnd = static_cast<uint32_t>(sharers_.size());
+  records_.push_back(record);
+  return static_cast<uint32_t>(records_.size() - 1);
+}
+
+void SizeClassPool::setNonEmpty(size_t cls, bool nonEmpty) {
+  const uint64_t bit = uint64_t{1} << (cls % 64);
+  if (nonEmpty) nonEmpty_[cls / 64] |= bit; else nonEmpty_[cls / 64] &= ~bit;
+}
+
+void SizeClassPool::link(uint32_t r) {
+  Record& record = records_[r];
+  uint32_t& head = recordHeads_[record.classIndex];
+  record.prev = kNoRecord;
+  record.next = head;
+  if (head != kNoRecord) records_[head].prev = r;
+  head = r;
+  setNonEmpty(record.classIndex, true);
+}
+
+void SizeClassPool::unlink(uint32_t r) {
+  Record& record = records_[r];
+  uint32_t& head = recordHeads_[record.classIndex];
+  if (record.prev != kNoRecord) records_[record.prev].next = record.next; else head = record.next;
+  if (record.next != kNoRecord) records_[record.next].prev = record.prev;
+  record.prev = record.next = kNoRecord;
+  setNonEmpty(record.classIndex, head != kNoRecord);
+}
+
+void SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint64_t capacity, uint32_t record) const {
   *header = BlockHeader{};
   header->check = secret_ ^ reinterpret_cast<uintptr_t>(header);
   header->origin = Origin::Arena;
   header->state = BlockState::Free;
   header->classIndex = static_cast<uint16_t>(cls);
   header->arenaId = id_;
-  header->capacity = stride - kHeaderBytes;
+  header->capacity = capacity;
+  header->slot = record;
+}
+
+BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
+  const uint64_t stride = strideOf(table_.size(cls));
+  char* start = arena_->carve(stride, error);
+  if (!start) return nullptr;
+  BlockHeader* header = reinterpret_cast<BlockHeader*>(start);
+  writeHeader(header, cls, stride - kHeaderBytes, shared_ ? addRecord(header, cls) : 0);
   counters_[cls].blocks++;
   return header;
 }
 
 void SizeClassPool::push(size_t cls, BlockHeader* header) {
+  counters_[cls].freeBlocks++;
+  if (shared_) {
+    if (records_[header->slot].liveSharers == 0) link(header->slot);
+    return;
+  }
   header->next = heads_[cls];
   heads_[cls] = header;
-  nonEmpty_[cls / 64] |= uint64_t{1} << (cls % 64);
-  counters_[cls].freeBlocks++;
+  setNonEmpty(cls, true);
 }
 
 BlockHeader* SizeClassPool::pop(size_t cls) {
+  counters_[cls].freeBlocks--;
+  if (shared_) {
+    const uint32_t r = recordHeads_[cls];
+    unlink(r);
+    records_[r].header->slot = r;  // an available block's memory is no one's: its header may be written
+    return records_[r].header;
+  }
   BlockHeader* header = heads_[cls];
   heads_[cls] = header->next;
   header->next = nullptr;
-  if (!heads_[cls]) nonEmpty_[cls / 64] &= ~(uint64_t{1} << (cls % 64));
-  counters_[cls].freeBlocks--;
+  if (!heads_[cls]) setNonEmpty(cls, false);
   return header;
 }
 
@@ -96,7 +196,8 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
   const size_t first = static_cast<size_t>(home);
   const bool ownExists = table_.isOwn(first, bytes);
 
-  if (ownExists && heads_[first]) {
+  if (ownExists && !hasFree(first) && counters_[first].freeBlocks > 0) counters_[first].busy++;
+  if (ownExists && hasFree(first)) {
     BlockHeader* header = pop(first);
     counters_[first].hits++;
     *source = Source::Own;
@@ -130,19 +231,48 @@ BlockHeader* SizeClassPool::grow(size_t cls, bool own, Source* source) {
 }
 
 BlockHeader* SizeClassPool::takeFrom(size_t cls, uint64_t bytes, Source* source) {
-  if (!heads_[cls]) return nullptr;
-  BlockHeader* header = pop(cls);
-  if (table_.isOwn(cls, bytes)) {
-    counters_[cls].hits++;
-    *source = Source::Own;
-  } else {
-    counters_[cls].lent++;
-    *source = Source::Borrowed;
+  if (!hasFree(cls)) return nullptr;
+  return takeFound(pop(cls), bytes, source);
+}
+
+BlockHeader* SizeClassPool::takeBlock(uint32_t block, uint64_t bytes, Source* source) {
+  Record& record = records_[block];
+  if (record.live) return nullptr;
+  if (record.liveSharers > 0) {
+    counters_[record.classIndex].busy++;
+    return nullptr;
   }
-  return markLive(header, bytes);
+  unlink(block);
+  counters_[record.classIndex].freeBlocks--;
+  record.header->slot = block;
+  return takeFound(record.header, bytes, source);
+}
+
+BlockHeader* SizeClassPool::takeFound(BlockHeader* header, uint64_t bytes, Source* source) {
+  header = markLive(header, bytes);
+  if (header->lent) {
+    counters_[header->classIndex].lent++;
+    *source = Source::Borrowed;
+  } else {
+    counters_[header->classIndex].hits++;
+    *source = Source::Own;
+  }
+  return header;
 }
 
 BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
+  if (shared_) {
+    // Its header may have been written over while it was free (the taker set its slot); its sharers are
+    // not live, as it was available.
+    const uint32_t r = header->slot;
+    Record& record = records_[r];
+    writeHeader(header, record.classIndex, strideOf(table_.size(record.classIndex)) - kHeaderBytes, r);
+    record.live = true;
+    for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
+      Record& sharer = records_[sharers_[i]];
+      if (sharer.liveSharers++ == 0 && !sharer.live) unlink(sharers_[i]);
+    }
+  }
   header->state = BlockState::Live;
   header->requested = bytes;
   header->lent = table_.isOwn(header->classIndex, bytes) ? 0 : 1;
@@ -156,6 +286,16 @@ void SizeClassPool::give(BlockHeader* header) {
   header->lent = 0;
   outstanding_--;
   if (retired_) arena_->discard(header->data(), header->capacity);
+  if (shared_) {
+    Record& record = records_[header->slot];
+    record.live = false;
+    for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
+      Record& sharer = records_[sharers_[i]];
+      if (--sharer.liveSharers > 0 || sharer.live) continue;
+      link(sharers_[i]);
+      if (retired_) arena_->discard(sharer.header->data(), strideOf(table_.size(sharer.classIndex)) - kHeaderBytes);
+    }
+  }
   push(header->classIndex, header);
 }
 
@@ -167,6 +307,13 @@ void SizeClassPool::retire(bool discardFree) {
 
 std::vector<std::pair<char*, uint64_t>> SizeClassPool::freeRanges() const {
   std::vector<std::pair<char*, uint64_t>> ranges;
+  if (shared_) {
+    for (const Record& record : records_) {
+      if (record.live || record.liveSharers > 0) continue;
+      ranges.emplace_back(record.header->data(), strideOf(table_.size(record.classIndex)) - kHeaderBytes);
+    }
+    return ranges;
+  }
   for (BlockHeader* head : heads_) {
     for (BlockHeader* header = head; header; header = header->next) ranges.emplace_back(header->data(), header->capacity);
   }
@@ -178,7 +325,13 @@ BlockHeader* SizeClassPool::headerOf(const void* data) const {
   const uintptr_t base = reinterpret_cast<uintptr_t>(arena_->base());
   if (!arena_->contains(data) || at - base < kHeaderBytes || (at - base) % kBlockAlign != 0) return nullptr;
   BlockHeader* header = reinterpret_cast<BlockHeader*>(at - kHeaderBytes);
-  return header->check == (secret_ ^ reinterpret_cast<uintptr_t>(header)) ? header : nullptr;
+  if (header->check != (secret_ ^ reinterpret_cast<uintptr_t>(header))) return nullptr;
+  if (!shared_) return header;
+  // A time-shared block's header is trusted only when its record agrees: the header of a free block may be
+  // stale (written by a block that is no longer live at this address).
+  if (header->slot >= records_.size() || records_[header->slot].header != header) return nullptr;
+  const bool live = header->state != BlockState::Free;
+  return records_[header->slot].live == live ? header : nullptr;
 }
 
 }  // namespace tp

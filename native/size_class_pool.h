@@ -1,5 +1,12 @@
 // Size-class linked blocks (S0 steps 3-5): one arena carved into blocks per the plan, one free list of
 // blocks per class, linked through the blocks' headers. Not thread-safe: Pool serialises access.
+//
+// Time-shared pools (a plan with a layout, issue 13): blocks sit at the plan's offsets and may share memory
+// with others. A block's header is then valid only while it is live (a live block sharing its memory
+// writes over it), so the free lists and the sharing live out of line, in one record per block: a block is
+// *available* when it is free and no block sharing its memory is live, and only available blocks are on the
+// free lists. A block going live takes the blocks sharing its memory off their lists; its release puts back
+// those it was the last live sharer of.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +17,7 @@
 #include "arena.h"
 #include "classes.h"
 #include "header.h"
+#include "schedule.h"
 
 namespace tp {
 
@@ -19,6 +27,8 @@ struct ClassCounters {
   uint64_t hits = 0;        // requests served from their own class
   uint64_t lent = 0;        // requests of smaller classes served by a block of this class (borrows)
   uint64_t grown = 0;       // blocks carved on demand after creation (growing pools)
+  uint64_t busy = 0;        // time-shared pools: a request found this class's free blocks' memory in use by
+                            // blocks sharing it (or its scheduled block so), and went elsewhere
 };
 
 // Grown: carved for a request of its own class; GrownLent: carved in the smallest class holding a request
@@ -51,6 +61,11 @@ class SizeClassPool {
   // A free block of class `cls` for `bytes` (a scheduled placement), or nullptr when the class has none.
   // Pre: cls < table().count() and bytes <= table().size(cls).
   BlockHeader* takeFrom(size_t cls, uint64_t bytes, Source* source);
+  // Time-shared pools: block `block` of the layout for `bytes` when it is available, else nullptr (counted
+  // busy when only its memory being in use stood in the way). Pre: block < layout size, and the block's
+  // class holds bytes.
+  BlockHeader* takeBlock(uint32_t block, uint64_t bytes, Source* source);
+  bool timeShared() const { return shared_; }
   // Returns a live or deferred block of this pool to its class's free list (its pages to the OS, once
   // retired).
   void give(BlockHeader* header);
@@ -59,7 +74,7 @@ class SizeClassPool {
   // without, the caller discards freeRanges() itself (Pool does it off its lock, as no retired block is
   // ever handed out again).
   void retire(bool discardFree);
-  // The data of every free block: (start, bytes).
+  // The data of every free block no live block shares memory with: (start, bytes).
   std::vector<std::pair<char*, uint64_t>> freeRanges() const;
 
   // The header of the block whose data starts at `data`, or nullptr when `data` is not the start of a block
@@ -68,7 +83,7 @@ class SizeClassPool {
 
   uint32_t id() const { return id_; }
   const SizeClassTable& table() const { return table_; }
-  const std::vector<ScheduleEntry>& schedule() const { return schedule_; }
+  const Schedules& schedules() const { return schedules_; }
   const std::vector<ClassCounters>& counters() const { return counters_; }
   const Arena& arena() const { return *arena_; }
   uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
@@ -81,8 +96,28 @@ class SizeClassPool {
   // reservation is spent.
   BlockHeader* grow(size_t cls, bool own, Source* source);
   BlockHeader* markLive(BlockHeader* header, uint64_t bytes);
+  // Marks a block just taken off a free list live and counts it as a hit or a loan.
+  BlockHeader* takeFound(BlockHeader* header, uint64_t bytes, Source* source);
   void push(size_t cls, BlockHeader* header);
   BlockHeader* pop(size_t cls);
+  bool hasFree(size_t cls) const { return (nonEmpty_[cls / 64] >> (cls % 64)) & 1; }
+  void setNonEmpty(size_t cls, bool nonEmpty);
+
+  // Time-shared pools: one record per block; free lists link records by index.
+  static constexpr uint32_t kNoRecord = UINT32_MAX;
+  struct Record {
+    BlockHeader* header;     // where the block starts; its contents are valid only while the block is live
+    uint32_t classIndex;
+    uint32_t liveSharers = 0;            // live blocks sharing its memory
+    uint32_t prev = kNoRecord, next = kNoRecord;  // free list links, while available
+    uint32_t sharersBegin = 0, sharersEnd = 0;    // its sharers in sharers_
+    bool live = false;       // live or deferred
+  };
+  bool placeLayout(const PlanSpec& plan, uint64_t height, std::string* error);
+  uint32_t addRecord(BlockHeader* header, size_t cls);
+  void link(uint32_t record);
+  void unlink(uint32_t record);
+  void writeHeader(BlockHeader* header, size_t cls, uint64_t capacity, uint32_t record) const;
   // First class >= from with a free block, or -1.
   int firstNonEmpty(size_t from) const;
 
@@ -90,10 +125,14 @@ class SizeClassPool {
   uint64_t secret_ = 0;
   Growth growth_ = Growth::Off;
   bool retired_ = false;
+  bool shared_ = false;  // the plan placed its blocks (a layout): they may share memory
   SizeClassTable table_;
-  std::vector<ScheduleEntry> schedule_;
+  Schedules schedules_;
   std::unique_ptr<Arena> arena_;
   std::vector<BlockHeader*> heads_;       // free list per class
+  std::vector<Record> records_;           // time-shared pools only
+  std::vector<uint32_t> sharers_;         // per record, the records whose memory intersects its own
+  std::vector<uint32_t> recordHeads_;     // time-shared pools: free list (of available records) per class
   std::vector<uint64_t> nonEmpty_;        // bit per class: its free list is not empty
   std::vector<ClassCounters> counters_;
   uint64_t outstanding_ = 0;

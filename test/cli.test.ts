@@ -24,20 +24,38 @@ describe('tensorpool train', () => {
     for (const key of ['lowerBound', 'arenaBytes', 'ratio', 'interval', 'classes', 'trainMs']) expect(out).toHaveProperty(key);
     expect(out.lowerBound).toBe(215441388);
     expect(out.ratio).toBeCloseTo(out.arenaBytes / out.lowerBound, 10);
-    expect(out.candidates).toHaveLength(8);
+    expect(out.candidates).toHaveLength(16); // 8 intervals, size classes and time-shared
+    expect(out.candidates.filter((c: { order: string }) => c.order === 'time-shared')).toHaveLength(8);
     expect(Plan.read(plan).arenaBytes).toBe(out.arenaBytes);
   });
 
   it('takes a fixed interval, an order and an iteration', () => {
-    const r = run('train', traceFixture('transformer_train', 'trace.json.gz'), '--interval', '64K', '--order', 'alloc-time', '--iteration', '2');
+    const r = run('train', traceFixture('transformer_train', 'trace.json.gz'), '--interval', '64K', '--order', 'alloc-time', '--iteration', '2', '--share', 'off');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/trained on\s+iteration 2, order alloc-time, interval 65536/);
   });
 
+  it('trains one time-shared plan from several traces and says how much memory its blocks share', () => {
+    const shapes = ['320x320', '640x640', '736x1280'].map((s) => fixture('traces', 'ocr_det_infer', `ocr-${s}.csv.gz`));
+    const plan = path.join(tmp, 'ocr.plan.json');
+    const json = path.join(tmp, 'ocr.json');
+    const r = run('train', ...shapes, '-o', plan, '--json', json);
+    expect(r.code).toBe(0);
+    expect(r.stdout.match(/^trace /gm)).toHaveLength(3);
+    expect(r.stdout).toMatch(/trained on\s+3 traces, one after another, time-shared blocks/);
+    expect(r.stdout).toMatch(/layout\s+\d+ blocks at offsets of their own; \d+ pairs of blocks share memory \(size classes alone: .*x\)/);
+    const out = JSON.parse(fs.readFileSync(json, 'utf8'));
+    expect(out).toMatchObject({ traces: shapes, timeShared: true });
+    expect(out.ratio).toBeLessThanOrEqual(1.15);
+    expect(Plan.read(plan).layout).toBeDefined();
+    expectUsageError(run('train', ...shapes, '--iteration', '1'), /--iteration applies to one trace/);
+    expectUsageError(run('train', shapes[0], '--share', 'maybe'), /--share must be one of/);
+  });
+
   it('rejects bad input with one clear line and exit code 2', () => {
     expectUsageError(run('train', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
-    expectUsageError(run('train'), /expected one trace file, got none/);
-    expectUsageError(run('train', 'a', 'b'), /expected one trace file, got a b/);
+    expectUsageError(run('train'), /expected one or more trace files, got none/);
+    expectUsageError(run('train', 'a', 'b'), /a: cannot read the trace: no such file/);
     expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--interval', 'big'), /--interval must be a byte count/);
     expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--order', 'random'), /--order must be one of/);
     expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--iteration', '9'), /--iteration 9: the trace has 2 iteration/);

@@ -26,7 +26,7 @@ const worked = parseTrace(
 
 describe('train(): S0 size-class linked blocks', () => {
   it('alloc-time order: own class, else the first conflict-free larger block, else a new own block', () => {
-    const plan = train(worked, { interval: 4096 });
+    const plan = train(worked, { share: false, interval: 4096 });
     // A opens block 0 of class 4096; B conflicts with A and nothing larger exists yet: block 1; C opens
     // class 8192; D reuses block 1 (B ended at t2); E finds both 4096 blocks busy and borrows C's block.
     expect(plan.classes).toEqual([{ size: 4096, blocks: 2 }, { size: 8192, blocks: 1 }]);
@@ -36,7 +36,7 @@ describe('train(): S0 size-class linked blocks', () => {
   });
 
   it('size-desc order visits C, A, E, B, D', () => {
-    const plan = train(worked, { interval: 4096, order: 'size-desc' });
+    const plan = train(worked, { share: false, interval: 4096, order: 'size-desc' });
     // C opens 8192; A opens 4096 (C's block holds [3,4), A lives [0,7)); E [6,9) borrows C's block;
     // B [1,2) fits C's block too; D [5,8) conflicts with A and with E there: a second 4096 block.
     expect(plan.classes).toEqual([{ size: 4096, blocks: 2 }, { size: 8192, blocks: 1 }]);
@@ -47,18 +47,18 @@ describe('train(): S0 size-class linked blocks', () => {
   it('rounds sizes up to the interval to name their class', () => {
     // A 4096 -> 5000; B 3000 -> 3000 (A holds the 5000); C 8000; D 100 -> 1000 has no block yet and
     // borrows B's 3000, free since t2: class 1000 is never made.
-    const plan = train(worked, { interval: 1000 });
+    const plan = train(worked, { share: false, interval: 1000 });
     expect(plan.classes.map((c) => c.size)).toEqual([3000, 5000, 8000]);
     for (const c of plan.classes) expect(c.size % 1000).toBe(0);
   });
 
   it("interval 'auto' keeps the candidate with the fewest arena bytes and reports every candidate", () => {
     const trace = readTrace(traceFixture('transformer_train', 'trace.csv.gz'));
-    const plan = train(trace, { interval: 'auto' });
+    const plan = train(trace, { share: false, interval: 'auto' });
     const candidates = plan.training.candidates as { interval: number; arenaBytes: number }[];
     expect(candidates.map((c) => c.interval)).toEqual([...AUTO_INTERVALS]);
     expect(plan.arenaBytes).toBe(Math.min(...candidates.map((c) => c.arenaBytes)));
-    const both = train(trace, { order: 'auto' });
+    const both = train(trace, { share: false, order: 'auto' });
     expect((both.training.candidates as unknown[]).length).toBe(2 * AUTO_INTERVALS.length);
     expect(both.arenaBytes).toBeLessThanOrEqual(plan.arenaBytes);
   });
@@ -66,8 +66,8 @@ describe('train(): S0 size-class linked blocks', () => {
   it('refines beyond S0: never a larger arena, below 1.25x the lower bound on both shared traces with auto', () => {
     for (const name of ['resnet18_train', 'transformer_train']) {
       const trace = readTrace(traceFixture(name, 'trace.csv.gz'));
-      const literal = train(trace, { order: 'auto', refine: false });
-      const refined = train(trace, { order: 'auto' }); // refine is on with order 'auto'
+      const literal = train(trace, { share: false, order: 'auto', refine: false });
+      const refined = train(trace, { share: false, order: 'auto' }); // refine is on with order 'auto'
       expect(refined.training).toMatchObject({ refined: true, method: 'S0 size-class linked blocks, refined' });
       expect(refined.arenaBytes).toBeLessThanOrEqual(literal.arenaBytes);
       expect(refined.ratio!).toBeLessThanOrEqual(1.25);
@@ -75,13 +75,13 @@ describe('train(): S0 size-class linked blocks', () => {
         expect(c.refined).toBe(true);
         expect(c.arenaBytes).toBeLessThanOrEqual(c.literalArenaBytes);
       }
-      expect(train(trace, { interval: 4096 }).training.refined).toBe(false); // S0 literally by default
+      expect(train(trace, { share: false, interval: 4096 }).training.refined).toBe(false); // S0 literally by default
     }
   });
 
   it('trains on one iteration', () => {
     const trace = readTrace(traceFixture('resnet18_train', 'trace.csv.gz'));
-    const plan = train(trace, { iteration: 2, interval: 4096 });
+    const plan = train(trace, { share: false, iteration: 2, interval: 4096 });
     expect(plan.training.iteration).toBe(2);
     expect(plan.training.tensors).toBe(trace.iteration(2).bufferCount);
     expect(plan.schedule!.sizes.length).toBe(trace.iteration(2).bufferCount);
@@ -101,11 +101,11 @@ describe('train(): S0 size-class linked blocks', () => {
 
 describe('Plan JSON', () => {
   it('round-trips, and a pool takes a Plan, a spec or a file', () => {
-    const plan = train(worked, { interval: 4096 });
+    const plan = train(worked, { share: false, interval: 4096 });
     const file = path.join(tmp, 'worked.plan.json');
     plan.write(file);
     const json = JSON.parse(fs.readFileSync(file, 'utf8'));
-    expect(json).toMatchObject({ format: 'tensorpool-plan', version: 1, interval: 4096, lowerBound: plan.lowerBound });
+    expect(json).toMatchObject({ format: 'tensorpool-plan', version: 2, interval: 4096, lowerBound: plan.lowerBound });
     expect(json.totals).toEqual({ blocks: 3, classBytes: 2 * 4096 + 8192, arenaBytes: plan.arenaBytes });
     expect(json.source).toMatchObject({ trace: 'worked.csv', events: worked.eventCount, buffers: 5 });
     const back = Plan.read(file);
@@ -118,9 +118,15 @@ describe('Plan JSON', () => {
   });
 
   it('rejects other versions and non-plans with a message that says why', () => {
-    const good = train(worked, { interval: 4096 }).toJSON();
+    const good = train(worked, { share: false, interval: 4096 }).toJSON();
     const cases: [unknown, RegExp][] = [
-      [{ ...good, version: 2 }, /version 2 is not supported: this tensorpool reads version 1 \(the file was written by a newer tensorpool/],
+      [{ ...good, version: 3 }, /version 3 is not supported: this tensorpool reads versions 1 and 2 \(the file was written by a newer tensorpool/],
+      [{ ...good, version: 1, layout: { classes: [0, 0, 1], offsets: [0, 0, 8192] } }, /a version 1 plan has no layout/],
+      [{ ...good, layout: { classes: [0, 1], offsets: [0, 8192] } }, /layout: places 1 blocks of class 0 \(4096 bytes\), which has 2/],
+      [{ ...good, layout: { classes: [0, 0, 1], offsets: [0, 100, 8192] } }, /layout\.offsets\[1\]: must be a multiple of 64/],
+      [{ ...good, schedule: { sizes: [4096], classes: [0], blocks: [0] } }, /schedule\.blocks: names blocks, but the plan has no layout/],
+      [{ ...good, layout: { classes: [0, 0, 1], offsets: [0, 0, 8192] }, schedule: { sizes: [4096], classes: [0], blocks: [2] } }, /schedule\.blocks\[0\]: must be a block of class 0/],
+      [{ ...good, schedule: { ...good.schedule, iterations: [1] } }, /schedule\.iterations\[0\]: must ascend from 0/],
       [{ ...good, version: '1' }, /version "1" is not supported/],
       [{ ...good, format: 'other' }, /not a tensorpool plan/],
       [[1, 2], /a plan is a JSON object/],
@@ -158,7 +164,7 @@ describe('closing the loop: a pool built from a trained plan serves its trace as
   for (const [name, trace] of traces) {
     for (const [order, refine] of [['alloc-time', false], ['size-desc', false], ['alloc-time', true], ['size-desc', true]] as const) {
       it(`${name}, ${order}${refine ? ', refined' : ''}: no OS fallback, exactly the borrows training made`, () => {
-        const plan = train(trace, { order, refine });
+        const plan = train(trace, { share: false, order, refine });
         expect(plan.training.refined).toBe(refine);
         const pool = new Pool({ plan, prefault: false });
         const s = replayThrough(pool, trace);
@@ -176,7 +182,7 @@ describe('closing the loop: a pool built from a trained plan serves its trace as
   it('an iteration-trained plan serves that iteration again and again with markIteration()', () => {
     const trace = syntheticTrainingTrace({ layers: 30, iterations: 3, seed: 3 });
     const one = trace.iteration(2);
-    const plan = train(trace, { iteration: 2, order: 'size-desc' });
+    const plan = train(trace, { share: false, iteration: 2, order: 'size-desc' });
     const pool = new Pool({ plan, prefault: false });
     for (let i = 0; i < 5; i++) {
       pool.markIteration();

@@ -1,13 +1,14 @@
 import { readTrace } from '../trace/read.js';
-import { AUTO_INTERVALS, train, type TrainCandidate, type TrainOrder } from '../train.js';
+import { AUTO_INTERVALS, SHARE_GAIN, train, type TrainCandidate, type TrainOrder } from '../train.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
-import { CliError, bytesOption, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
+import { CliError, bytesOption, integerOption, oneOf, parseCommand, writeJsonFile, type Command } from './common.js';
 
-const usage = `usage: tensorpool train <trace> [-o plan.json] [--interval auto|BYTES] [--order alloc-time|size-desc|auto]
-                        [--refine on|off] [--iteration N|all] [--json FILE]
+const usage = `usage: tensorpool train <trace>... [-o plan.json] [--interval auto|BYTES] [--order alloc-time|size-desc|auto]
+                        [--refine on|off] [--share auto|on|off] [--iteration N|all] [--json FILE]
 
-Trains a size-class plan (S0) from a trace and prints the lower bound, the arena it needs, their ratio,
-the classes and blocks, and the training time.
+Trains a size-class plan from a trace (S0, and time-shared blocks) and prints the lower bound, the arena
+it needs, their ratio, the classes and blocks, and the training time. Several traces (the same model fed
+inputs of different shapes, say) give one plan that serves each of their patterns.
 
   -o, --output FILE   write the plan JSON (load it with new Pool({ plan: FILE }) or --plan FILE)
   --interval          size-class interval in bytes (4096, 64K), or auto: try ${AUTO_INTERVALS.map((i) => (i >= 1024 ? i / 1024 + 'K' : i)).join(', ')}
@@ -16,13 +17,16 @@ the classes and blocks, and the training time.
   --refine            on: after S0, lower the arena by moving tensors between classes (a class needs only
                       as many blocks as it has tensors living at once); off: S0 literally (default: on
                       with --order auto, else off)
-  --iteration         train on iteration N (1-based) or on the whole trace (default all)
+  --share             time-shared blocks: also lay every tensor out at an offset so that blocks whose uses
+                      never overlap in time share memory. auto: keep that plan when its arena is at least
+                      ${round((1 - SHARE_GAIN) * 100, 1)}% smaller; on: keep the smaller plan; off: size classes only (default auto)
+  --iteration         train on iteration N (1-based) or on the whole trace (default all; one trace only)
   --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
-                      literalArenaBytes, ... }`;
+                      literalArenaBytes, timeShared, sharingPairs, ... }`;
 
 export const trainCommand: Command = {
   name: 'train',
-  summary: 'train a size-class plan (S0) from a trace',
+  summary: 'train a plan (size classes, time-shared blocks) from one or more traces',
   usage,
   run(argv) {
     const { values, flags, positionals } = parseCommand(
@@ -33,30 +37,41 @@ export const trainCommand: Command = {
         order: { type: 'string' },
         refine: { type: 'string' },
         iteration: { type: 'string' },
+        share: { type: 'string' },
         json: { type: 'string' },
       },
       usage,
       ['output', 'json'],
     );
     if (flags.help) return void console.log(usage);
-    const path = onePositional(positionals, 'trace file', usage);
+    if (positionals.length === 0) throw new CliError(`expected one or more trace files, got none\n\n${usage}`);
     const interval = values.interval === undefined || values.interval === 'auto' ? 'auto' : bytesOption(values.interval, '--interval');
     const order = oneOf<TrainOrder | 'auto'>(values.order, '--order', ['alloc-time', 'size-desc', 'auto'], 'alloc-time');
-    const trace = readTrace(path);
+    const share = { auto: 'auto', on: true, off: false }[oneOf(values.share, '--share', ['auto', 'on', 'off'], 'auto')] as boolean | 'auto';
+    const traces = positionals.map((path) => readTrace(path));
     const iteration = values.iteration === undefined || values.iteration === 'all' ? 'all' : integerOption(values.iteration, '--iteration', 1);
-    if (iteration !== 'all' && iteration > trace.iterations) {
-      throw new CliError(`--iteration ${iteration}: the trace has ${trace.iterations} iteration(s)`);
+    if (iteration !== 'all' && traces.length > 1) throw new CliError('--iteration applies to one trace: with several, each is trained on whole');
+    if (iteration !== 'all' && iteration > traces[0].iterations) {
+      throw new CliError(`--iteration ${iteration}: the trace has ${traces[0].iterations} iteration(s)`);
     }
     const refine = values.refine === undefined ? undefined : oneOf(values.refine, '--refine', ['on', 'off'], 'off') === 'on';
-    const plan = train(trace, { interval, order, iteration, refine });
+    const plan = train(traces.length === 1 ? traces[0] : traces, { interval, order, iteration, refine, share });
     const t = plan.training;
     const candidates = (t.candidates as TrainCandidate[] | undefined) ?? [];
+    const timeShared = plan.layout !== undefined;
 
-    console.log(`trace        ${path} (${trace.format}, ${trace.eventCount} events, ${trace.bufferCount} buffers, ${trace.iterations} iteration(s))`);
-    console.log(`trained on   ${iteration === 'all' ? 'the whole trace' : `iteration ${iteration}`}, order ${t.order}, interval ${plan.interval}${interval === 'auto' ? ' (auto)' : ''}`);
-    console.log(`lower bound  ${formatBytes(plan.lowerBound!)} (${plan.lowerBound} B)`);
+    for (const trace of traces) {
+      console.log(`trace        ${trace.name} (${trace.format}, ${trace.eventCount} events, ${trace.bufferCount} buffers, ${trace.iterations} iteration(s), lower bound ${formatBytes(trace.lowerBound())})`);
+    }
+    const what = traces.length > 1 ? `${traces.length} traces, one after another` : iteration === 'all' ? 'the whole trace' : `iteration ${iteration}`;
+    console.log(`trained on   ${what}, ${timeShared ? 'time-shared blocks' : `order ${t.order}`}, interval ${plan.interval}${interval === 'auto' ? ' (auto)' : ''}`);
+    console.log(`lower bound  ${formatBytes(plan.lowerBound!)} (${plan.lowerBound} B${traces.length > 1 ? ', the largest trace\'s' : ''})`);
     console.log(`arena        ${formatBytes(plan.arenaBytes)} (${plan.arenaBytes} B, ${round(plan.ratio!, 3)}x the lower bound)`);
-    if (t.refined) {
+    if (timeShared) {
+      const s0 = candidates.filter((c) => c.order !== 'time-shared').reduce((a, c) => (c.arenaBytes < a.arenaBytes ? c : a), candidates[0]);
+      console.log(`layout       ${plan.blocks} blocks at offsets of their own; ${plan.sharingPairs} pairs of blocks share memory` +
+        (s0 && s0.order !== 'time-shared' ? ` (size classes alone: ${formatBytes(s0.arenaBytes)}, ${round(s0.ratio, 3)}x)` : ''));
+    } else if (t.refined) {
       const literal = t.literalArenaBytes as number;
       console.log(`refined      from S0's ${formatBytes(literal)} (${round(literal / plan.lowerBound!, 3)}x the lower bound)`);
     }
@@ -86,7 +101,7 @@ export const trainCommand: Command = {
       console.log(`\nwrote ${values.output}`);
     }
     writeJsonFile(values.json, {
-      trace: path,
+      traces: positionals,
       lowerBound: plan.lowerBound,
       arenaBytes: plan.arenaBytes,
       ratio: plan.ratio,
@@ -100,6 +115,8 @@ export const trainCommand: Command = {
       trainMs: t.trainMs,
       refined: t.refined ?? false,
       literalArenaBytes: t.literalArenaBytes ?? plan.arenaBytes,
+      timeShared,
+      sharingPairs: plan.sharingPairs,
       candidates,
     });
   },

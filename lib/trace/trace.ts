@@ -282,6 +282,45 @@ export class Trace {
     return builder.build(`${this.name}#${k}`, this.format, noAnomalies());
   }
 
+  /** Per iteration: how many buffers were allocated before it began (where its allocations start). */
+  iterationFirstBuffers(): number[] {
+    const firsts: number[] = [];
+    let allocs = 0;
+    let next = 0;
+    for (let e = 0; e <= this.ops.length && next < this.iterationStarts.length; e++) {
+      while (next < this.iterationStarts.length && this.iterationStarts[next] === e) {
+        firsts.push(allocs);
+        next++;
+      }
+      if (e < this.ops.length && this.ops[e] === EventOp.Alloc) allocs++;
+    }
+    return firsts;
+  }
+
+  /**
+   * Several traces as one, one after another: each keeps its iterations, buffers it never frees are freed
+   * where it ends (each trace is a pattern of its own, as the shapes of one model's inputs are), and
+   * anomalies add up. The most bytes live at once is then the largest of theirs.
+   */
+  static concat(traces: readonly Trace[], name: string): Trace {
+    const builder = new TraceBuilder();
+    const anomalies = noAnomalies();
+    traces.forEach((trace, i) => {
+      if (i > 0) builder.mark();
+      const mapped = new Int32Array(trace.bufferCount).fill(-1);
+      for (let e = 0; e < trace.ops.length; e++) {
+        const op = trace.ops[e];
+        const b = trace.eventBuffer[e];
+        if (op === EventOp.Alloc) mapped[b] = builder.alloc(trace.sizes[b], trace.eventStream[e]);
+        else if (op === EventOp.Free) builder.free(mapped[b], trace.eventStream[e]);
+        else builder.mark();
+      }
+      for (let b = 0; b < trace.bufferCount; b++) if (!trace.freed(b)) builder.free(mapped[b], 0);
+      for (const key of Object.keys(anomalies) as (keyof TraceAnomalies)[]) anomalies[key] += trace.anomalies[key];
+    });
+    return builder.build(name, traces[0]?.format ?? 'tensorpool-csv', anomalies);
+  }
+
   /** tensorpool's trace CSV (ids are buffer indices, unique within the trace). */
   toCsv(): string {
     const lines = ['op,id,size,stream'];

@@ -33,6 +33,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                            InstanceMethod<&Addon::Memory>("memory"),
                            InstanceMethod<&Addon::BufferAddress>("bufferAddress"),
                            InstanceValue("trainSizeClasses", Napi::Function::New(env, TrainSizeClasses)),
+                           InstanceValue("trainTimeShared", Napi::Function::New(env, TrainTimeShared)),
                            InstanceValue("planOffsets", Napi::Function::New(env, PlanOffsets)),
                            InstanceValue("verifyOffsets", Napi::Function::New(env, VerifyOffsets)),
                            InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(os::pageSize()))),

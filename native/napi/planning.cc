@@ -3,6 +3,8 @@
 #include <thread>
 
 #include "../planner/strategies.h"
+#include "../os.h"
+#include "../share.h"
 #include "../train.h"
 #include "args.h"
 
@@ -61,6 +63,49 @@ Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
     o.Set("ms", Napi::Number::New(env, static_cast<double>(elapsed[r]) / 1e6));
     out.Set(static_cast<uint32_t>(r), o);
   }
+  return out;
+}
+
+Napi::Value TrainTimeShared(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Float64Array sizes = requireFloat64ArrayArg(info, 0, "sizes");
+  Napi::Float64Array starts = requireFloat64ArrayArg(info, 1, "starts");
+  Napi::Float64Array ends = requireFloat64ArrayArg(info, 2, "ends");
+  requireLifetimes(env, sizes, starts, ends);
+  if (sizes.ElementLength() == 0) throw Napi::RangeError::New(env, "nothing to train on: no tensors");
+  Napi::Array out = Napi::Array::New(env);
+  forEachUint(info[3], "intervals", [&](size_t i, uint64_t interval) {
+    if (interval == 0) throw Napi::RangeError::New(env, "every interval must be at least 1");
+    TrainInput input{sizes.Data(), starts.Data(), ends.Data(), sizes.ElementLength(), interval, TrainOrder::AllocTime};
+    const uint64_t began = os::monotonicNs();
+    const SharedResult result = trainTimeShared(input);
+    const double ms = static_cast<double>(os::monotonicNs() - began) / 1e6;
+    if (!result.ok) {
+      out.Set(static_cast<uint32_t>(i), env.Null());
+      return;
+    }
+    const PlanSpec& plan = result.plan;
+    Napi::Object o = Napi::Object::New(env);
+    setClasses(env, o, plan.classes, "sizes", "blocks");
+    Napi::Uint32Array classOf = Napi::Uint32Array::New(env, plan.schedule.size()), blockOf = Napi::Uint32Array::New(env, plan.schedule.size());
+    for (size_t t = 0; t < plan.schedule.size(); ++t) {
+      classOf[t] = plan.schedule[t].classIndex;
+      blockOf[t] = plan.schedule[t].block;
+    }
+    Napi::Uint32Array blockClass = Napi::Uint32Array::New(env, plan.layout.size());
+    Napi::Float64Array blockOffset = Napi::Float64Array::New(env, plan.layout.size());
+    for (size_t b = 0; b < plan.layout.size(); ++b) {
+      blockClass[b] = plan.layout[b].classIndex;
+      blockOffset[b] = static_cast<double>(plan.layout[b].offset);
+    }
+    o.Set("classOf", classOf);
+    o.Set("blockOf", blockOf);
+    o.Set("blockClass", blockClass);
+    o.Set("blockOffset", blockOffset);
+    setNumber(o, "arenaBytes", result.arenaBytes);
+    o.Set("ms", Napi::Number::New(env, ms));
+    out.Set(static_cast<uint32_t>(i), o);
+  });
   return out;
 }
 

@@ -10,6 +10,11 @@ namespace tp::napi {
 //      (per tensor), ms: number }; the intervals are trained in parallel.
 Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info);
 
+// (sizes, starts, ends: Float64Array, intervals: Float64Array) -> per interval, a time-shared plan (share.h):
+//   { sizes, blocks: Float64Array (classes), classOf, blockOf: Uint32Array (per tensor), blockClass:
+//   Uint32Array, blockOffset: Float64Array (per block), arenaBytes, ms }, or null where the layout failed.
+Napi::Value TrainTimeShared(const Napi::CallbackInfo& info);
+
 // (problem, { strategy, timeLimitMs, seed }) -> { offsets: Float64Array, peak, lowerBound, lowerBoundExact,
 //   optimal, ms, notes, order: Uint32Array (greedy-size, s1), valid, why (the verifier's verdict) }. problem: { sizes: Float64Array, lower, upper: Float64Array } (lifetimes) or
 //   { sizes, neighbourStarts: Float64Array (n + 1), neighbours: Float64Array } (a conflict graph, CSR).

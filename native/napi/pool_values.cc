@@ -66,6 +66,24 @@ PlanSpec readPlan(const Napi::Value& value) {
     for (size_t k = 0; k < classes.size(); ++k) {
       plan.schedule[k].classIndex = static_cast<uint32_t>(std::min<uint64_t>(classes[k], UINT32_MAX));
     }
+    if (!planArg.Get("scheduleBlocks").IsUndefined()) {
+      forEachUint(planArg.Get("scheduleBlocks"), "plan.scheduleBlocks", [&](size_t k, uint64_t block) {
+        if (k >= plan.schedule.size()) throw Napi::TypeError::New(value.Env(), "plan.scheduleBlocks is longer than the schedule");
+        plan.schedule[k].block = static_cast<uint32_t>(std::min<uint64_t>(block, UINT32_MAX));
+      });
+    }
+    if (!planArg.Get("iterationStarts").IsUndefined()) {
+      forEachUint(planArg.Get("iterationStarts"), "plan.iterationStarts", [&](size_t, uint64_t start) { plan.iterationStarts.push_back(start); });
+    }
+  }
+  if (!planArg.Get("layoutClasses").IsUndefined()) {
+    forEachUint(planArg.Get("layoutClasses"), "plan.layoutClasses", [&](size_t, uint64_t cls) {
+      plan.layout.push_back({static_cast<uint32_t>(std::min<uint64_t>(cls, UINT32_MAX)), 0});
+    });
+    forEachUint(planArg.Get("layoutOffsets"), "plan.layoutOffsets", [&](size_t b, uint64_t offset) {
+      if (b >= plan.layout.size()) throw Napi::TypeError::New(value.Env(), "plan.layoutOffsets is longer than plan.layoutClasses");
+      plan.layout[b].offset = offset;
+    });
   }
   return plan;
 }
@@ -87,7 +105,8 @@ Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& clas
   const size_t n = classes.size();
   Napi::Float64Array size = Napi::Float64Array::New(env, n), blocks = Napi::Float64Array::New(env, n),
                      free = Napi::Float64Array::New(env, n), hits = Napi::Float64Array::New(env, n),
-                     lent = Napi::Float64Array::New(env, n), grown = Napi::Float64Array::New(env, n);
+                     lent = Napi::Float64Array::New(env, n), grown = Napi::Float64Array::New(env, n),
+                     busy = Napi::Float64Array::New(env, n);
   for (size_t i = 0; i < n; ++i) {
     size[i] = static_cast<double>(classes[i].size);
     blocks[i] = static_cast<double>(classes[i].counters.blocks);
@@ -95,6 +114,7 @@ Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& clas
     hits[i] = static_cast<double>(classes[i].counters.hits);
     lent[i] = static_cast<double>(classes[i].counters.lent);
     grown[i] = static_cast<double>(classes[i].counters.grown);
+    busy[i] = static_cast<double>(classes[i].counters.busy);
   }
   Napi::Object o = Napi::Object::New(env);
   o.Set("interval", Napi::Number::New(env, static_cast<double>(interval)));
@@ -104,6 +124,7 @@ Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& clas
   o.Set("hits", hits);
   o.Set("lent", lent);
   o.Set("grown", grown);
+  o.Set("busy", busy);
   return o;
 }
 

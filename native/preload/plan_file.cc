@@ -168,6 +168,63 @@ bool integer(const Json* v, const std::string& field, double min, uint64_t* out,
   return true;
 }
 
+// An array of whole numbers in [min, 2^47], each passed to `take`; false with *error naming `field`.
+template <typename Take>
+bool integers(const Json* array, const std::string& field, double min, std::string* error, Take&& take) {
+  if (!array || array->kind != Json::Array) {
+    *error = field + " must be an array";
+    return false;
+  }
+  for (size_t i = 0; i < array->items.size(); ++i) {
+    uint64_t value;
+    if (!integer(&array->items[i], field + "[" + std::to_string(i) + "]", min, &value, error)) return false;
+    take(i, value);
+  }
+  return true;
+}
+
+// Version 2's layout (time-shared blocks): { classes, offsets }, classes named as the file gives them.
+// SizeClassTable::build checks the rest (offsets aligned, blocks per class).
+bool layoutFromJson(const Json* layout, const std::vector<uint32_t>& position, PlanSpec* plan, std::string* error) {
+  if (!layout || layout->kind == Json::Null) return true;
+  bool fits = true;
+  if (!integers(layout->get("classes"), "layout.classes", 0, error, [&](size_t, uint64_t cls) {
+        fits = fits && cls < position.size();
+        plan->layout.push_back({fits ? position[cls] : 0, 0});
+      })) {
+    return false;
+  }
+  if (!fits) {
+    *error = "layout.classes names a class the plan does not have";
+    return false;
+  }
+  const Json* offsets = layout->get("offsets");
+  if (!offsets || offsets->kind != Json::Array || offsets->items.size() != plan->layout.size()) {
+    *error = "layout must be { classes, offsets }: two arrays of one length";
+    return false;
+  }
+  return integers(offsets, "layout.offsets", 0, error, [&](size_t b, uint64_t offset) { plan->layout[b].offset = offset; });
+}
+
+// Version 2's schedule.blocks and schedule.iterations.
+bool scheduleExtrasFromJson(const Json& schedule, PlanSpec* plan, std::string* error) {
+  const Json* blocks = schedule.get("blocks");
+  if (blocks && blocks->kind != Json::Null) {
+    if (blocks->kind != Json::Array || blocks->items.size() != plan->schedule.size()) {
+      *error = "schedule.blocks must be an array as long as schedule.sizes";
+      return false;
+    }
+    if (!integers(blocks, "schedule.blocks", 0, error, [&](size_t k, uint64_t block) {
+          plan->schedule[k].block = static_cast<uint32_t>(std::min<uint64_t>(block, ScheduleEntry::kAnyBlock - 1));
+        })) {
+      return false;
+    }
+  }
+  const Json* iterations = schedule.get("iterations");
+  if (!iterations || iterations->kind == Json::Null) return true;
+  return integers(iterations, "schedule.iterations", 0, error, [&](size_t, uint64_t start) { plan->iterationStarts.push_back(start); });
+}
+
 bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
   const Json* format = root.get("format");
   if (root.kind != Json::Object || !format || format->kind != Json::String || format->text != "tensorpool-plan") {
@@ -175,8 +232,8 @@ bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
     return false;
   }
   const Json* version = root.get("version");
-  if (!version || version->kind != Json::Number || version->number != 1) {
-    *error = "version: this tensorpool reads plan version 1";
+  if (!version || version->kind != Json::Number || (version->number != 1 && version->number != 2)) {
+    *error = "version: this tensorpool reads plan versions 1 and 2";
     return false;
   }
   if (!integer(root.get("interval"), "interval", 1, &plan->interval, error)) return false;
@@ -201,6 +258,7 @@ bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
     plan->classes.push_back(given[order[p]]);
     position[order[p]] = p;
   }
+  if (!layoutFromJson(root.get("layout"), position, plan, error)) return false;
   const Json* schedule = root.get("schedule");
   if (!schedule || schedule->kind == Json::Null) return true;
   const Json* sizes = schedule->get("sizes");
@@ -222,7 +280,7 @@ bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
     }
     plan->schedule.push_back({size, position[cls]});
   }
-  return true;
+  return scheduleExtrasFromJson(*schedule, plan, error);
 }
 
 }  // namespace

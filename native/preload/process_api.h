@@ -17,7 +17,7 @@ constexpr uint32_t kProcessApiVersion = 1;
 constexpr uint32_t processApiLayout() {
   return static_cast<uint32_t>(sizeof(PoolStats) * 131 + sizeof(IterationSummary) * 31 + sizeof(RecordingState) * 17 +
                                sizeof(RecordedEvent) * 7 + sizeof(ClassStats) * 5 + sizeof(PlanClass) * 3 +
-                               sizeof(ScheduleEntry));
+                               sizeof(ScheduleEntry) + sizeof(PlacedBlock) * 11 + 2);
 }
 
 // A plan as arrays (the classes sorted by size, as SizeClassTable wants them).
@@ -27,6 +27,10 @@ struct PlanView {
   size_t classCount;
   const ScheduleEntry* schedule;
   size_t scheduleCount;
+  const uint64_t* iterationStarts;  // PlanSpec::iterationStarts
+  size_t iterationCount;
+  const PlacedBlock* layout;        // PlanSpec::layout
+  size_t layoutCount;
 };
 
 struct ProcessPoolApi {

@@ -124,6 +124,8 @@ PlanSpec planOf(const PlanView* view) {
   plan.interval = view->interval;
   plan.classes.assign(view->classes, view->classes + view->classCount);
   plan.schedule.assign(view->schedule, view->schedule + view->scheduleCount);
+  plan.iterationStarts.assign(view->iterationStarts, view->iterationStarts + view->iterationCount);
+  plan.layout.assign(view->layout, view->layout + view->layoutCount);
   return plan;
 }
 void copyError(const std::string& error, char* out, size_t capacity) {

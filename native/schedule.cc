@@ -1,0 +1,51 @@
+#include "schedule.h"
+
+namespace tp {
+
+namespace {
+// Position-sensitive: extends the hash of a prefix by one size (splitmix64's finaliser on the pair).
+uint64_t extend(uint64_t hash, uint64_t size) {
+  uint64_t x = hash * 0x9e3779b97f4a7c15ULL + size + 1;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+Schedules::Schedules(const PlanSpec& plan) : entries_(plan.schedule) {
+  starts_ = plan.iterationStarts.empty() ? std::vector<uint64_t>{0} : plan.iterationStarts;
+  starts_.push_back(entries_.size());
+  prefixes_.resize(entries_.size());
+  for (size_t s = 0; s + 1 < starts_.size(); ++s) {
+    uint64_t hash = 0;
+    for (uint64_t k = starts_[s]; k < starts_[s + 1]; ++k) prefixes_[k] = hash = extend(hash, entries_[k].size);
+  }
+}
+
+void Schedules::begin(Cursor* cursor, uint64_t iteration) const {
+  const size_t count = starts_.size() - 1;
+  *cursor = Cursor{};
+  cursor->iteration = iteration;
+  cursor->at = starts_[iteration < count ? static_cast<size_t>(iteration) : count - 1];
+}
+
+const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
+  const uint64_t k = cursor->position++;
+  cursor->hash = extend(cursor->hash, bytes);
+  if (cursor->lost || entries_.empty()) return nullptr;
+  if (cursor->at < entries_.size() && entries_[cursor->at].size == bytes) return &entries_[cursor->at++];
+  // The run departs from the schedule it followed: take up the latest schedule whose sizes since the mark
+  // are the run's (later iterations are the steadier ones).
+  for (size_t s = starts_.size() - 1; s-- > 0;) {
+    if (k < length(s) && prefixes_[starts_[s] + k] == cursor->hash) {
+      cursor->at = starts_[s] + k + 1;
+      return &entries_[starts_[s] + k];
+    }
+  }
+  cursor->lost = true;
+  return nullptr;
+}
+
+}  // namespace tp

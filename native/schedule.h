@@ -1,0 +1,44 @@
+// Following a plan's schedule (issue 13): a trained plan holds one schedule per trained iteration (several
+// traces, or several iterations of one); a run follows the schedule of the iteration it is in while the
+// sizes it asks for match, and otherwise the first schedule whose sizes so far equal the run's, so one plan
+// serves a cycle of input shapes in any order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "classes.h"
+
+namespace tp {
+
+// The schedules of a plan, with a hash of each prefix of sizes for the search.
+class Schedules {
+ public:
+  Schedules() = default;
+  // Pre: the plan passed SizeClassTable::build (iteration starts ascend within the schedule).
+  explicit Schedules(const PlanSpec& plan);
+
+  // Where one iteration stands: reset at each mark, advanced by each allocation.
+  struct Cursor {
+    uint64_t iteration = 0;  // marks since the plan began serving
+    uint64_t position = 0;   // allocations since the mark
+    uint64_t hash = 0;       // of the sizes asked for since the mark
+    uint64_t at = 0;         // the entry expected next; past a schedule's end, the next schedule's first
+                             // (a run that does not mark its iterations goes on as the trace did)
+    bool lost = false;       // no schedule matches this iteration's sizes so far
+  };
+  // Starts iteration `iteration` (0 for the first after the plan began serving).
+  void begin(Cursor* cursor, uint64_t iteration) const;
+  // The entry for the next allocation, of `bytes`, or nullptr when no schedule matches the run so far.
+  const ScheduleEntry* next(Cursor* cursor, uint64_t bytes) const;
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  uint64_t length(size_t s) const { return starts_[s + 1] - starts_[s]; }
+
+  std::vector<ScheduleEntry> entries_;
+  std::vector<uint64_t> starts_;    // schedule s is entries_[starts_[s], starts_[s + 1])
+  std::vector<uint64_t> prefixes_;  // per entry: the hash of its schedule's sizes up to and including it
+};
+
+}  // namespace tp

@@ -1,0 +1,130 @@
+// Time-shared blocks (issue 13): plans whose blocks share memory when their uses never overlap in time,
+// one plan for several input shapes, and the pool keeping every live block to itself.
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { Plan, Pool, readTrace, syntheticTrainingTrace, train, type Trace } from '../lib/index.js';
+import { fixture, runTrace, seededRandom, traceFixture } from './helpers.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-shared-'));
+const SHAPES = ['320x320', '480x800', '640x640', '640x960', '736x1280', '960x736'];
+const ocr = SHAPES.map((shape) => readTrace(fixture('traces', 'ocr_det_infer', `ocr-${shape}.csv.gz`)));
+const largestBound = Math.max(...ocr.map((t) => t.lowerBound()));
+
+/** Runs a trace through the pool, marking its iterations, with every block's contents checked. */
+function serve(pool: Pool, trace: Trace) {
+  const before = pool.stats();
+  const live = runTrace(pool, trace, { marks: true, patterns: true });
+  for (const buffer of live.values()) pool.release(buffer);
+  pool.markIteration();
+  const after = pool.stats();
+  return {
+    os: after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize,
+    scheduleHits: after.scheduleHits - before.scheduleHits,
+    busy: after.busySkips - before.busySkips,
+  };
+}
+
+describe('time-shared blocks on inference traces', () => {
+  it('trains each shape to the lower bound, where S0 alone needs 1.2x, and serves it exactly', () => {
+    for (const trace of ocr) {
+      const s0 = train(trace, { order: 'auto', share: false });
+      const plan = train(trace, { order: 'auto' });
+      expect(plan.training.order).toBe('time-shared');
+      expect(plan.layout).toBeDefined();
+      expect(plan.ratio!).toBeLessThanOrEqual(1.1);
+      expect(s0.ratio!).toBeGreaterThan(1.15);
+      const pool = new Pool({ plan, prefault: false });
+      for (let rep = 0; rep < 2; rep++) expect(serve(pool, trace)).toEqual({ os: 0, scheduleHits: trace.summary().allocs, busy: 0 });
+      pool.close();
+    }
+  });
+
+  it('one plan for six shapes: within 1.15x of the largest shape’s bound, and every shape served in any order', () => {
+    const plan = train(ocr, { order: 'auto' });
+    expect(plan.lowerBound).toBe(largestBound);
+    expect(plan.arenaBytes / largestBound).toBeLessThanOrEqual(1.15);
+    expect(plan.schedule!.iterations!.length).toBeGreaterThanOrEqual(SHAPES.length);
+    expect(plan.training.traces).toHaveLength(SHAPES.length);
+    const pool = new Pool({ plan, prefault: false });
+    const random = seededRandom(5);
+    for (let round = 0; round < 18; round++) {
+      const trace = ocr[Math.floor(random() * ocr.length)];
+      expect(serve(pool, trace)).toEqual({ os: 0, scheduleHits: trace.summary().allocs, busy: 0 });
+    }
+    pool.close();
+  });
+
+  it('departures from the plan (shapes it never saw, extra buffers held across runs) never share live memory', () => {
+    const plan = train(ocr.slice(0, 3), { order: 'auto', share: true });
+    const pool = new Pool({ plan, prefault: false, grow: true });
+    const random = seededRandom(9);
+    const live: ArrayBuffer[] = [];
+    // Shapes the plan never saw, with extra buffers held across them: runTrace checks every block's
+    // pattern at release, so memory handed to two live blocks would fail here.
+    for (const trace of [...ocr.slice(3), ocr[0], ocr[4]]) {
+      for (let k = 0; k < 3; k++) live.push(pool.alloc(1 + Math.floor(random() * 8e6)));
+      serve(pool, trace);
+    }
+    for (const buffer of live) pool.release(buffer);
+    const s = pool.stats();
+    expect(s.liveBlocks).toBe(0);
+    expect(s.busySkips).toBeGreaterThan(0);
+    pool.close();
+  });
+});
+
+describe('time-shared blocks on training traces', () => {
+  it('resnet18 whole trace within 1.05x of the lower bound; never a larger arena than S0 on any input', () => {
+    const inputs: Trace[] = [
+      readTrace(traceFixture('resnet18_train', 'trace.csv.gz')),
+      readTrace(traceFixture('transformer_train', 'trace.json.gz')),
+      syntheticTrainingTrace({ layers: 30, iterations: 4, seed: 3 }),
+      ...ocr.slice(0, 2),
+    ];
+    for (const trace of inputs) {
+      const s0 = train(trace, { order: 'auto', share: false });
+      const plan = train(trace, { order: 'auto' });
+      expect(plan.arenaBytes).toBeLessThanOrEqual(s0.arenaBytes);
+      const pool = new Pool({ plan, prefault: false });
+      const stats = serve(pool, trace);
+      expect(stats.os).toBe(0);
+      expect(stats.scheduleHits).toBe(trace.summary().allocs);
+      pool.close();
+    }
+    const resnet = train(inputs[0], { order: 'auto' });
+    expect(resnet.ratio!).toBeLessThanOrEqual(1.05);
+  });
+});
+
+describe('plan JSON version 2', () => {
+  it('round-trips layout, blocks and iterations; version 1 files still load', () => {
+    const plan = train(ocr.slice(0, 2), { order: 'auto' });
+    const file = path.join(tmp, 'shared.plan.json');
+    plan.write(file);
+    const json = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(json.version).toBe(2);
+    expect(json.layout.classes).toHaveLength(plan.blocks);
+    expect(json.schedule.blocks).toHaveLength(json.schedule.sizes.length);
+    expect(json.totals.sharingPairs).toBe(plan.sharingPairs);
+    expect(plan.sharingPairs).toBeGreaterThan(0);
+    const back = Plan.read(file);
+    expect(back.toJSON()).toEqual(plan.toJSON());
+    const pool = new Pool({ plan: file, prefault: false });
+    expect(serve(pool, ocr[1]).os).toBe(0);
+    pool.close();
+
+    const v1 = path.join(tmp, 'v1.plan.json');
+    fs.writeFileSync(v1, JSON.stringify({ format: 'tensorpool-plan', version: 1, interval: 4096, classes: [{ size: 4096, blocks: 2 }] }));
+    expect(Plan.read(v1).classes).toEqual([{ size: 4096, blocks: 2 }]);
+  });
+
+  it('train() takes several traces only whole, and only traces', () => {
+    expect(() => train(ocr.slice(0, 2), { iteration: 1 })).toThrow(/options\.iteration applies to one trace/);
+    expect(() => train([] as Trace[])).toThrow(/non-empty array/);
+    expect(() => train([ocr[0], 'x' as never])).toThrow(/element 1 is/);
+    expect(() => train(ocr[0], { share: 'yes' as never })).toThrow(/options\.share/);
+  });
+});
