@@ -2,9 +2,12 @@
  * Plan training: arena bytes / lower bound for every interval and order, on the shared traces (whole trace
  * and one steady-state iteration) and on generated traces of 100k and 1M events, with parse and training
  * times (medians over --reps runs): S0 literally (fixed 4 KiB interval, then the best interval), then
- * refined (train's `refine`: tensors moved between classes after S0).
+ * refined (train's `refine`: tensors moved between classes after S0). A second table puts time-shared
+ * blocks (issue 13) beside the best size-class plan, on those traces, on the six OCR inference traces in
+ * test/fixtures (each, and all six as one plan against the largest one's lower bound), and on any trace
+ * given as an argument (several in one argument, comma-separated, train one plan).
  *
- *   npm run build && npx tsx bench/train.ts [--reps 3] [--json out.json] [--traces DIR]
+ *   npm run build && npx tsx bench/train.ts [--reps 3] [--json out.json] [--traces DIR] [trace[,trace...] ...]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -53,6 +56,15 @@ for (const events of args.quick ? [100_000] : [100_000, 1_000_000]) {
   inputs.push({ name: `synthetic ${events / 1000}k events`, trace: value, parseMs: ms });
 }
 
+const fixtures = path.resolve(__dirname, '../test/fixtures/traces/ocr_det_infer');
+const ocr = fs.readdirSync(fixtures).filter((f) => f.endsWith('.csv.gz')).sort().map((f) => readTrace(path.join(fixtures, f)));
+const sharedInputs: { name: string; traces: Trace[] }[] = [
+  ...inputs.map((input) => ({ name: input.name, traces: [input.trace] })),
+  ...ocr.map((trace) => ({ name: `OCR ${path.basename(trace.name, '.csv.gz').slice(4)}`, traces: [trace] })),
+  { name: 'OCR, six shapes, one plan', traces: ocr },
+  ...args.positionals.map((arg) => ({ name: arg, traces: arg.split(',').map((file) => readTrace(file)) })),
+];
+
 const rows = [];
 const results = [];
 for (const input of inputs) {
@@ -77,8 +89,47 @@ for (const input of inputs) {
   console.error(`# ${input.name}: lower bound ${formatBytes(lowerBound)}`);
 }
 
+const sharedRows = [];
+for (const input of sharedInputs) {
+  const lowerBound = Math.max(...input.traces.map((t) => t.lowerBound()));
+  const classesOnly = train(input.traces, { order: 'auto', share: false });
+  const { value: chosen, ms } = timed(() => train(input.traces, { order: 'auto' }));
+  const sharedRuns = (chosen.training.candidates as { order: string; arenaBytes: number; blocks: number; trainMs: number }[]).filter(
+    (c) => c.order === 'time-shared',
+  );
+  const shared = sharedRuns.reduce((a, c) => (c.arenaBytes < a.arenaBytes ? c : a));
+  const events = input.traces.reduce((n, t) => n + t.eventCount, 0);
+  results.push({
+    trace: input.name,
+    events,
+    lowerBound,
+    classesRatio: classesOnly.arenaBytes / lowerBound,
+    timeSharedRatio: shared.arenaBytes / lowerBound,
+    timeSharedBlocks: shared.blocks,
+    timeSharedMs: Math.max(...sharedRuns.map((c) => c.trainMs)),
+    chosen: chosen.layout ? 'time-shared' : 'size classes',
+    chosenRatio: chosen.arenaBytes / lowerBound,
+    trainMs: ms,
+  });
+  sharedRows.push([
+    input.name,
+    events,
+    formatBytes(lowerBound),
+    round(classesOnly.arenaBytes / lowerBound, 3),
+    round(shared.arenaBytes / lowerBound, 3),
+    shared.blocks,
+    chosen.layout ? 'time-shared' : 'classes',
+    round(chosen.arenaBytes / lowerBound, 3),
+    round(ms, 1),
+  ]);
+}
+
 console.log(formatTable(['trace', 'events', 'parse ms', 'order', 'interval', 'refined', 'classes', 'blocks', 'arena / LB', 'train ms'], rows));
 console.log(`# 'S0 4096': S0 literally, fixed 4 KiB interval. auto: best of intervals ${AUTO_INTERVALS.join(', ')}.`);
 console.log("# refined: train's refine (native/refine.h), default with order auto; 'too large': skipped by its memory limit.");
 console.log(`# Times are medians of ${args.reps} runs; auto times cover all ${AUTO_INTERVALS.length} candidates.`);
+console.log('');
+console.log(formatTable(['trace', 'events', 'lower bound', 'classes / LB', 'time-shared / LB', 'blocks', 'default keeps', 'arena / LB', 'train ms'], sharedRows));
+console.log('# classes: the best size-class plan (order and interval auto, refined). time-shared: the best of its intervals.');
+console.log(`# default keeps: train(trace, { order: 'auto' }), whose time covers both kinds (median of ${args.reps}).`);
 writeJson(args.json, { benchmark: 'train', machine, reps: args.reps, results });

@@ -268,6 +268,8 @@ export interface NativeAddon {
     starts: Float64Array,
     ends: Float64Array,
     intervals: Float64Array,
+    /** With > 0: the planners' best search gets this long when greedy by size ends above the bound. */
+    searchMs: number,
   ): ({
     sizes: Float64Array;
     blocks: Float64Array;

@@ -119,9 +119,15 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
   });
 }
 
-/** One time-shared layout per interval (native/share.h). */
-export function trainTimeSharedEach(trace: Trace, intervals: number[]): TrainRun[] {
-  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals));
+/** How long the time-shared layout of the best interval may search beyond greedy by size. */
+export const SHARE_SEARCH_MS = 250;
+
+/**
+ * One time-shared layout per interval (native/share.h), greedy by size; with searchMs, the planners' best
+ * search then gets that long on each interval whose greedy layout ends more than 1% above the bound.
+ */
+export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs = 0): TrainRun[] {
+  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs);
   const lowerBound = trace.lowerBound();
   const runs: TrainRun[] = [];
   results.forEach((result, i) => {
@@ -197,6 +203,15 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     for (const run of trainTimeSharedEach(set, intervals)) {
       candidates.push(run.candidate);
       if (!shared || run.candidate.arenaBytes < shared.candidate.arenaBytes) shared = run;
+    }
+    // Greedy by size is near the bound on most traces; where it is not, search on its best interval.
+    if (shared && shared.candidate.ratio > 1.01) {
+      const [searched] = trainTimeSharedEach(set, [shared.candidate.interval], SHARE_SEARCH_MS);
+      if (searched && searched.candidate.arenaBytes < shared.candidate.arenaBytes) {
+        searched.candidate.order = 'time-shared';
+        candidates.push(searched.candidate);
+        shared = searched;
+      }
     }
     const limit = share === true ? best!.candidate.arenaBytes : best!.candidate.arenaBytes * SHARE_GAIN;
     if (shared && shared.candidate.arenaBytes <= limit) best = shared;

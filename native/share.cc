@@ -9,7 +9,7 @@
 
 namespace tp {
 
-SharedResult trainTimeShared(const TrainInput& input) {
+SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs) {
   SharedResult result;
   std::vector<uint64_t> own(input.count);
   planner::Problem problem;
@@ -24,7 +24,14 @@ SharedResult trainTimeShared(const TrainInput& input) {
   }
   planner::PlanOptions options;
   options.strategy = planner::Strategy::GreedySize;
-  const planner::PlanResult placed = planner::planOffsets(problem, options);
+  planner::PlanResult placed = planner::planOffsets(problem, options);
+  const uint64_t bound = placed.lowerBound.value;
+  if (searchMs > 0 && placed.peak > bound + bound / 100) {
+    options.strategy = planner::Strategy::Best;
+    options.timeLimitMs = searchMs;
+    planner::PlanResult searched = planner::planOffsets(problem, options);
+    if (searched.peak < placed.peak) placed = std::move(searched);
+  }
 
   std::vector<uint64_t> classSizes = own;
   std::sort(classSizes.begin(), classSizes.end());

@@ -18,7 +18,8 @@ struct SharedResult {
 };
 
 // Pre: input.count > 0, input.interval >= 1, every size > 0 and start < end. input.order and refine are
-// ignored. plan.schedule[t] is tensor t's class and block.
-SharedResult trainTimeShared(const TrainInput& input);
+// ignored. plan.schedule[t] is tensor t's class and block. With searchMs > 0, when greedy by size ends more
+// than 1% above the most bytes live at once, the planners' best search (issue 5) gets that long to do better.
+SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs = 0);
 
 }  // namespace tp

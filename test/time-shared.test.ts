@@ -128,3 +128,18 @@ describe('plan JSON version 2', () => {
     expect(() => train(ocr[0], { share: 'yes' as never })).toThrow(/options\.share/);
   });
 });
+
+describe('time-shared blocks on torch inference traces', () => {
+  const dir = fixture('traces', 'torch_infer');
+  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort()) {
+    it(`${file}: within 1.10x of the lower bound, served with no OS fallback`, () => {
+      const trace = readTrace(path.join(dir, file));
+      const plan = train(trace, { order: 'auto' });
+      expect(plan.ratio!).toBeLessThanOrEqual(1.1);
+      expect(plan.arenaBytes).toBeLessThanOrEqual(train(trace, { order: 'auto', share: false }).arenaBytes);
+      const pool = new Pool({ plan, prefault: false });
+      for (let rep = 0; rep < 2; rep++) expect(serve(pool, trace)).toMatchObject({ os: 0, scheduleHits: trace.summary().allocs });
+      pool.close();
+    });
+  }
+});

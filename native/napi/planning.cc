@@ -73,12 +73,13 @@ Napi::Value TrainTimeShared(const Napi::CallbackInfo& info) {
   Napi::Float64Array ends = requireFloat64ArrayArg(info, 2, "ends");
   requireLifetimes(env, sizes, starts, ends);
   if (sizes.ElementLength() == 0) throw Napi::RangeError::New(env, "nothing to train on: no tensors");
+  const uint64_t searchMs = info[4].IsNumber() ? static_cast<uint64_t>(std::max(0.0, info[4].As<Napi::Number>().DoubleValue())) : 0;
   Napi::Array out = Napi::Array::New(env);
   forEachUint(info[3], "intervals", [&](size_t i, uint64_t interval) {
     if (interval == 0) throw Napi::RangeError::New(env, "every interval must be at least 1");
     TrainInput input{sizes.Data(), starts.Data(), ends.Data(), sizes.ElementLength(), interval, TrainOrder::AllocTime};
     const uint64_t began = os::monotonicNs();
-    const SharedResult result = trainTimeShared(input);
+    const SharedResult result = trainTimeShared(input, searchMs);
     const double ms = static_cast<double>(os::monotonicNs() - began) / 1e6;
     if (!result.ok) {
       out.Set(static_cast<uint32_t>(i), env.Null());

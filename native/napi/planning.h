@@ -10,7 +10,7 @@ namespace tp::napi {
 //      (per tensor), ms: number }; the intervals are trained in parallel.
 Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info);
 
-// (sizes, starts, ends: Float64Array, intervals: Float64Array) -> per interval, a time-shared plan (share.h):
+// (sizes, starts, ends: Float64Array, intervals: Float64Array, searchMs: number) -> per interval, a time-shared plan (share.h):
 //   { sizes, blocks: Float64Array (classes), classOf, blockOf: Uint32Array (per tensor), blockClass:
 //   Uint32Array, blockOffset: Float64Array (per block), arenaBytes, ms }, or null where the layout failed.
 Napi::Value TrainTimeShared(const Napi::CallbackInfo& info);
