@@ -8,10 +8,11 @@
  * Modes, per completed iteration (the allocations between two markIteration() calls; iterations with no
  * allocation are ignored):
  *   warm-up    the first `warmupIterations`: nothing is recorded (a first step allocates state once).
- *   recording  every event is recorded. A window of consecutive iterations with the same pattern grows; a
- *              different iteration starts a new window. Once the window holds `stableIterations`, a plan
- *              is trained on it and the pool switches → planned (with `background`, → switching first).
- *              After `recordLimit` iterations without
+ *   recording  every event is recorded. The window is the latest run of recorded iterations in which each
+ *              pattern occurs at least `stableIterations` times and at most `maxPatterns` patterns occur
+ *              (one pattern repeated, or a cycle of input shapes); once there is one, a plan is trained
+ *              on it (one schedule per iteration, so it serves each pattern) and the pool switches →
+ *              planned (with `background`, → switching first). After `recordLimit` iterations without
  *              a stable window the attempt is abandoned → planned (or unplanned), and the next attempt
  *              waits twice as long.
  *   planned    each iteration's off-plan allocations (OS fallbacks, oversize requests, borrows the plan's
@@ -36,16 +37,17 @@ import { Plan } from './plan.js';
 import { toNativePlan } from './plan-spec.js';
 import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
 import type { Trace } from './trace/trace.js';
-import { EventOp } from './trace/trace.js';
 import { train, type TrainOptions } from './train.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
 export interface AdaptiveOptions {
   /** Iterations to let pass before recording. Default 1. */
   warmupIterations?: number;
-  /** Consecutive iterations of the same pattern to train on (at least 2, so that buffers crossing an
-   *  iteration boundary are planned for). Default 2. */
+  /** Iterations of each pattern the window must hold (at least 2, so that buffers crossing an iteration
+   *  boundary are planned for). Default 2. */
   stableIterations?: number;
+  /** Different patterns (input shapes) a window may hold. 1: only identical iterations. Default 8. */
+  maxPatterns?: number;
   /** Off-plan allocations, as a fraction of an iteration's allocations, above which it drifts. Default 0.01. */
   replanThreshold?: number;
   /** Drifting iterations in a row that start a re-plan. Default 2. */
@@ -132,6 +134,7 @@ export interface AdaptiveStats {
 const ADAPTIVE_OPTIONS = [
   'warmupIterations',
   'stableIterations',
+  'maxPatterns',
   'replanThreshold',
   'replanAfter',
   'cooldownIterations',
@@ -161,6 +164,7 @@ export function checkAdaptiveOptions(value: unknown): Settings {
   return {
     warmupIterations: integer('warmupIterations', 1, 0),
     stableIterations,
+    maxPatterns: integer('maxPatterns', 8, 1, 1000),
     replanThreshold: threshold,
     replanAfter: integer('replanAfter', 2, 1),
     cooldownIterations: integer('cooldownIterations', 4, 0),
@@ -178,11 +182,17 @@ interface Pattern {
   sizeHash: number;
 }
 
+/** A recorded iteration: the number of its first recorded event, and its pattern. */
+interface Recorded {
+  from: number;
+  pattern: Pattern;
+}
+
 interface Window {
   /** Number of the first recorded event of its first iteration. */
   from: number;
   iterations: number;
-  pattern: Pattern;
+  patterns: number;
 }
 
 /** A switch under way: trained, its arena being built. */
@@ -211,6 +221,7 @@ export class Adaptation {
   #nextStart = 0; // recorder event number at which the iteration under way began
   #recordedSince = 0; // the recorder has run without a gap since this event number
   #window: Window | null = null;
+  #recorded: Recorded[] = []; // the iterations of this attempt, oldest first (at most recordLimit)
   #attempt = 0; // iterations recorded in this attempt
   #sinceChange = 0; // iterations since the last switch or abandoned attempt
   #cooldown: number;
@@ -325,12 +336,11 @@ export class Adaptation {
       return this.#countAttempt();
     }
     if (started < this.#recordedSince) return null; // began before the recorder did
-    const pattern = { allocs: s.allocs, bytes: s.bytes, sizeHash: s.sizeHash };
-    const w = this.#window;
-    if (w && samePattern(w.pattern, pattern)) w.iterations++;
-    else this.#window = { from: started, iterations: 1, pattern };
-    this.#native.discardRecording(this.#window!.from);
-    if (this.#window!.iterations >= this.#settings.stableIterations) {
+    this.#recorded.push({ from: started, pattern: { allocs: s.allocs, bytes: s.bytes, sizeHash: s.sizeHash } });
+    if (this.#recorded.length > this.#settings.recordLimit) this.#recorded.shift();
+    this.#native.discardRecording(this.#recorded[0].from);
+    this.#window = stableWindow(this.#recorded, this.#settings.stableIterations, this.#settings.maxPatterns);
+    if (this.#window) {
       const switched = this.#trainAndSwitch();
       if (switched) return switched;
     }
@@ -339,7 +349,10 @@ export class Adaptation {
 
   #countAttempt(): null {
     if (this.#mode === 'recording' && ++this.#attempt >= this.#settings.recordLimit) {
-      this.#abandon(this.#lastError ?? `no ${this.#settings.stableIterations} iterations in a row had the same pattern`);
+      this.#abandon(
+        this.#lastError ??
+          `no window of recorded iterations held each of at most ${this.#settings.maxPatterns} pattern(s) ${this.#settings.stableIterations} times`,
+      );
     }
     return null;
   }
@@ -354,7 +367,7 @@ export class Adaptation {
     const started = performance.now();
     let plan: Plan;
     try {
-      plan = scheduleLastIteration(train(trace, { order: 'auto', ...this.#settings.train }), trace);
+      plan = withTraining(train(trace, { order: 'auto', ...this.#settings.train }), { adaptive: true, patterns: window.patterns });
     } catch (error) {
       this.#abandon(`training failed: ${(error as Error).message}`);
       return null;
@@ -428,6 +441,7 @@ export class Adaptation {
   #startRecording(from: number): void {
     this.#mode = 'recording';
     this.#window = null;
+    this.#recorded = [];
     this.#attempt = 0;
     this.#recordedSince = from;
     this.#native.discardRecording(from);
@@ -438,6 +452,7 @@ export class Adaptation {
     this.#native.stopRecording();
     this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
     this.#window = null;
+    this.#recorded = [];
   }
 
   #enterPlanned(): void {
@@ -472,20 +487,27 @@ function sameClasses(a: Plan, b: Plan): boolean {
   );
 }
 
+/** The plan with more said about how it was trained. */
+function withTraining(plan: Plan, training: Record<string, unknown>): Plan {
+  return new Plan(plan, { lowerBound: plan.lowerBound, source: plan.source, training: { ...plan.training, ...training } });
+}
+
 /**
- * The pool restarts its schedule at every markIteration(), so the schedule of a plan trained on several
- * iterations is the placement of the last one: the one trained with the iterations before it still
- * holding their buffers, as in the steady state.
+ * The longest run of the latest recorded iterations in which every pattern occurs at least `times` times
+ * and at most `maxPatterns` patterns occur, or null. (A pattern seen once, like a first step's, keeps the
+ * window from reaching back past it.)
  */
-function scheduleLastIteration(plan: Plan, trace: Trace): Plan {
-  const schedule = plan.schedule;
-  if (!schedule) return plan;
-  const lastStart = trace.iterationStarts[trace.iterations - 1];
-  let first = 0;
-  for (let e = 0; e < lastStart; e++) if (trace.ops[e] === EventOp.Alloc) first++;
-  const slice = (a: ArrayLike<number>) => Array.prototype.slice.call(a, first) as number[];
-  return new Plan(
-    { interval: plan.interval, classes: plan.classes, schedule: { sizes: slice(schedule.sizes), classes: slice(schedule.classes) } },
-    { lowerBound: plan.lowerBound, source: plan.source, training: { ...plan.training, adaptive: true } },
-  );
+function stableWindow(recorded: Recorded[], times: number, maxPatterns: number): Window | null {
+  for (let first = 0; first < recorded.length; first++) {
+    const counts: { pattern: Pattern; n: number }[] = [];
+    for (let i = first; i < recorded.length && counts.length <= maxPatterns; i++) {
+      const seen = counts.find((c) => samePattern(c.pattern, recorded[i].pattern));
+      if (seen) seen.n++;
+      else counts.push({ pattern: recorded[i].pattern, n: 1 });
+    }
+    if (counts.length <= maxPatterns && counts.every((c) => c.n >= times)) {
+      return { from: recorded[first].from, iterations: recorded.length - first, patterns: counts.length };
+    }
+  }
+  return null;
 }

@@ -5,7 +5,8 @@
 import { TensorPoolError } from './errors.js';
 import { native } from './native.js';
 import { Plan } from './plan.js';
-import { arenaBytesOf, classBytesOf, type PlanSpec } from './plan-spec.js';
+import { arenaBytesOf, classBytesOf, toNativePlan, type PlanSpec } from './plan-spec.js';
+import { repeatIteration } from './trace/repeat.js';
 import { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
@@ -214,7 +215,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
       }
     }
     const limit = share === true ? best!.candidate.arenaBytes : best!.candidate.arenaBytes * SHARE_GAIN;
-    if (shared && shared.candidate.arenaBytes <= limit) best = shared;
+    if (shared && shared.candidate.arenaBytes <= limit && servesSteadyState(shared.spec, set)) best = shared;
   }
   const trainMs = performance.now() - started;
   const timeShared = best!.candidate.order === 'time-shared';
@@ -244,6 +245,33 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
       candidates: candidates.length > 1 ? candidates : undefined,
     },
   });
+}
+
+/**
+ * Whether a time-shared plan serves the trace and then its last iteration repeated (repeatIteration: the
+ * buffers crossing into the next iteration re-linked as a loop would) with every allocation where its
+ * schedule put it. Blocks of a class are not interchangeable in a time-shared plan, and its layout is
+ * planned for the trace's iterations as recorded: where tensors live across an iteration boundary, a
+ * repetition can find its scheduled block under one the previous repetition left live. Such a plan is
+ * not kept (the size classes serve that run instead).
+ */
+function servesSteadyState(spec: PlanSpec, trace: Trace): boolean {
+  const run = repeatIteration(trace, trace.iterations, 2);
+  const pool = new native.NativePool(toNativePlan(spec), {
+    prefault: false,
+    hugePages: false,
+    lock: false,
+    grow: false,
+    growReserve: 0,
+    osMapThreshold: 2 ** 52,
+  });
+  try {
+    new native.NativeReplayer(pool, run.ops, run.eventBuffer, run.sizes, { touch: 'none', iterationMarks: true }).run(false);
+    const s = pool.stats();
+    return s.osFallbacks + s.osOversize === 0 && s.scheduleMisses === 0;
+  } finally {
+    pool.close();
+  }
 }
 
 /** One trace, or several concatenated (Trace.concat): one plan for every pattern among them. */

@@ -96,6 +96,7 @@ bool SizeClassPool::placeLayout(const PlanSpec& plan, uint64_t height, std::stri
     sharers_.insert(sharers_.end(), sharing[r].begin(), sharing[r].end());
     records_[r].sharersEnd = static_cast<uint32_t>(sharers_.size());
     counters_[records_[r].classIndex].freeBlocks++;
+    live_[r] = 0;
     link(r);
   }
   return true;
@@ -107,7 +108,31 @@ uint32_t SizeClassPool::addRecord(BlockHeader* header, size_t cls) {
   record.classIndex = static_cast<uint32_t>(cls);
   record.sharersBegin = record.sharersEnd = static_cast<uint32_t>(sharers_.size());
   records_.push_back(record);
+  live_.push_back(1);  // a block is carved to be handed out, or pushed free by its creator
   return static_cast<uint32_t>(records_.size() - 1);
+}
+
+bool SizeClassPool::available(uint32_t r) const {
+  if (live_[r]) return false;
+  const Record& record = records_[r];
+  for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
+    if (live_[sharers_[i]]) return false;
+  }
+  return true;
+}
+
+uint32_t SizeClassPool::takeAvailable(size_t cls) {
+  // Bounded: a class whose first free blocks all lie under live ones is treated as busy, not searched.
+  constexpr int kSteps = 8;
+  uint32_t r = recordHeads_[cls];
+  for (int step = 0; r != kNoRecord && step < kSteps; ++step, r = records_[r].next) {
+    if (!available(r)) continue;
+    unlink(r);
+    counters_[cls].freeBlocks--;
+    records_[r].header->slot = r;  // an available block's memory is no one's: its header may be written
+    return r;
+  }
+  return kNoRecord;
 }
 
 void SizeClassPool::setNonEmpty(size_t cls, bool nonEmpty) {
@@ -158,7 +183,8 @@ BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
 void SizeClassPool::push(size_t cls, BlockHeader* header) {
   counters_[cls].freeBlocks++;
   if (shared_) {
-    if (records_[header->slot].liveSharers == 0) link(header->slot);
+    live_[header->slot] = 0;
+    link(header->slot);
     return;
   }
   header->next = heads_[cls];
@@ -167,13 +193,11 @@ void SizeClassPool::push(size_t cls, BlockHeader* header) {
 }
 
 BlockHeader* SizeClassPool::pop(size_t cls) {
-  counters_[cls].freeBlocks--;
   if (shared_) {
-    const uint32_t r = recordHeads_[cls];
-    unlink(r);
-    records_[r].header->slot = r;  // an available block's memory is no one's: its header may be written
-    return records_[r].header;
+    const uint32_t r = takeAvailable(cls);
+    return r == kNoRecord ? nullptr : records_[r].header;
   }
+  counters_[cls].freeBlocks--;
   BlockHeader* header = heads_[cls];
   heads_[cls] = header->next;
   header->next = nullptr;
@@ -196,19 +220,22 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
   const size_t first = static_cast<size_t>(home);
   const bool ownExists = table_.isOwn(first, bytes);
 
-  if (ownExists && !hasFree(first) && counters_[first].freeBlocks > 0) counters_[first].busy++;
   if (ownExists && hasFree(first)) {
-    BlockHeader* header = pop(first);
-    counters_[first].hits++;
-    *source = Source::Own;
-    return markLive(header, bytes);
+    if (BlockHeader* header = pop(first)) {
+      counters_[first].hits++;
+      *source = Source::Own;
+      return markLive(header, bytes);
+    }
+    counters_[first].busy++;  // time-shared: its free blocks lie under live ones
   }
   const bool growFirst = ownExists && growth_ == Growth::BeforeBorrowing;
   if (growFirst) {
     if (BlockHeader* header = grow(first, true, source)) return markLive(header, bytes);
   }
-  if (const int lender = firstNonEmpty(ownExists ? first + 1 : first); lender >= 0) {
+  for (int lender = firstNonEmpty(ownExists ? first + 1 : first); lender >= 0;
+       lender = firstNonEmpty(static_cast<size_t>(lender) + 1)) {
     BlockHeader* header = pop(static_cast<size_t>(lender));
+    if (!header) continue;  // time-shared: busy, try the next larger class
     counters_[lender].lent++;
     *source = Source::Borrowed;
     return markLive(header, bytes);
@@ -232,13 +259,18 @@ BlockHeader* SizeClassPool::grow(size_t cls, bool own, Source* source) {
 
 BlockHeader* SizeClassPool::takeFrom(size_t cls, uint64_t bytes, Source* source) {
   if (!hasFree(cls)) return nullptr;
-  return takeFound(pop(cls), bytes, source);
+  BlockHeader* header = pop(cls);
+  if (!header) {
+    counters_[cls].busy++;
+    return nullptr;
+  }
+  return takeFound(header, bytes, source);
 }
 
 BlockHeader* SizeClassPool::takeBlock(uint32_t block, uint64_t bytes, Source* source) {
   Record& record = records_[block];
-  if (record.live) return nullptr;
-  if (record.liveSharers > 0) {
+  if (live_[block]) return nullptr;
+  if (!available(block)) {
     counters_[record.classIndex].busy++;
     return nullptr;
   }
@@ -262,16 +294,11 @@ BlockHeader* SizeClassPool::takeFound(BlockHeader* header, uint64_t bytes, Sourc
 
 BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
   if (shared_) {
-    // Its header may have been written over while it was free (the taker set its slot); its sharers are
-    // not live, as it was available.
+    // Its header may have been written over while it was free (the taker set its slot).
     const uint32_t r = header->slot;
-    Record& record = records_[r];
-    writeHeader(header, record.classIndex, strideOf(table_.size(record.classIndex)) - kHeaderBytes, r);
-    record.live = true;
-    for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
-      Record& sharer = records_[sharers_[i]];
-      if (sharer.liveSharers++ == 0 && !sharer.live) unlink(sharers_[i]);
-    }
+    const size_t cls = records_[r].classIndex;
+    writeHeader(header, cls, strideOf(table_.size(cls)) - kHeaderBytes, r);
+    live_[r] = 1;
   }
   header->state = BlockState::Live;
   header->requested = bytes;
@@ -285,15 +312,16 @@ void SizeClassPool::give(BlockHeader* header) {
   header->requested = 0;
   header->lent = 0;
   outstanding_--;
-  if (retired_) arena_->discard(header->data(), header->capacity);
-  if (shared_) {
-    Record& record = records_[header->slot];
-    record.live = false;
-    for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
-      Record& sharer = records_[sharers_[i]];
-      if (--sharer.liveSharers > 0 || sharer.live) continue;
-      link(sharers_[i]);
-      if (retired_) arena_->discard(sharer.header->data(), strideOf(table_.size(sharer.classIndex)) - kHeaderBytes);
+  if (retired_) {
+    arena_->discard(header->data(), header->capacity);
+    // Sharers freed while this block was live kept their pages (retire() skipped them): now they can go.
+    if (shared_) {
+      const Record& record = records_[header->slot];
+      live_[header->slot] = 0;
+      for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
+        const Record& sharer = records_[sharers_[i]];
+        if (available(sharers_[i])) arena_->discard(sharer.header->data(), strideOf(table_.size(sharer.classIndex)) - kHeaderBytes);
+      }
     }
   }
   push(header->classIndex, header);
@@ -308,9 +336,9 @@ void SizeClassPool::retire(bool discardFree) {
 std::vector<std::pair<char*, uint64_t>> SizeClassPool::freeRanges() const {
   std::vector<std::pair<char*, uint64_t>> ranges;
   if (shared_) {
-    for (const Record& record : records_) {
-      if (record.live || record.liveSharers > 0) continue;
-      ranges.emplace_back(record.header->data(), strideOf(table_.size(record.classIndex)) - kHeaderBytes);
+    for (uint32_t r = 0; r < records_.size(); ++r) {
+      if (!available(r)) continue;
+      ranges.emplace_back(records_[r].header->data(), strideOf(table_.size(records_[r].classIndex)) - kHeaderBytes);
     }
     return ranges;
   }
@@ -331,7 +359,7 @@ BlockHeader* SizeClassPool::headerOf(const void* data) const {
   // stale (written by a block that is no longer live at this address).
   if (header->slot >= records_.size() || records_[header->slot].header != header) return nullptr;
   const bool live = header->state != BlockState::Free;
-  return records_[header->slot].live == live ? header : nullptr;
+  return (live_[header->slot] != 0) == live ? header : nullptr;
 }
 
 }  // namespace tp

@@ -3,10 +3,9 @@
 //
 // Time-shared pools (a plan with a layout, issue 13): blocks sit at the plan's offsets and may share memory
 // with others. A block's header is then valid only while it is live (a live block sharing its memory
-// writes over it), so the free lists and the sharing live out of line, in one record per block: a block is
-// *available* when it is free and no block sharing its memory is live, and only available blocks are on the
-// free lists. A block going live takes the blocks sharing its memory off their lists; its release puts back
-// those it was the last live sharer of.
+// writes over it), so the free lists live out of line, in one record per block. A free block is handed out
+// only when none of the blocks sharing its memory is live: checked when it is taken (a read of their live
+// flags), so that a release costs what it costs without sharing.
 #pragma once
 
 #include <cstdint>
@@ -108,11 +107,13 @@ class SizeClassPool {
   struct Record {
     BlockHeader* header;     // where the block starts; its contents are valid only while the block is live
     uint32_t classIndex;
-    uint32_t liveSharers = 0;            // live blocks sharing its memory
-    uint32_t prev = kNoRecord, next = kNoRecord;  // free list links, while available
+    uint32_t prev = kNoRecord, next = kNoRecord;  // free list links, while free
     uint32_t sharersBegin = 0, sharersEnd = 0;    // its sharers in sharers_
-    bool live = false;       // live or deferred
   };
+  // Free, and no block sharing its memory is live.
+  bool available(uint32_t record) const;
+  // The first available block on class `cls`'s free list within a few steps, taken off it; else kNoRecord.
+  uint32_t takeAvailable(size_t cls);
   bool placeLayout(const PlanSpec& plan, uint64_t height, std::string* error);
   uint32_t addRecord(BlockHeader* header, size_t cls);
   void link(uint32_t record);
@@ -131,8 +132,9 @@ class SizeClassPool {
   std::unique_ptr<Arena> arena_;
   std::vector<BlockHeader*> heads_;       // free list per class
   std::vector<Record> records_;           // time-shared pools only
+  std::vector<uint8_t> live_;             // per record: live or deferred
   std::vector<uint32_t> sharers_;         // per record, the records whose memory intersects its own
-  std::vector<uint32_t> recordHeads_;     // time-shared pools: free list (of available records) per class
+  std::vector<uint32_t> recordHeads_;     // time-shared pools: free list of records per class
   std::vector<uint64_t> nonEmpty_;        // bit per class: its free list is not empty
   std::vector<ClassCounters> counters_;
   uint64_t outstanding_ = 0;

@@ -80,7 +80,10 @@ describe('adaptive pool: record, train, switch', () => {
     expect(first).toMatchObject({ iteration: 3 + waited, waitedIterations: waited, background, reason: 'warm-up', trigger: null, generation: 2 });
     expect(first.readyMs).toBeGreaterThanOrEqual(first.switchMs);
     expect(first.trace.iterations).toBe(2);
-    expect(first.plan.schedule!.sizes.length).toBe(trace.iteration(2).bufferCount);
+    // One schedule per recorded iteration: the pool follows each in turn, then repeats the last.
+    expect(first.plan.schedule!.sizes.length).toBe(first.trace.bufferCount);
+    expect(Array.from(first.plan.schedule!.iterations!)).toEqual(first.trace.iterationFirstBuffers());
+    expect(first.plan.training).toMatchObject({ adaptive: true, patterns: 1 });
     expect(costs.slice(0, 2 + waited).map((c) => c.mode)).toEqual(['recording', ...(background ? ['switching'] : []), 'planned']);
     for (const [i, cost] of costs.entries()) {
       if (i >= 2 + waited) expect(cost, `iteration ${i + 1}`).toMatchObject({ mode: 'planned', generation: 2, osFallbacks: 0 });
@@ -153,10 +156,33 @@ describe('adaptive pool: record, train, switch', () => {
     pool.close();
   });
 
-  it('does not flap: alternating patterns never switch, and each abandoned attempt waits longer', () => {
+  it('a cycle of patterns (input shapes) is one window: one switch to a plan serving each, in any order', () => {
+    const shapes = [1, 2, 3].map((batchScale) => syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale }));
+    const pool = new Pool({ adaptive: { warmupIterations: 0, background: false }, prefault: false });
+    for (let i = 0; i < 6; i++) {
+      runTrace(pool, shapes[i % 3]);
+      pool.markIteration();
+    }
+    const s = pool.stats().adaptive!;
+    expect(s.switches).toBe(1);
+    expect(s.lastSwitch!.trace.iterations).toBe(6);
+    expect(s.lastSwitch!.plan.training).toMatchObject({ patterns: 3 });
+    const before = pool.stats();
+    for (const k of [2, 0, 1, 1, 0, 2]) {
+      runTrace(pool, shapes[k]);
+      pool.markIteration();
+    }
+    const after = pool.stats();
+    expect(after.osFallbacks).toBe(before.osFallbacks);
+    expect(after.scheduleMisses).toBe(before.scheduleMisses);
+    expect(pool.stats().adaptive!.switches).toBe(1);
+    pool.close();
+  });
+
+  it('does not flap: with maxPatterns 1, alternating patterns never switch, and each abandoned attempt waits longer', () => {
     const a = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3 });
     const b = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale: 2 });
-    const pool = new Pool({ adaptive: { recordLimit: 4, cooldownIterations: 4 }, prefault: false });
+    const pool = new Pool({ adaptive: { recordLimit: 4, cooldownIterations: 4, maxPatterns: 1 }, prefault: false });
     const modes: string[] = [];
     for (let i = 0; i < 60; i++) {
       runTrace(pool, i % 2 ? b : a);
@@ -167,7 +193,7 @@ describe('adaptive pool: record, train, switch', () => {
     expect(s.switches).toBe(0);
     // Attempts of 4 iterations after cooldowns of 8, 16, 32: three in 60 iterations.
     expect(s.abandoned).toBe(3);
-    expect(s.lastError).toMatch(/no 2 iterations in a row had the same pattern/);
+    expect(s.lastError).toMatch(/no window of recorded iterations held each of at most 1 pattern\(s\) 2 times/);
     expect(modes.filter((m) => m === 'recording').length).toBe(12);
     expect(s.mode === 'unplanned' ? s.recordedEvents : 0).toBe(0);
     pool.close();

@@ -161,7 +161,7 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
 
   it('rejects bad input with one clear line and exit code 2', () => {
     expectUsageError(run('replay', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
-    expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, tensorpool-offsets, tensorpool-preload, malloc, jemalloc, mimalloc, tcmalloc, ideal\)/);
+    expectUsageError(run('replay', transformer, '--allocators', 'tensorpool,dlmalloc'), /unknown allocator 'dlmalloc' \(known: tensorpool, tensorpool-classes, tensorpool-offsets, tensorpool-preload, malloc, jemalloc, mimalloc, tcmalloc, ideal\)/);
     expectUsageError(run('replay', transformer, '--reps', '0'), /--reps must be an integer >= 1, got "0"/);
     expectUsageError(run('replay', transformer, '--touch', 'all'), /--touch must be one of pages, full, none/);
     const badPlan = path.join(tmp, 'bad.plan.json');

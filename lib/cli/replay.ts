@@ -30,7 +30,9 @@ const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAME
   --reps N            repetitions per allocator, each from empty (default ${DEFAULT_REPS}); the steady state is the
                       last half
   --touch MODE        pages: one write per 4 KiB of every block (default), full: memset, none
-  --plan FILE         tensorpool's plan (default: trained from the trace itself, order and interval auto)
+  --plan FILE         tensorpool's plan (default: trained from the trace itself, order and interval auto,
+                      time-shared blocks where they save memory); tensorpool-classes always trains its own
+                      size-class plan (time-shared blocks off), for comparison
   --offset-plan FILE  tensorpool-offsets' and ideal's plan (default: planned from the trace itself, strategy
                       best, 10 s)
   --json FILE         write { trace, reps, touch, results: [{ allocator, nsPerOp, steadyMinorFaultsPerRep,

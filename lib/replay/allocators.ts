@@ -1,5 +1,6 @@
 /**
- * The allocators a replay can measure. tensorpool (size classes trained by S0) and tensorpool-offsets (the
+ * The allocators a replay can measure. tensorpool (the plan train() keeps: size classes trained by S0, or
+ * time-shared blocks), tensorpool-classes (size classes only, for comparison) and tensorpool-offsets (the
  * offsets-mode pool, laid out by a static planner) run in their worker; the peers are the C library's
  * malloc as LD_PRELOAD makes it: glibc's by default, or Debian's jemalloc, mimalloc, tcmalloc. `ideal` is
  * the yardstick, not an allocator: the offset plan's addresses in a pre-faulted arena with no bookkeeping
@@ -10,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 
 import { preloadLibrary } from '../process-pool.js';
 
-export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-offsets', 'tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
+export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-classes', 'tensorpool-offsets', 'tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
 export type AllocatorName = (typeof ALLOCATOR_NAMES)[number];
 
 export interface AllocatorSpec {
@@ -53,7 +54,7 @@ export function findLibrary(soname: string): string | undefined {
 
 /** What runs for an allocator, from its name alone (no library lookup). */
 export function kindOf(name: AllocatorName): AllocatorSpec['kind'] {
-  if (name === 'tensorpool') return 'pool';
+  if (name === 'tensorpool' || name === 'tensorpool-classes') return 'pool';
   if (name === 'tensorpool-offsets') return 'offsets';
   if (name === 'ideal') return 'ideal';
   if (name === 'tensorpool-preload') return 'preload';

@@ -190,6 +190,9 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
       planPath = path.join(scratch, 'plan.json');
       plan.write(planPath);
     }
+    // tensorpool-classes: the same trace's size-class plan, time-shared blocks off.
+    const classesPlanPath = path.join(scratch, 'classes.plan.json');
+    if (names.includes('tensorpool-classes')) train(trace, { order: 'auto', share: false }).write(classesPlanPath);
     let offsetPlan: OffsetPlan | null = null;
     let offsetPlanPath: string | undefined;
     if (names.some(usesOffsetPlan)) {
@@ -218,7 +221,8 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
           type: 'init',
           tracePath,
           allocator: p.spec.kind,
-          planPath: p.spec.kind === 'pool' ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
+          planPath:
+            p.spec.name === 'tensorpool-classes' ? classesPlanPath : p.spec.kind === 'pool' ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
           touch,
           // A plan of one iteration schedules every iteration from its start.
           iterationMarks:
