@@ -120,7 +120,7 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
   });
 }
 
-/** How long the time-shared layout of the best interval may search beyond greedy by size. */
+/** How long a time-shared layout may search beyond greedy by size (when that ends above the bound). */
 export const SHARE_SEARCH_MS = 250;
 
 /**
@@ -200,20 +200,10 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     }
   }
   if (share !== false) {
-    let shared: TrainRun | undefined;
-    for (const run of trainTimeSharedEach(set, intervals)) {
-      candidates.push(run.candidate);
-      if (!shared || run.candidate.arenaBytes < shared.candidate.arenaBytes) shared = run;
-    }
-    // Greedy by size is near the bound on most traces; where it is not, search on its best interval.
-    if (shared && shared.candidate.ratio > 1.01) {
-      const [searched] = trainTimeSharedEach(set, [shared.candidate.interval], SHARE_SEARCH_MS);
-      if (searched && searched.candidate.arenaBytes < shared.candidate.arenaBytes) {
-        searched.candidate.order = 'time-shared';
-        candidates.push(searched.candidate);
-        shared = searched;
-      }
-    }
+    // Each tensor gets a block of its own class, so the layout hardly depends on the interval: the smallest
+    // candidate wastes least to rounding. Where greedy by size ends above the bound, the search gets time.
+    const [shared] = trainTimeSharedEach(set, [Math.min(...intervals)], SHARE_SEARCH_MS);
+    if (shared) candidates.push(shared.candidate);
     const limit = share === true ? best!.candidate.arenaBytes : best!.candidate.arenaBytes * SHARE_GAIN;
     if (shared && shared.candidate.arenaBytes <= limit && servesSteadyState(shared.spec, set)) best = shared;
   }
