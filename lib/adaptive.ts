@@ -159,7 +159,7 @@ export function checkAdaptiveOptions(value: unknown): Settings {
   }
   if (o.onSwitch !== undefined) checkFunction(o.onSwitch, 'options.adaptive.onSwitch');
   if (o.train !== undefined) {
-    checkOptions(o.train, 'options.adaptive.train', ['interval', 'order', 'candidates']);
+    checkOptions(o.train, 'options.adaptive.train', ['interval', 'order', 'candidates', 'share']);
   }
   return {
     warmupIterations: integer('warmupIterations', 1, 0),

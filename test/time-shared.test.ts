@@ -31,7 +31,7 @@ describe('time-shared blocks on inference traces', () => {
   it('trains each shape to the lower bound, where S0 alone needs 1.2x, and serves it exactly', () => {
     for (const trace of ocr) {
       const s0 = train(trace, { order: 'auto', share: false });
-      const plan = train(trace, { order: 'auto' });
+      const plan = train(trace, { order: 'auto', share: 'auto' });
       expect(plan.training.order).toBe('time-shared');
       expect(plan.layout).toBeDefined();
       expect(plan.ratio!).toBeLessThanOrEqual(1.1);
@@ -43,7 +43,7 @@ describe('time-shared blocks on inference traces', () => {
   });
 
   it('one plan for six shapes: within 1.15x of the largest shape’s bound, and every shape served in any order', () => {
-    const plan = train(ocr, { order: 'auto' });
+    const plan = train(ocr, { order: 'auto', share: 'auto' });
     expect(plan.lowerBound).toBe(largestBound);
     expect(plan.arenaBytes / largestBound).toBeLessThanOrEqual(1.15);
     expect(plan.schedule!.iterations!.length).toBeGreaterThanOrEqual(SHAPES.length);
@@ -86,7 +86,7 @@ describe('time-shared blocks on training traces', () => {
     ];
     for (const trace of inputs) {
       const s0 = train(trace, { order: 'auto', share: false });
-      const plan = train(trace, { order: 'auto' });
+      const plan = train(trace, { order: 'auto', share: 'auto' });
       expect(plan.arenaBytes).toBeLessThanOrEqual(s0.arenaBytes);
       // The trace, then its last iteration repeated as a loop repeats it: every allocation as scheduled.
       const pool = new Pool({ plan, prefault: false });
@@ -99,7 +99,7 @@ describe('time-shared blocks on training traces', () => {
 
 describe('plan JSON version 2', () => {
   it('round-trips layout, blocks and iterations; version 1 files still load', () => {
-    const plan = train(ocr.slice(0, 2), { order: 'auto' });
+    const plan = train(ocr.slice(0, 2), { order: 'auto', share: 'auto' });
     const file = path.join(tmp, 'shared.plan.json');
     plan.write(file);
     const json = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -132,7 +132,7 @@ describe('time-shared blocks on torch inference traces', () => {
   for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort()) {
     it(`${file}: within 1.10x of the lower bound, served with no OS fallback`, () => {
       const trace = readTrace(path.join(dir, file));
-      const plan = train(trace, { order: 'auto' });
+      const plan = train(trace, { order: 'auto', share: 'auto' });
       expect(plan.ratio!).toBeLessThanOrEqual(1.1);
       expect(plan.arenaBytes).toBeLessThanOrEqual(train(trace, { order: 'auto', share: false }).arenaBytes);
       const pool = new Pool({ plan, prefault: false });

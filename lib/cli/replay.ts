@@ -23,7 +23,8 @@ const replayOptions = {
   report: { type: 'string' },
 } as const;
 
-const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAMES.join(', ')} (default: all; a peer that
+const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAMES.join(', ')} (default: all but
+                      tensorpool-classes, the size classes to set beside a time-shared --plan; a peer that
                       is not installed is reported with the Debian package that provides it). ideal is the
                       yardstick, not an allocator: the offset plan's addresses in a pre-faulted arena, no
                       bookkeeping, so its ns/op is the cost of touching the memory alone

@@ -134,7 +134,8 @@ interface Participant {
 }
 
 function checkAllocators(value: unknown): AllocatorName[] {
-  if (value === undefined) return [...ALLOCATOR_NAMES];
+  // tensorpool-classes is the size classes beside a time-shared `plan`: asked for by name.
+  if (value === undefined) return ALLOCATOR_NAMES.filter((name) => name !== 'tensorpool-classes');
   if (!Array.isArray(value) || value.length === 0) {
     throw invalidArgument('type', `options.allocators must be a non-empty array of ${ALLOCATOR_NAMES.join(', ')}, got ${describe(value)}`);
   }
