@@ -45,10 +45,8 @@ export interface TrainOptions {
    * an offset (an offset planner, greedy by size), tensors of one class at one offset sharing a block, so
    * that blocks whose uses never overlap in time share memory. 'auto' keeps the time-shared plan when its
    * arena is at least SHARE_GAIN smaller than the class plan's (taking a time-shared block also reads the
-   * live flags of the blocks sharing its memory) and it serves the trace's last iteration repeated; true
-   * keeps the smaller of the two that serves; false (the default, for now) trains class plans only. A
-   * time-shared plan is exact where size classes are forgiving: it needs the run's lifetimes to be the
-   * recording's (README: "Time-shared blocks").
+   * live flags of the blocks sharing its memory) and it serves the trace's last iteration repeated (the
+   * default); true keeps the smaller of the two that serves; false trains class plans only.
    */
   share?: boolean | 'auto';
 }
@@ -185,7 +183,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     intervals = [checkInteger(o.interval, 'options.interval', 1, 2 ** 40)];
   }
   const refine = o.refine === undefined ? order === 'auto' : checkBoolean(o.refine, 'options.refine');
-  const share = o.share === undefined ? false : o.share === 'auto' ? 'auto' : checkBoolean(o.share, 'options.share');
+  const share = o.share === undefined || o.share === 'auto' ? 'auto' : checkBoolean(o.share, 'options.share');
   const set = trainingSet(trace, iteration);
   if (set.bufferCount === 0) {
     throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to train on: the trace has no allocations`);

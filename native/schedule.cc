@@ -1,5 +1,7 @@
 #include "schedule.h"
 
+#include <algorithm>
+
 namespace tp {
 
 namespace {
@@ -35,16 +37,47 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   const uint64_t k = cursor->position++;
   cursor->hash = extend(cursor->hash, bytes);
   if (cursor->lost || entries_.empty()) return nullptr;
-  if (cursor->at < entries_.size() && entries_[cursor->at].size == bytes) return &entries_[cursor->at++];
-  // The run departs from the schedule it followed: take up the latest schedule whose sizes since the mark
-  // are the run's (later iterations are the steadier ones).
-  for (size_t s = starts_.size() - 1; s-- > 0;) {
-    if (k < length(s) && prefixes_[starts_[s] + k] == cursor->hash) {
-      cursor->at = starts_[s] + k + 1;
-      return &entries_[starts_[s] + k];
+  std::vector<uint64_t>& ahead = cursor->ahead;
+  auto takenAhead = [&](uint64_t j) { return std::find(ahead.begin(), ahead.end(), j) != ahead.end(); };
+  if (cursor->at < entries_.size() && entries_[cursor->at].size == bytes) {
+    const ScheduleEntry* entry = &entries_[cursor->at++];
+    // Step over the entries taken out of order since.
+    while (!ahead.empty() && takenAhead(cursor->at)) {
+      ahead.erase(std::find(ahead.begin(), ahead.end(), cursor->at));
+      cursor->at++;
+    }
+    return entry;
+  }
+  // The same order so far: the latest schedule whose sizes since the mark are the run's (later iterations
+  // are the steadier ones).
+  if (!cursor->reordered) {
+    for (size_t s = starts_.size() - 1; s-- > 0;) {
+      if (k < length(s) && prefixes_[starts_[s] + k] == cursor->hash) {
+        cursor->at = starts_[s] + k + 1;
+        return &entries_[starts_[s] + k];
+      }
     }
   }
-  cursor->lost = true;
+  // Another order: the first entry of this size ahead that is not taken yet; for an iteration's first
+  // allocation, in whichever schedule (latest first) has one near its start.
+  const ScheduleEntry* entry = takeAhead(cursor, cursor->at, bytes);
+  for (size_t s = starts_.size() - 1; !entry && k == 0 && s-- > 0;) {
+    if (length(s) > 0 && (entry = takeAhead(cursor, starts_[s], bytes))) cursor->at = starts_[s];
+  }
+  if (!entry) cursor->lost = true;
+  return entry;
+}
+
+const ScheduleEntry* Schedules::takeAhead(Cursor* cursor, uint64_t at, uint64_t bytes) const {
+  std::vector<uint64_t>& ahead = cursor->ahead;
+  if (ahead.size() >= kLookahead) return nullptr;
+  const uint64_t end = std::min<uint64_t>(entries_.size(), at + kLookahead);
+  for (uint64_t j = at + 1; j < end; ++j) {
+    if (entries_[j].size != bytes || std::find(ahead.begin(), ahead.end(), j) != ahead.end()) continue;
+    ahead.push_back(j);
+    cursor->reordered = true;
+    return &entries_[j];
+  }
   return nullptr;
 }
 

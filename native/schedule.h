@@ -26,15 +26,23 @@ class Schedules {
     uint64_t at = 0;         // the entry expected next; past a schedule's end, the next schedule's first
                              // (a run that does not mark its iterations goes on as the trace did)
     bool lost = false;       // no schedule matches this iteration's sizes so far
+    bool reordered = false;  // an entry was taken ahead of `at`: the run's order departs from the trace's
+    std::vector<uint64_t> ahead;  // entries at or after `at` already taken out of order
   };
   // Starts iteration `iteration` (0 for the first after the plan began serving).
   void begin(Cursor* cursor, uint64_t iteration) const;
   // The entry for the next allocation, of `bytes`, or nullptr when no schedule matches the run so far.
+  // Threads that allocate side by side (a runtime loading weights in parallel) change the order, not the
+  // sizes: an allocation that is not the entry expected takes the first entry of its size within the next
+  // kLookahead that no allocation has taken yet.
   const ScheduleEntry* next(Cursor* cursor, uint64_t bytes) const;
+  static constexpr uint64_t kLookahead = 256;
   bool empty() const { return entries_.empty(); }
 
  private:
   uint64_t length(size_t s) const { return starts_[s + 1] - starts_[s]; }
+  // Takes the first entry of `bytes` after `at` (within kLookahead) not taken yet, or nullptr.
+  const ScheduleEntry* takeAhead(Cursor* cursor, uint64_t at, uint64_t bytes) const;
 
   std::vector<ScheduleEntry> entries_;
   std::vector<uint64_t> starts_;    // schedule s is entries_[starts_[s], starts_[s + 1])

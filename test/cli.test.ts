@@ -24,7 +24,9 @@ describe('tensorpool train', () => {
     for (const key of ['lowerBound', 'arenaBytes', 'ratio', 'interval', 'classes', 'trainMs']) expect(out).toHaveProperty(key);
     expect(out.lowerBound).toBe(215441388);
     expect(out.ratio).toBeCloseTo(out.arenaBytes / out.lowerBound, 10);
-    expect(out.candidates).toHaveLength(8); // time-shared blocks are off unless asked for
+    // Size classes at 8 intervals, and one time-shared layout (at the smallest)
+    expect(out.candidates.filter((c: { order: string }) => c.order !== 'time-shared')).toHaveLength(8);
+    expect(out.candidates.filter((c: { order: string }) => c.order === 'time-shared')).toMatchObject([{ interval: 512 }]);
     expect(Plan.read(plan).arenaBytes).toBe(out.arenaBytes);
   });
 

@@ -20,7 +20,7 @@ inputs of different shapes, say) give one plan that serves each of their pattern
   --share             time-shared blocks: also lay every tensor out at an offset so that blocks whose uses
                       never overlap in time share memory. auto: keep that plan when its arena is at least
                       ${round((1 - SHARE_GAIN) * 100, 1)}% smaller and it serves the last iteration repeated; on: keep the
-                      smaller plan that serves; off: size classes only (default off)
+                      smaller plan that serves; off: size classes only (default auto)
   --iteration         train on iteration N (1-based) or on the whole trace (default all; one trace only)
   --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
                       literalArenaBytes, timeShared, sharingPairs, ... }`;
@@ -48,7 +48,7 @@ export const trainCommand: Command = {
     if (positionals.length === 0) throw new CliError(`expected one or more trace files, got none\n\n${usage}`);
     const interval = values.interval === undefined || values.interval === 'auto' ? 'auto' : bytesOption(values.interval, '--interval');
     const order = oneOf<TrainOrder | 'auto'>(values.order, '--order', ['alloc-time', 'size-desc', 'auto'], 'alloc-time');
-    const share = { auto: 'auto', on: true, off: false }[oneOf(values.share, '--share', ['auto', 'on', 'off'], 'off')] as boolean | 'auto';
+    const share = { auto: 'auto', on: true, off: false }[oneOf(values.share, '--share', ['auto', 'on', 'off'], 'auto')] as boolean | 'auto';
     const traces = positionals.map((path) => readTrace(path));
     const iteration = values.iteration === undefined || values.iteration === 'all' ? 'all' : integerOption(values.iteration, '--iteration', 1);
     if (iteration !== 'all' && traces.length > 1) throw new CliError('--iteration applies to one trace: with several, each is trained on whole');
