@@ -88,7 +88,8 @@ function printReport(report: ReplayReport): void {
     const served =
       r.allocator === 'tensorpool-offsets'
         ? `${p.offsetHits} at planned offsets, ${p.offsetMisses} not (then ${p.hits} from classes, ${p.osFallbacks + p.osOversize} from the OS)`
-        : `${p.hits} own-class hits, ${p.borrows} borrows, ${p.osFallbacks + p.osOversize} OS fallbacks; schedule ${p.scheduleHits} hits, ${p.scheduleMisses} misses`;
+        : `${p.hits} own-class hits, ${p.borrows} borrows, ${p.osFallbacks + p.osOversize} OS fallbacks; schedule ${p.scheduleHits} hits, ${p.scheduleMisses} misses` +
+          (p.busySkips ? `; ${p.busySkips} blocks skipped (memory in use)` : '');
     console.log(`  ${r.allocator} per repetition: ${served}`);
   }
   const faultSource = report.results.find((r) => r.available)?.faultSource ?? 'perf_event';

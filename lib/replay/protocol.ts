@@ -37,6 +37,8 @@ export interface PoolCounters {
   osOversize: number;
   scheduleHits: number;
   scheduleMisses: number;
+  /** Time-shared plans: requests whose block was skipped because its memory was in use. */
+  busySkips: number;
   offsetHits: number;
   offsetMisses: number;
   arenaBytes: number;

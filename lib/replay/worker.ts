@@ -59,6 +59,7 @@ function handle(message: ToWorker): void {
         osOversize: s.osOversize,
         scheduleHits: s.scheduleHits,
         scheduleMisses: s.scheduleMisses,
+        busySkips: 'busySkips' in s ? s.busySkips : 0,
         offsetHits: s.offsetHits,
         offsetMisses: s.offsetMisses,
         arenaBytes: s.arenaBytes,
