@@ -89,13 +89,14 @@ interface TrainRun {
 export function trainEachInterval(trace: Trace, intervals: number[], order: TrainOrder, refine = false): TrainRun[] {
   const results = native.trainSizeClasses(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), order, refine);
   const lowerBound = trace.lowerBound();
+  const iterations = trace.iterationFirstBuffers();
   return results.map((result, i) => {
     const interval = intervals[i];
     const spec: PlanSpec = {
       interval,
       classes: Array.from(result.sizes, (size, c) => ({ size, blocks: result.blocks[c] })),
       // Buffers are numbered in allocation order, so S0's placement per buffer is the pool's schedule.
-      schedule: { sizes: trace.sizes, classes: result.classOf, iterations: trace.iterationFirstBuffers() },
+      schedule: { sizes: trace.sizes, classes: result.classOf, iterations },
     };
     const arenaBytes = arenaBytesOf(spec);
     const literal = result.refined
@@ -130,13 +131,14 @@ export const SHARE_SEARCH_MS = 250;
 export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs = 0): TrainRun[] {
   const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs);
   const lowerBound = trace.lowerBound();
+  const iterations = trace.iterationFirstBuffers();
   const runs: TrainRun[] = [];
   results.forEach((result, i) => {
     if (!result) return;
     const spec: PlanSpec = {
       interval: intervals[i],
       classes: Array.from(result.sizes, (size, c) => ({ size, blocks: result.blocks[c] })),
-      schedule: { sizes: trace.sizes, classes: result.classOf, blocks: result.blockOf, iterations: trace.iterationFirstBuffers() },
+      schedule: { sizes: trace.sizes, classes: result.classOf, blocks: result.blockOf, iterations },
       layout: { classes: result.blockClass, offsets: result.blockOffset },
     };
     runs.push({

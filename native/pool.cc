@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "mix.h"
 #include "os.h"
 
 namespace tp {
@@ -110,23 +111,13 @@ Allocation Pool::alloc(uint64_t bytes) {
   return counted(header->data(), bytes, header->serial, route);
 }
 
-namespace {
-// A bijective mix of 64 bits (the splitmix64 finaliser): summed over an iteration's sizes it gives an
-// order-independent hash of the multiset in which no two small sets of sizes are likely to collide.
-uint64_t mixSize(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
 // Called with mu_ held: the counters every served allocation updates.
 Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route) {
   tally_.allocs++;
   tally_.bytes += bytes;
-  tally_.sizeHash += mixSize(bytes);
+  // Summed over an iteration's sizes, the mix gives an order-independent hash of the multiset in which no
+  // two small sets of sizes are likely to collide.
+  tally_.sizeHash += mix64(bytes);
   recorder_.alloc(serial, bytes);
   counters_.allocs++;
   counters_.liveBlocks++;

@@ -2,18 +2,13 @@
 
 #include <algorithm>
 
+#include "mix.h"
+
 namespace tp {
 
 namespace {
-// Position-sensitive: extends the hash of a prefix by one size (splitmix64's finaliser on the pair).
-uint64_t extend(uint64_t hash, uint64_t size) {
-  uint64_t x = hash * 0x9e3779b97f4a7c15ULL + size + 1;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// Position-sensitive: extends the hash of a prefix by one size.
+uint64_t extend(uint64_t hash, uint64_t size) { return mix64(hash * 0x9e3779b97f4a7c15ULL + size + 1); }
 }  // namespace
 
 Schedules::Schedules(const PlanSpec& plan) : entries_(plan.schedule) {
@@ -38,12 +33,12 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   cursor->hash = extend(cursor->hash, bytes);
   if (cursor->lost || entries_.empty()) return nullptr;
   std::vector<uint64_t>& ahead = cursor->ahead;
-  auto takenAhead = [&](uint64_t j) { return std::find(ahead.begin(), ahead.end(), j) != ahead.end(); };
   if (cursor->at < entries_.size() && entries_[cursor->at].size == bytes) {
     const ScheduleEntry* entry = &entries_[cursor->at++];
     // Step over the entries taken out of order since.
-    while (!ahead.empty() && takenAhead(cursor->at)) {
-      ahead.erase(std::find(ahead.begin(), ahead.end(), cursor->at));
+    for (auto taken = std::find(ahead.begin(), ahead.end(), cursor->at); taken != ahead.end();
+         taken = std::find(ahead.begin(), ahead.end(), cursor->at)) {
+      ahead.erase(taken);
       cursor->at++;
     }
     return entry;

@@ -171,11 +171,10 @@ void SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint64_t capaci
 }
 
 BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
-  const uint64_t stride = strideOf(table_.size(cls));
-  char* start = arena_->carve(stride, error);
+  char* start = arena_->carve(strideOf(table_.size(cls)), error);
   if (!start) return nullptr;
   BlockHeader* header = reinterpret_cast<BlockHeader*>(start);
-  writeHeader(header, cls, stride - kHeaderBytes, shared_ ? addRecord(header, cls) : 0);
+  writeHeader(header, cls, capacityOf(cls), shared_ ? addRecord(header, cls) : 0);
   counters_[cls].blocks++;
   return header;
 }
@@ -297,7 +296,7 @@ BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
     // Its header may have been written over while it was free (the taker set its slot).
     const uint32_t r = header->slot;
     const size_t cls = records_[r].classIndex;
-    writeHeader(header, cls, strideOf(table_.size(cls)) - kHeaderBytes, r);
+    writeHeader(header, cls, capacityOf(cls), r);
     live_[r] = 1;
   }
   header->state = BlockState::Live;
@@ -320,7 +319,7 @@ void SizeClassPool::give(BlockHeader* header) {
       live_[header->slot] = 0;
       for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
         const Record& sharer = records_[sharers_[i]];
-        if (available(sharers_[i])) arena_->discard(sharer.header->data(), strideOf(table_.size(sharer.classIndex)) - kHeaderBytes);
+        if (available(sharers_[i])) arena_->discard(sharer.header->data(), capacityOf(sharer.classIndex));
       }
     }
   }
@@ -338,7 +337,7 @@ std::vector<std::pair<char*, uint64_t>> SizeClassPool::freeRanges() const {
   if (shared_) {
     for (uint32_t r = 0; r < records_.size(); ++r) {
       if (!available(r)) continue;
-      ranges.emplace_back(records_[r].header->data(), strideOf(table_.size(records_[r].classIndex)) - kHeaderBytes);
+      ranges.emplace_back(records_[r].header->data(), capacityOf(records_[r].classIndex));
     }
     return ranges;
   }

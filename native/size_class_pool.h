@@ -64,7 +64,6 @@ class SizeClassPool {
   // busy when only its memory being in use stood in the way). Pre: block < layout size, and the block's
   // class holds bytes.
   BlockHeader* takeBlock(uint32_t block, uint64_t bytes, Source* source);
-  bool timeShared() const { return shared_; }
   // Returns a live or deferred block of this pool to its class's free list (its pages to the OS, once
   // retired).
   void give(BlockHeader* header);
@@ -87,6 +86,8 @@ class SizeClassPool {
   const Arena& arena() const { return *arena_; }
   uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
   static uint64_t strideOf(uint64_t classSize) { return kHeaderBytes + roundUp(classSize, kBlockAlign); }
+  // Usable bytes of a block of class `cls` (after its header).
+  uint64_t capacityOf(size_t cls) const { return strideOf(table_.size(cls)) - kHeaderBytes; }
 
  private:
   SizeClassPool() = default;

@@ -24,27 +24,38 @@ void setClasses(Napi::Env env, Napi::Object& o, const std::vector<PlanClass>& cl
   o.Set(blocksKey, blocks);
 }
 
+// Arguments 0-2, (sizes, starts, ends): Float64Arrays of one length, checked. The input points into them
+// (alive for the call); interval, order and refine are left to the caller.
+TrainInput readTrainInput(const Napi::CallbackInfo& info) {
+  Napi::Float64Array sizes = requireFloat64ArrayArg(info, 0, "sizes");
+  Napi::Float64Array starts = requireFloat64ArrayArg(info, 1, "starts");
+  Napi::Float64Array ends = requireFloat64ArrayArg(info, 2, "ends");
+  requireLifetimes(info.Env(), sizes, starts, ends);
+  return TrainInput{sizes.Data(), starts.Data(), ends.Data(), sizes.ElementLength(), 0, TrainOrder::AllocTime};
+}
+
+std::vector<uint64_t> readIntervals(const Napi::Value& value) {
+  std::vector<uint64_t> intervals;
+  forEachUint(value, "intervals", [&](size_t, uint64_t interval) {
+    if (interval == 0) throw Napi::RangeError::New(value.Env(), "every interval must be at least 1");
+    intervals.push_back(interval);
+  });
+  return intervals;
+}
+
 }  // namespace
 
 Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Napi::Float64Array sizes = requireFloat64ArrayArg(info, 0, "sizes");
-  Napi::Float64Array starts = requireFloat64ArrayArg(info, 1, "starts");
-  Napi::Float64Array ends = requireFloat64ArrayArg(info, 2, "ends");
-  requireLifetimes(env, sizes, starts, ends);
-  std::vector<uint64_t> intervals;
-  forEachUint(info[3], "intervals", [&](size_t, uint64_t interval) {
-    if (interval == 0) throw Napi::RangeError::New(env, "every interval must be at least 1");
-    intervals.push_back(interval);
-  });
+  TrainInput input = readTrainInput(info);
+  const std::vector<uint64_t> intervals = readIntervals(info[3]);
   const std::string order = info[4].IsString() ? info[4].As<Napi::String>().Utf8Value() : "";
   if (order != "alloc-time" && order != "size-desc") {
     throw Napi::TypeError::New(env, "order must be 'alloc-time' or 'size-desc'");
   }
 
-  TrainInput input{sizes.Data(), starts.Data(), ends.Data(), sizes.ElementLength(), 0,
-                   order == "alloc-time" ? TrainOrder::AllocTime : TrainOrder::SizeDescending,
-                   info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value()};
+  input.order = order == "alloc-time" ? TrainOrder::AllocTime : TrainOrder::SizeDescending;
+  input.refine = info[5].IsBoolean() && info[5].As<Napi::Boolean>().Value();
   std::vector<TrainResult> results;
   std::vector<uint64_t> elapsed;
   trainEachInterval(input, intervals, std::thread::hardware_concurrency(), &results, &elapsed);
@@ -68,22 +79,19 @@ Napi::Value TrainSizeClasses(const Napi::CallbackInfo& info) {
 
 Napi::Value TrainTimeShared(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Napi::Float64Array sizes = requireFloat64ArrayArg(info, 0, "sizes");
-  Napi::Float64Array starts = requireFloat64ArrayArg(info, 1, "starts");
-  Napi::Float64Array ends = requireFloat64ArrayArg(info, 2, "ends");
-  requireLifetimes(env, sizes, starts, ends);
-  if (sizes.ElementLength() == 0) throw Napi::RangeError::New(env, "nothing to train on: no tensors");
+  TrainInput input = readTrainInput(info);
+  if (input.count == 0) throw Napi::RangeError::New(env, "nothing to train on: no tensors");
+  const std::vector<uint64_t> intervals = readIntervals(info[3]);
   const uint64_t searchMs = info[4].IsNumber() ? static_cast<uint64_t>(std::max(0.0, info[4].As<Napi::Number>().DoubleValue())) : 0;
-  Napi::Array out = Napi::Array::New(env);
-  forEachUint(info[3], "intervals", [&](size_t i, uint64_t interval) {
-    if (interval == 0) throw Napi::RangeError::New(env, "every interval must be at least 1");
-    TrainInput input{sizes.Data(), starts.Data(), ends.Data(), sizes.ElementLength(), interval, TrainOrder::AllocTime};
+  Napi::Array out = Napi::Array::New(env, intervals.size());
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    input.interval = intervals[i];
     const uint64_t began = os::monotonicNs();
     const SharedResult result = trainTimeShared(input, searchMs);
     const double ms = static_cast<double>(os::monotonicNs() - began) / 1e6;
     if (!result.ok) {
       out.Set(static_cast<uint32_t>(i), env.Null());
-      return;
+      continue;
     }
     const PlanSpec& plan = result.plan;
     Napi::Object o = Napi::Object::New(env);
@@ -106,7 +114,7 @@ Napi::Value TrainTimeShared(const Napi::CallbackInfo& info) {
     setNumber(o, "arenaBytes", result.arenaBytes);
     o.Set("ms", Napi::Number::New(env, ms));
     out.Set(static_cast<uint32_t>(i), o);
-  });
+  }
   return out;
 }
 
