@@ -218,11 +218,13 @@ Napi::Value StreamObject::Watch(const Napi::CallbackInfo& info) {
 
 Napi::Value StreamObject::Close(const Napi::CallbackInfo& info) {
   const bool cancel = info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value();
+  // Cancel first, then open: a gate opened before the stream knows it is cancelled lets the task queued
+  // behind the wait run.
+  stream_->closeDetached(cancel);
   if (cancel) {
     for (auto& [id, gate] : gates_) gate->open();
     gates_.clear();
   }
-  stream_->closeDetached(cancel);
   return info.Env().Undefined();
 }
 
