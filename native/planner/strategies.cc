@@ -179,7 +179,7 @@ PlanResult best(const Problem& p, const PlanOptions& options, uint64_t start) {
     uint64_t lo = up(result.lowerBound.value) + granule, hi = incumbent.peak - granule;
     while (lo <= hi && incumbent.peak > provenBelow && remaining() > 5'000'000) {
       const uint64_t mid = lo + (hi - lo) / granule / 2 * granule;
-      const SearchOutcome outcome = probe(mid, std::max<uint64_t>(remaining() / 3, 50'000'000));
+      const SearchOutcome outcome = probe(mid, std::min(remaining(), std::max<uint64_t>(remaining() / 3, 50'000'000)));  // never past the deadline
       if (outcome == SearchOutcome::Found) hi = std::min(hi, incumbent.peak - granule);
       else lo = mid + granule;  // infeasible (proven) or not decided in its budget
     }

@@ -1,0 +1,313 @@
+// libFuzzer target: the pool driven by operation sequences decoded from the input, against a shadow model
+// of its own (what the pool promises, not how it keeps it).
+//
+// The input picks a plan — default classes (growing), S0 classes or time-shared blocks trained from a small
+// trace decoded from the input, or an offsets-mode arena beside S0 classes — then a sequence of alloc,
+// release, stream release (after a fill queued on the stream), wrong releases, reclaim, markIteration,
+// switchPlan, prepareSwitch, recording and liveSize. The shadow checks that
+//   - every block is 64-byte aligned, inside memory this layer mapped (or, for small OS fallbacks, the C
+//     heap, which ASan bounds), and overlaps no block still live or still waiting for its stream;
+//   - what was written to a block is intact until it is released (the stream's fills write the same bytes);
+//   - a wrong release (not a block start, released already) is refused and changes nothing;
+//   - the counters agree (live blocks and bytes), and closing the pool unmaps all it mapped.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "os.h"
+#include "planner/strategies.h"
+#include "pool.h"
+#include "share.h"
+#include "train.h"
+
+using namespace tp;
+
+namespace {
+
+[[noreturn]] void fail(const char* what, uint64_t a = 0, uint64_t b = 0) {
+  std::fprintf(stderr, "pool_ops: %s (%llu, %llu)\n", what, static_cast<unsigned long long>(a),
+               static_cast<unsigned long long>(b));
+  std::abort();
+}
+#define EXPECT(cond, ...) \
+  do {                    \
+    if (!(cond)) fail(#cond, ##__VA_ARGS__); \
+  } while (0)
+
+// Blocks larger than this are checked at their two ends only (the fuzzer must stay fast).
+constexpr uint64_t kCheckedHead = 64 << 10, kCheckedTail = 4 << 10;
+constexpr uint64_t kMaxSize = 8 << 20;
+
+void paint(uint8_t* p, uint64_t size, uint8_t value) {
+  if (size <= kCheckedHead + kCheckedTail) {
+    std::memset(p, value, size);
+    return;
+  }
+  std::memset(p, value, kCheckedHead);
+  std::memset(p + size - kCheckedTail, value, kCheckedTail);
+}
+
+bool intact(const uint8_t* p, uint64_t size, uint8_t value) {
+  auto same = [&](uint64_t from, uint64_t to) {
+    for (uint64_t i = from; i < to; ++i) {
+      if (p[i] != value) return false;
+    }
+    return true;
+  };
+  if (size <= kCheckedHead + kCheckedTail) return same(0, size);
+  return same(0, kCheckedHead) && same(size - kCheckedTail, size);
+}
+
+struct Live {
+  uint64_t size;
+  uint8_t value;
+  Route route;
+};
+struct Deferred {
+  uintptr_t start;
+  uint64_t size;
+  uint64_t sequence;  // the stream's event: the range may be reused once the stream has passed it
+};
+
+struct Trace {
+  std::vector<double> sizes, starts, ends;
+};
+
+uint64_t drawSize(FuzzedDataProvider& in, const Trace& trace) {
+  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+    case 0:  // a size the plan was trained on
+      if (!trace.sizes.empty()) return static_cast<uint64_t>(trace.sizes[in.ConsumeIntegralInRange<size_t>(0, trace.sizes.size() - 1)]);
+      [[fallthrough]];
+    case 1: return in.ConsumeIntegralInRange<uint64_t>(1, 4096);
+    case 2: return in.ConsumeIntegralInRange<uint64_t>(1, 1 << 20);
+    default: return in.ConsumeIntegralInRange<uint64_t>(1, kMaxSize);
+  }
+}
+
+Trace decodeTrace(FuzzedDataProvider& in) {
+  Trace t;
+  const size_t count = in.ConsumeIntegralInRange<size_t>(1, 24);
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t size = in.ConsumeBool() ? in.ConsumeIntegralInRange<uint64_t>(1, 64 << 10)
+                                           : in.ConsumeIntegralInRange<uint64_t>(1, 4 << 20);
+    t.sizes.push_back(static_cast<double>(size));
+    t.starts.push_back(static_cast<double>(i));
+    t.ends.push_back(static_cast<double>(i + 1 + in.ConsumeIntegralInRange<size_t>(0, 8)));
+  }
+  return t;
+}
+
+TrainInput inputOf(const Trace& t, uint64_t interval) {
+  return TrainInput{t.sizes.data(), t.starts.data(), t.ends.data(), t.sizes.size(), interval, TrainOrder::AllocTime, false};
+}
+
+PlanSpec trainedPlan(FuzzedDataProvider& in, const Trace& trace, bool timeShared) {
+  const uint64_t interval = uint64_t{1} << in.ConsumeIntegralInRange<int>(6, 16);
+  if (timeShared) {
+    SharedResult shared = trainTimeShared(inputOf(trace, interval));
+    if (shared.ok) return shared.plan;
+  }
+  return trainSizeClasses(inputOf(trace, interval)).plan;
+}
+
+OffsetSchedule offsetsOf(const Trace& trace) {
+  planner::Problem problem;
+  for (size_t i = 0; i < trace.sizes.size(); ++i) {
+    problem.size.push_back((static_cast<uint64_t>(trace.sizes[i]) + 63) / 64 * 64);
+    problem.lower.push_back(static_cast<uint64_t>(trace.starts[i]));
+    problem.upper.push_back(static_cast<uint64_t>(trace.ends[i]));
+  }
+  planner::PlanOptions options;
+  options.strategy = planner::Strategy::GreedySize;
+  const planner::PlanResult result = planner::planOffsets(problem, options);
+  OffsetSchedule schedule;
+  schedule.height = result.peak;
+  for (size_t i = 0; i < trace.sizes.size(); ++i) {
+    schedule.sizes.push_back(static_cast<uint64_t>(trace.sizes[i]));
+    schedule.offsets.push_back(result.offsets[i]);
+  }
+  return schedule;
+}
+
+Stream& stream() {
+  static std::shared_ptr<Stream> s = Stream::create();  // one stream thread for the whole run
+  return *s;
+}
+
+class Model {
+ public:
+  explicit Model(Pool& pool) : pool_(pool) {}
+
+  void alloc(uint64_t bytes, uint8_t value) {
+    const Allocation a = pool_.alloc(bytes);
+    if (a.status == AllocStatus::OutOfMemory) return;  // allowed; nothing else changes
+    EXPECT(a.status == AllocStatus::Ok, static_cast<uint64_t>(a.status));
+    const auto start = reinterpret_cast<uintptr_t>(a.data);
+    EXPECT(start % 64 == 0, start);
+    const bool heap = a.route == Route::OsFallback || a.route == Route::OsOversize;
+    if (!heap) {
+      EXPECT(os::isTrackedMapping(a.data) && os::isTrackedMapping(static_cast<uint8_t*>(a.data) + bytes - 1), start, bytes);
+    }
+    forgetPassed();
+    auto next = live_.lower_bound(start);
+    EXPECT(next == live_.end() || next->first >= start + bytes, start, next->first);
+    if (next != live_.begin()) {
+      auto prev = std::prev(next);
+      EXPECT(prev->first + prev->second.size <= start, prev->first, start);
+    }
+    for (const Deferred& d : deferred_) {
+      // The pool may have reclaimed it only if the stream passed the event; forgetPassed() ran first, so
+      // a range still listed here can be reused only if the stream moved on after that check.
+      if (d.start < start + bytes && start < d.start + d.size) EXPECT(stream().passed(d.sequence), d.start, start);
+    }
+    paint(static_cast<uint8_t*>(a.data), bytes, value);
+    live_[start] = {bytes, value, a.route};
+    bytes_ += bytes;
+  }
+
+  void release(size_t pick, bool withStream) {
+    if (live_.empty()) return;
+    auto it = std::next(live_.begin(), static_cast<std::ptrdiff_t>(pick % live_.size()));
+    auto* p = reinterpret_cast<uint8_t*>(it->first);
+    EXPECT(intact(p, it->second.size, it->second.value), it->first, it->second.size);
+    EXPECT(pool_.liveSize(p) == it->second.size, it->first, it->second.size);
+    if (withStream) {
+      Task fill;  // the stream writes what the block already holds, after the release has been recorded
+      fill.kind = Task::Kind::Fill;
+      fill.dst = p;
+      fill.bytes = std::min<uint64_t>(it->second.size, 1 << 20);
+      fill.pattern = it->second.value;
+      fill.keep = pool_.pin();
+      stream().enqueue(std::move(fill));
+      EXPECT(pool_.releaseAfter(p, streamPtr()) == ReleaseStatus::Ok);
+      deferred_.push_back({it->first, it->second.size, stream().recorded()});
+    } else {
+      EXPECT(pool_.release(p) == ReleaseStatus::Ok, it->first);
+    }
+    released_.push_back(it->first);
+    bytes_ -= it->second.size;
+    live_.erase(it);
+  }
+
+  // Releases the pool must refuse: inside a live block, or a start that is no longer live.
+  void wrongRelease(size_t pick) {
+    const PoolStats before = pool_.stats();
+    uintptr_t target = 0;
+    if (!live_.empty() && pick % 2 == 0) {
+      auto it = std::next(live_.begin(), static_cast<std::ptrdiff_t>(pick % live_.size()));
+      if (it->second.size <= 64) return;
+      target = it->first + 64 * (1 + pick % ((it->second.size - 1) / 64));
+    } else if (!released_.empty()) {
+      target = released_[pick % released_.size()];
+      if (live_.count(target)) return;  // handed out again: a fair release
+    } else {
+      return;
+    }
+    const ReleaseStatus status = pool_.release(reinterpret_cast<void*>(target));
+    EXPECT(status != ReleaseStatus::Ok, target);
+    const PoolStats after = pool_.stats();
+    EXPECT(after.liveBlocks == before.liveBlocks && after.releases == before.releases, target);
+  }
+
+  void checkCounters() {
+    const PoolStats s = pool_.stats();
+    EXPECT(s.liveBlocks == live_.size(), s.liveBlocks, live_.size());
+    EXPECT(s.bytesLive == bytes_, s.bytesLive, bytes_);
+  }
+
+  void releaseAll() {
+    while (!live_.empty()) release(0, false);
+  }
+
+ private:
+  static const std::shared_ptr<Stream>& streamPtr() {
+    static std::shared_ptr<Stream> s = std::shared_ptr<Stream>(&stream(), [](Stream*) {});
+    return s;
+  }
+  void forgetPassed() {
+    std::erase_if(deferred_, [](const Deferred& d) { return stream().passed(d.sequence); });
+  }
+
+  Pool& pool_;
+  std::map<uintptr_t, Live> live_;
+  std::vector<Deferred> deferred_;
+  std::vector<uintptr_t> released_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // Every block must lie in memory this layer mapped: track its mappings from the start.
+  if (!os::trackMappings()) fail("trackMappings");
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  const uint64_t mappedBefore = os::mappedBytes();
+  const Trace trace = decodeTrace(in);
+  const int kind = in.ConsumeIntegralInRange<int>(0, 3);
+  PlanSpec plan = kind == 0 ? defaultPlan() : trainedPlan(in, trace, kind == 2);
+  PoolOptions options;
+  options.arena.prefault = in.ConsumeBool();
+  options.growth = kind == 0 ? Growth::BeforeBorrowing : (in.ConsumeBool() ? Growth::AfterBorrowing : Growth::Off);
+  options.growReserve = 64 << 20;
+  const OffsetSchedule offsets = kind == 3 ? offsetsOf(trace) : OffsetSchedule{};
+  std::string error;
+  std::shared_ptr<Pool> pool = Pool::create(plan, options, &error, kind == 3 ? &offsets : nullptr);
+  if (!pool) fail(error.c_str());
+  {
+    Model model(*pool);
+    uint8_t value = 1;
+    while (in.remaining_bytes() > 0) {
+      switch (in.ConsumeIntegralInRange<int>(0, 11)) {
+        case 0: case 1: case 2: model.alloc(drawSize(in, trace), value++); break;
+        case 3: case 4: model.release(in.ConsumeIntegral<size_t>(), false); break;
+        case 5: model.release(in.ConsumeIntegral<size_t>(), true); break;
+        case 6: model.wrongRelease(in.ConsumeIntegral<size_t>()); break;
+        case 7: pool->reclaim(); break;
+        case 8: pool->markIteration(); break;
+        case 9: {
+          const Trace other = decodeTrace(in);
+          const PlanSpec next = in.ConsumeBool() ? trainedPlan(in, other, in.ConsumeBool()) : defaultPlan();
+          const bool twoSteps = in.ConsumeBool();
+          if (twoSteps ? pool->prepareSwitch(next, &error) == 0 : !pool->switchPlan(next, &error)) fail(error.c_str());
+          if (twoSteps && in.ConsumeBool()) pool->markIteration();
+          break;
+        }
+        case 10:
+          if (pool->recordingState().on) {
+            pool->copyRecording(pool->recordingState().begin);
+            pool->stopRecording();
+          } else {
+            pool->startRecording(in.ConsumeIntegralInRange<uint64_t>(1, 64));
+          }
+          break;
+        default:
+          if (in.ConsumeBool()) stream().waitFor(stream().recorded());
+          model.checkCounters();
+          break;
+      }
+      if (value == 0) value = 1;
+    }
+    model.checkCounters();
+    model.releaseAll();
+  }
+  stream().waitFor(stream().recorded());
+  pool->reclaim();
+  const PoolStats end = pool->stats();
+  EXPECT(end.liveBlocks == 0 && end.bytesLive == 0, end.liveBlocks, end.bytesLive);
+  pool->close();
+  pool.reset();
+  // The stream drops its last task's pin just after reporting it done: give it a moment.
+  for (int i = 0; i < 2000 && os::mappedBytes() != mappedBefore; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT(os::mappedBytes() == mappedBefore, os::mappedBytes(), mappedBefore);
+  return 0;
+}
