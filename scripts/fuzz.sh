@@ -1,6 +1,7 @@
 #!/bin/sh
 # Coverage-guided fuzzing of the native core (libFuzzer; clang-14 with libclang-rt-14-dev, the addon itself
-# keeps building with g++). Each target in test/fuzz runs for FUZZ_SECONDS (default 60) under ASan + UBSan,
+# keeps building with g++). Each target in test/fuzz runs for FUZZ_SECONDS (default 60) under ASan + UBSan
+# (preload_malloc, which is the process's malloc, under UBSan only; with TENSORPOOL_MIN_BYTES=4K),
 # starting from its committed seed corpus (test/fuzz/corpus/<target>); what it learns goes to
 # build-fuzz/corpus/<target>, never into the repository. A finding stops the run: the input is written to
 # build-fuzz/crash-* (replay it with ./build-fuzz/fuzz_<target> <file>). Prints executions per target.
@@ -12,7 +13,7 @@ seconds=${FUZZ_SECONDS:-60}
 case "$seconds" in
   ''|*[!0-9]*|0) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds >= 1, got '$seconds'" >&2; exit 2 ;;
 esac
-targets=${FUZZ_TARGETS:-"pool_ops planners"}
+targets=${FUZZ_TARGETS:-"pool_ops planners preload_malloc"}
 cxx=${FUZZ_CXX:-clang++-14}
 if ! command -v "$cxx" >/dev/null 2>&1; then
   echo "fuzz: $cxx not found (Debian: apt-get install clang-14 libclang-rt-14-dev; or set FUZZ_CXX)" >&2
@@ -20,9 +21,10 @@ if ! command -v "$cxx" >/dev/null 2>&1; then
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TENSORPOOL_MIN_BYTES=4K
 cmake -S . -B build-fuzz -DTP_FUZZ=ON -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-fuzz -j "$(nproc)" >/dev/null
-printf '%-10s %8s %12s %10s %12s\n' target seconds executions 'exec/s' 'new inputs'
+printf '%-15s %8s %12s %10s %12s\n' target seconds executions 'exec/s' 'new inputs'
 for target in $targets; do
   seeds=test/fuzz/corpus/$target
   work=build-fuzz/corpus/$target
@@ -37,5 +39,5 @@ for target in $targets; do
   fi
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-  printf '%-10s %8s %12s %10s %12s\n' "$target" "$seconds" "$runs" "$rate" "$(ls "$work" | wc -l)"
+  printf '%-15s %8s %12s %10s %12s\n' "$target" "$seconds" "$runs" "$rate" "$(ls "$work" | wc -l)"
 done
