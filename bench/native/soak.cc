@@ -5,7 +5,8 @@
 // switch off the allocating threads and install it at a mark, give the retired arena's free pages back.
 // Every block carries a stamp (its first and last 64 bytes and one word every 64 KiB, all derived from the
 // block's number) written at allocation and checked at release; a mismatch is a corruption. RSS is sampled
-// every second from /proc/self/statm.
+// every second from /proc/self/statm, next to what the pool holds (its arenas' committed bytes and its live
+// OS blocks), so that memory the pool does not account for shows apart from the arena each plan needs.
 //
 //   tp_soak <sizes-file> [operations=1e8] [threads=4] [replan-every=1e7]
 // The sizes file holds one size in bytes per line (bench/soak.ts writes it from traces). Prints one JSON
@@ -211,7 +212,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> workers;
   for (unsigned i = 0; i < threads; ++i) workers.emplace_back(allocator, std::ref(s), i);
 
-  std::vector<double> rssMiB;
+  std::vector<double> rssMiB, poolMiB;  // the process's RSS, and what the pool holds (arenas' committed pages and OS blocks)
   uint64_t replans = 0, replanFailures = 0, nextReplan = replanEvery;
   auto lastSample = started;
   while (s.operations.load() < s.target) {
@@ -219,6 +220,8 @@ int main(int argc, char** argv) {
     const auto now = std::chrono::steady_clock::now();
     if (now - lastSample >= std::chrono::seconds(1)) {
       rssMiB.push_back(static_cast<double>(rssBytes()) / (1 << 20));
+      const PoolStats held = s.pool->stats();
+      poolMiB.push_back(static_cast<double>(held.committedBytes + held.osLiveBytes) / (1 << 20));
       lastSample = now;
     }
     if (s.operations.load() >= nextReplan) {
@@ -240,6 +243,8 @@ int main(int argc, char** argv) {
               st.osFallbacks + st.osOversize, st.liveBlocks, st.deferredPending, st.switches,
               static_cast<double>(st.peakBytesLive) / (1 << 20));
   for (size_t i = 0; i < rssMiB.size(); ++i) std::printf("%s%.1f", i ? "," : "", rssMiB[i]);
+  std::printf("],\"poolMiB\":[");
+  for (size_t i = 0; i < poolMiB.size(); ++i) std::printf("%s%.1f", i ? "," : "", poolMiB[i]);
   std::printf("]}\n");
   s.pool->close();
   return s.corruptions.load() == 0 && s.failures.load() == 0 ? 0 : 1;
