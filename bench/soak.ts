@@ -6,8 +6,8 @@
  * the RSS after warm-up against the RSS at the end.
  *
  * RSS growth compares the median of the last 10 one-second samples with the median of the 10 samples that
- * follow the warm-up (the first quarter of the run, which holds the first re-plans), for RSS and for RSS
- * beyond what the pool holds (every re-plan sizes a new arena from its own window, so RSS follows the plan).
+ * follow the warm-up (the first quarter of the run, which holds the first re-plans); as every re-plan sizes a
+ * new arena from its own window, RSS steps with the plan, and the trend (least squares) is printed too.
  *
  *   npm run build && npx tsx bench/soak.ts [--ops 1e8] [--threads 4] [--replan 1e7] [--json out.json] [trace ...]
  * Traces default to the repository's fixtures (resnet18 training, five torch inference passes, six OCR shapes).
@@ -80,16 +80,14 @@ try {
 
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
 const rss = result.rssMiB;
-// Beyond the pool: RSS less what the pool holds. Each re-plan sizes the arena anew (from its own window), so
-// RSS follows the serving plan; a leak would show as growth of what lies beyond the pool.
-const beyond = rss.map((r, i) => r - (result.poolMiB[i] ?? 0));
 const warm = Math.floor(rss.length / 4);
-// Growth as a share of the RSS after warm-up (what lies beyond the pool is small: a share of itself is noise).
-const growthOf = (v: number[]) => {
-  const after = median(v.slice(warm, warm + 10)), end = median(v.slice(-10));
-  return { after, end, growth: (end - after) / median(rss.slice(warm, warm + 10)) };
-};
-const total = growthOf(rss), outside = growthOf(beyond);
+const after = median(rss.slice(warm, warm + 10)), end = median(rss.slice(-10));
+// Each re-plan sizes the arena anew from its own window, so RSS steps with the serving plan; the trend
+// (least squares over the samples after warm-up) separates growth from those steps.
+const tail = rss.slice(warm);
+const meanX = (tail.length - 1) / 2, meanY = tail.reduce((a, b) => a + b, 0) / tail.length;
+const slope = tail.reduce((a, y, x) => a + (x - meanX) * (y - meanY), 0) / tail.reduce((a, _, x) => a + (x - meanX) ** 2, 0);
+const trendGrowth = (slope * (tail.length - 1)) / after;
 console.log(
   formatTable(
     ['operations', 'seconds', 'ops/s', 'corruptions', 'failures', 're-plans', 'OS fallbacks', 'peak live MiB', 'RSS max in warm-up MiB'],
@@ -99,11 +97,10 @@ console.log(
 );
 console.log(
   formatTable(
-    ['after warm-up', 'MiB after warm-up', 'MiB at end', 'growth (of RSS after warm-up)', 'min-max after warm-up'],
-    [['RSS', round(total.after, 1), round(total.end, 1), `${round(total.growth * 100, 2)}%`, `${round(Math.min(...rss.slice(warm)), 0)}-${round(Math.max(...rss.slice(warm)), 0)}`],
-     ['RSS beyond the pool', round(outside.after, 1), round(outside.end, 1), `${round(outside.growth * 100, 2)}%`, `${round(Math.min(...beyond.slice(warm)), 0)}-${round(Math.max(...beyond.slice(warm)), 0)}`]],
+    ['RSS after warm-up MiB', 'RSS at end MiB', 'growth (medians)', 'trend over the run after warm-up', 'min-max after warm-up MiB'],
+    [[round(after, 1), round(end, 1), `${round((end / after - 1) * 100, 2)}%`, `${round(trendGrowth * 100, 2)}%`, `${round(Math.min(...tail), 0)}-${round(Math.max(...tail), 0)}`]],
   ),
 );
 console.log(`# blocks live at the end ${result.liveBlocksAtEnd}, deferred ${result.deferredAtEnd}; ${rss.length} RSS samples; warm-up: the first ${warm}`);
-writeJson(args.json, { benchmark: 'soak', machine, threads, ops, replan, traces, result, rss: total, beyondPool: outside });
+writeJson(args.json, { benchmark: 'soak', machine, threads, ops, replan, traces, result, rss: { after, end, trendGrowth } });
 process.exitCode = result.corruptions === 0 && result.failures === 0 ? 0 : 1;
