@@ -67,7 +67,7 @@ void Pool::unmapOsBlock(BlockHeader* header) {
 
 Allocation Pool::alloc(uint64_t bytes) {
   if (bytes == 0 || bytes > kMaxRequest) return {AllocStatus::BadSize};
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (counters_.closed) return {AllocStatus::Closed};
   if (counters_.deferredPending != 0) reclaimLocked();  // S4: completed pairs first
   const uint64_t position = cursor_++;
@@ -174,19 +174,19 @@ SizeClassPool* Pool::generationLocked(uint32_t id) const {
 }
 
 ReleaseStatus Pool::release(const void* data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return releaseLocked(data, 0, false);
 }
 
 ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   ReleaseStatus status = releaseLocked(data, serial, true);
   if (status == ReleaseStatus::Ok) counters_.finalized++;
   return status;
 }
 
 uint64_t Pool::liveSize(const void* data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (offsetArena_) {
     if (const OffsetArena::Block* block = offsetArena_->live(data)) return block->requested;
   }
@@ -248,7 +248,7 @@ void Pool::dropDrainedLocked() {
 }
 
 ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>& stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   uint64_t bytes;
   if (offsetArena_ && offsetArena_->contains(data)) {
     OffsetArena::Block* block = offsetArena_->live(data);
@@ -280,7 +280,7 @@ ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>
 }
 
 uint64_t Pool::reclaim() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return reclaimLocked();
 }
 
@@ -309,7 +309,7 @@ uint64_t Pool::reclaimLocked() {
 }
 
 void Pool::onProgress(Stream&, uint64_t) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (counters_.closed && counters_.deferredPending != 0) reclaimLocked();
 }
 
@@ -321,7 +321,7 @@ std::shared_ptr<void> Pool::pin() {
 
 void Pool::unpin() {
   if (pins_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (pins_.load(std::memory_order_acquire) != 0) return;  // pinned again meanwhile
   for (BlockHeader* header : zombies_) unmapOsBlock(header);
   zombies_.clear();
@@ -329,7 +329,7 @@ void Pool::unpin() {
 }
 
 void Pool::setEventPooling(bool pooling) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   events_.setPooling(pooling);
 }
 
@@ -338,7 +338,7 @@ void Pool::recordReleaseLocked(uint64_t serial, const Stream* stream) {
 }
 
 IterationSummary Pool::markIteration() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   recorder_.mark();
   IterationSummary ended = tally_;
   ended.sizeHash &= (uint64_t{1} << 53) - 1;  // exact in a JS number
@@ -364,7 +364,7 @@ IterationSummary Pool::markIteration() {
 // creation, and mapping and pre-faulting take long.
 std::unique_ptr<SizeClassPool> Pool::buildGeneration(const PlanSpec& plan, std::string* error) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     if (counters_.closed) {
       *error = "the pool is closed";
       return nullptr;
@@ -376,7 +376,7 @@ std::unique_ptr<SizeClassPool> Pool::buildGeneration(const PlanSpec& plan, std::
 bool Pool::switchPlan(const PlanSpec& plan, std::string* error) {
   std::unique_ptr<SizeClassPool> generation = buildGeneration(plan, error);
   if (!generation) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (counters_.closed) {
     *error = "the pool was closed during the switch";
     return false;  // the new arena is unmapped as `generation` goes
@@ -390,7 +390,7 @@ uint64_t Pool::prepareSwitch(const PlanSpec& plan, std::string* error) {
   if (!generation) return 0;
   const uint64_t id = generation->id();
   std::unique_ptr<SizeClassPool> replaced;  // unmapped after the lock is let go
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   if (counters_.closed) {
     *error = "the pool was closed while the switch was prepared";
     replaced = std::move(generation);
@@ -405,7 +405,7 @@ uint64_t Pool::discardRetired() {
   std::vector<std::pair<const Arena*, std::vector<std::pair<char*, uint64_t>>>> work;
   std::shared_ptr<void> pinned;  // no arena is unmapped while its pages are advised away
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard lock(mu_);
     for (uint32_t id : undiscarded_) {
       if (const SizeClassPool* generation = generationLocked(id)) work.emplace_back(&generation->arena(), generation->freeRanges());
     }
@@ -433,41 +433,41 @@ void Pool::installLocked(std::unique_ptr<SizeClassPool> generation, bool discard
 }
 
 void Pool::startRecording(uint64_t limit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   recorder_.start(limit);
 }
 
 void Pool::stopRecording() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   recorder_.stop();
 }
 
 RecordingState Pool::recordingState() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return {recorder_.on(), recorder_.truncated(), recorder_.begin(), recorder_.end()};
 }
 
 std::vector<RecordedEvent> Pool::copyRecording(uint64_t from) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   size_t count;
   const RecordedEvent* events = recorder_.from(from, &count);
   return std::vector<RecordedEvent>(events, events + count);
 }
 
 void Pool::discardRecording(uint64_t before) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   recorder_.discard(before);
 }
 
 void Pool::close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   counters_.closed = true;
   prepared_.reset();
   dropDrainedLocked();
 }
 
 PoolStats Pool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   PoolStats s = counters_;
   for (const auto& generation : generations_) {
     s.arenaBytes += generation->arena().carvedBytes();
@@ -492,7 +492,7 @@ PoolStats Pool::stats() const {
 }
 
 std::vector<ClassStats> Pool::classStats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   std::vector<ClassStats> out;
   if (counters_.closed || generations_.empty()) return out;
   const SizeClassPool& serving = *generations_.back();
@@ -501,7 +501,7 @@ std::vector<ClassStats> Pool::classStats() const {
 }
 
 uint64_t Pool::interval() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard lock(mu_);
   return generations_.empty() ? 0 : generations_.back()->table().interval();
 }
 

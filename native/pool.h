@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "adaptive_mutex.h"
 #include "classes.h"
 #include "events.h"
 #include "header.h"
@@ -192,7 +193,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unique_ptr<SizeClassPool> buildGeneration(const PlanSpec& plan, std::string* error);
   void installLocked(std::unique_ptr<SizeClassPool> generation, bool discardNow);
 
-  mutable std::mutex mu_;
+  mutable AdaptiveMutex mu_;
   PoolOptions options_;
   uint64_t secret_;
   std::vector<std::unique_ptr<SizeClassPool>> generations_;  // back() serves
