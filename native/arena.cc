@@ -8,7 +8,7 @@
 
 namespace tp {
 
-static std::string lockRefusal(uint64_t bytes, int err) {
+std::string lockRefusal(uint64_t bytes, int err) {
   const uint64_t limit = os::lockLimitBytes();
   std::string message = "mlock of " + std::to_string(bytes) + " bytes refused (" + strerror(err) +
                         "): page-locked memory is limited by RLIMIT_MEMLOCK (soft limit ";

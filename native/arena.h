@@ -14,6 +14,9 @@ struct ArenaOptions {
   bool lock = false;       // mlock carved pages (page-locked host memory)
 };
 
+// The message for an mlock of `bytes` refused with `err`: names RLIMIT_MEMLOCK, its soft limit and the fix.
+std::string lockRefusal(uint64_t bytes, int err);
+
 class Arena {
  public:
   // Reserves `reserveBytes` of address space and carves nothing yet. `commitBytes` (<= reserve) is the part

@@ -1,7 +1,10 @@
 #include "pool.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
+#include "arena.h"
 #include "mix.h"
 #include "os.h"
 
@@ -131,16 +134,28 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   BlockHeader* header;
   uint64_t length;
   Origin origin;
-  if (bytes >= options_.osMapThreshold) {
+  // A locked pool hands out locked memory only: its OS blocks are mapped (never from the C heap, whose pages
+  // other data shares) and locked, or refused.
+  const bool lock = options_.arena.lock;
+  if (lock || bytes >= options_.osMapThreshold) {
     length = roundUp(kHeaderBytes + bytes, os::pageSize());
     header = static_cast<BlockHeader*>(os::mapMemory(length, os::pageSize()));
     origin = Origin::OsMap;
+    if (header && lock && os::lockMemory(header, length) != 0) {
+      lastRefusal_ = lockRefusal(length, errno);
+      os::unmapMemory(header, length);
+      return {AllocStatus::OutOfMemory};
+    }
   } else {
     length = kHeaderBytes + roundUp(bytes, kBlockAlign);
     header = static_cast<BlockHeader*>(os::allocateHeap(length, kBlockAlign));
     origin = Origin::OsHeap;
   }
-  if (!header) return {AllocStatus::OutOfMemory};
+  if (!header) {
+    lastRefusal_ = origin == Origin::OsMap ? "mmap of " + std::to_string(length) + " bytes: " + strerror(errno)
+                                           : "the C heap refused " + std::to_string(length) + " bytes";
+    return {AllocStatus::OutOfMemory};
+  }
   *header = BlockHeader{};
   header->check = secret_ ^ reinterpret_cast<uintptr_t>(header);
   header->origin = origin;
@@ -498,6 +513,11 @@ std::vector<ClassStats> Pool::classStats() const {
   const SizeClassPool& serving = *generations_.back();
   for (size_t i = 0; i < serving.table().count(); ++i) out.push_back({serving.table().size(i), serving.counters()[i]});
   return out;
+}
+
+std::string Pool::lastRefusal() const {
+  std::lock_guard lock(mu_);
+  return lastRefusal_;
 }
 
 uint64_t Pool::interval() const {

@@ -176,6 +176,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   PoolStats stats() const;
   std::vector<ClassStats> classStats() const;  // of the serving arena's classes
   uint64_t interval() const;
+  // Why the OS refused the last allocation that ended in OutOfMemory ("" before any did).
+  std::string lastRefusal() const;
 
  private:
   Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret) {}
@@ -204,6 +206,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
   uint64_t nextSerial_ = 1;
+  std::string lastRefusal_;
   uint64_t cursor_ = 0;  // allocations since markIteration(): the offset schedule's position of the next one
   Schedules::Cursor scheduleCursor_;  // where the serving plan's schedules stand
   IterationSummary tally_;  // of the iteration under way (the os* and borrow fields: counters at its start)

@@ -98,9 +98,11 @@ Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
     case AllocStatus::Closed: throw errorWithCode(env, "ERR_TP_CLOSED", "the pool is closed");
     case AllocStatus::BadSize:
       throw Napi::RangeError::New(env, "bytes must be between 1 and 2^47, got " + std::to_string(bytes));
-    case AllocStatus::OutOfMemory:
+    case AllocStatus::OutOfMemory: {
+      const std::string why = pool_->lastRefusal();
       throw errorWithCode(env, "ERR_TP_OUT_OF_MEMORY",
-                          "the operating system refused " + std::to_string(bytes) + " bytes");
+                          "the operating system refused " + std::to_string(bytes) + " bytes" + (why.empty() ? "" : ": " + why));
+    }
   }
   Ticket* ticket = new Ticket{pool_, a.serial};
   napi_value result;

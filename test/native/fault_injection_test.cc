@@ -179,3 +179,36 @@ TEST(an_address_space_limit_refuses_an_arena_clearly_and_the_pool_before_it_keep
   stillServes(*pool, 1 << 20);
 }
 #endif
+
+// A locked pool hands out locked memory only: an OS block it cannot lock is refused with the reason, and a
+// growth whose lock is refused goes to an OS block that is locked.
+TEST(a_locked_pool_never_hands_out_unlocked_memory) {
+  PoolOptions options;
+  options.arena.lock = true;
+  std::string error;
+  auto pool = Pool::create(plan(64 << 10, 1), options, &error);
+  CHECK(pool != nullptr);
+  const size_t before = mappingCount();
+  os::failNthCall(os::Call::Lock, 1);
+  Allocation refused = pool->alloc(4 << 20);  // larger than every class: an OS block, whose mlock is refused
+  os::failNthCall(os::Call::Lock, 0);
+  CHECK(refused.status == AllocStatus::OutOfMemory);
+  CHECK(pool->lastRefusal().find("RLIMIT_MEMLOCK") != std::string::npos);
+  CHECK(mappingCount() == before);
+  Allocation held = pool->alloc(64 << 10);  // the plan's one block
+  Allocation small = pool->alloc(1000);      // an OS block below the map threshold: mapped and locked, not the C heap
+  CHECK(held.route == Route::Own && small.status == AllocStatus::Ok && small.route == Route::OsFallback);
+  CHECK(mappingCount() > before);
+  CHECK(pool->release(small.data) == ReleaseStatus::Ok && pool->release(held.data) == ReleaseStatus::Ok);
+  CHECK(mappingCount() == before);
+
+  options.growth = Growth::BeforeBorrowing;
+  options.growReserve = 64 << 20;
+  auto growing = Pool::create(defaultPlan(), options, &error);
+  CHECK(growing != nullptr);
+  os::failNthCall(os::Call::Lock, 1);  // the growth's lock
+  Allocation fallback = growing->alloc(1 << 20);
+  os::failNthCall(os::Call::Lock, 0);
+  CHECK(fallback.status == AllocStatus::Ok && fallback.route == Route::OsFallback);
+  CHECK(growing->release(fallback.data) == ReleaseStatus::Ok);
+}
