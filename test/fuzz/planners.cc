@@ -14,19 +14,12 @@
 
 #include "planner/strategies.h"
 
+#include "expect.h"
+
 using namespace tp::planner;
 
 namespace {
 
-[[noreturn]] void fail(const char* what, uint64_t a = 0, uint64_t b = 0) {
-  std::fprintf(stderr, "planners: %s (%llu, %llu)\n", what, static_cast<unsigned long long>(a),
-               static_cast<unsigned long long>(b));
-  std::abort();
-}
-#define EXPECT(cond, ...) \
-  do {                    \
-    if (!(cond)) fail(#cond, ##__VA_ARGS__); \
-  } while (0)
 
 Problem decode(FuzzedDataProvider& in) {
   Problem p;

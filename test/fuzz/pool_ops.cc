@@ -26,19 +26,13 @@
 #include "share.h"
 #include "train.h"
 
+#include "expect.h"
+
 using namespace tp;
 
 namespace {
 
-[[noreturn]] void fail(const char* what, uint64_t a = 0, uint64_t b = 0) {
-  std::fprintf(stderr, "pool_ops: %s (%llu, %llu)\n", what, static_cast<unsigned long long>(a),
-               static_cast<unsigned long long>(b));
-  std::abort();
-}
-#define EXPECT(cond, ...) \
-  do {                    \
-    if (!(cond)) fail(#cond, ##__VA_ARGS__); \
-  } while (0)
+using tpfuzz::fail;
 
 // Blocks larger than this are checked at their two ends only (the fuzzer must stay fast).
 constexpr uint64_t kCheckedHead = 64 << 10, kCheckedTail = 4 << 10;

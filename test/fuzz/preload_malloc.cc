@@ -19,19 +19,12 @@
 #include <map>
 
 #include "header.h"
+#include "expect.h"
 #include "preload/process_pool.h"
 
 namespace {
 
-[[noreturn]] void fail(const char* what, uint64_t a = 0, uint64_t b = 0) {
-  std::fprintf(stderr, "preload_malloc: %s (%llu, %llu)\n", what, static_cast<unsigned long long>(a),
-               static_cast<unsigned long long>(b));
-  std::abort();
-}
-#define EXPECT(cond, ...) \
-  do {                    \
-    if (!(cond)) fail(#cond, ##__VA_ARGS__); \
-  } while (0)
+using tpfuzz::fail;
 
 constexpr size_t kChecked = 16 << 10;  // bytes checked at each end of a block
 size_t minBytes = 64 << 10;
