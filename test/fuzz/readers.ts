@@ -106,8 +106,26 @@ function mutate(base: Buffer, mutations: Mutation[]): Buffer {
   return bytes;
 }
 
-/** Repeats the body of a file (after its first line) until it holds about `bytes`. */
+/**
+ * The file grown to about `bytes`, still well-formed: a JSON file's longest array (traceEvents, a plan's
+ * schedule) repeated, a CSV file's body (after its first line) repeated.
+ */
 function grow(base: Buffer, bytes: number): Buffer {
+  let json: unknown;
+  try {
+    json = JSON.parse(base.toString('utf8'));
+  } catch {
+    json = undefined;
+  }
+  if (json && typeof json === 'object') {
+    const record = json as Record<string, unknown>;
+    const key = Object.keys(record).filter((k) => Array.isArray(record[k])).sort((a, b) => (record[b] as unknown[]).length - (record[a] as unknown[]).length)[0];
+    if (key !== undefined && (record[key] as unknown[]).length > 0) {
+      const items = record[key] as unknown[];
+      const copies = Math.max(1, Math.ceil(bytes / base.length));
+      return Buffer.from(JSON.stringify({ ...record, [key]: Array.from({ length: items.length * copies }, (_, i) => items[i % items.length]) }));
+    }
+  }
   const firstLine = base.indexOf(10) + 1;
   const parts = [base];
   let total = base.length;
