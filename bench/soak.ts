@@ -87,7 +87,8 @@ const after = median(rss.slice(warm, warm + 10)), end = median(rss.slice(-10));
 const tail = rss.slice(warm);
 const meanX = (tail.length - 1) / 2, meanY = tail.reduce((a, b) => a + b, 0) / tail.length;
 const slope = tail.reduce((a, y, x) => a + (x - meanX) * (y - meanY), 0) / tail.reduce((a, _, x) => a + (x - meanX) ** 2, 0);
-const trendGrowth = (slope * (tail.length - 1)) / after;
+// Too few samples (a short run) give no trend worth printing.
+const trendGrowth = tail.length >= 20 ? (slope * (tail.length - 1)) / after : NaN;
 console.log(
   formatTable(
     ['operations', 'seconds', 'ops/s', 'corruptions', 'failures', 're-plans', 'OS fallbacks', 'peak live MiB', 'RSS max in warm-up MiB'],
@@ -98,7 +99,7 @@ console.log(
 console.log(
   formatTable(
     ['RSS after warm-up MiB', 'RSS at end MiB', 'growth (medians)', 'trend over the run after warm-up', 'min-max after warm-up MiB'],
-    [[round(after, 1), round(end, 1), `${round((end / after - 1) * 100, 2)}%`, `${round(trendGrowth * 100, 2)}%`, `${round(Math.min(...tail), 0)}-${round(Math.max(...tail), 0)}`]],
+    [[round(after, 1), round(end, 1), `${round((end / after - 1) * 100, 2)}%`, Number.isNaN(trendGrowth) ? 'n/a (under 20 samples)' : `${round(trendGrowth * 100, 2)}%`, `${round(Math.min(...tail), 0)}-${round(Math.max(...tail), 0)}`]],
   ),
 );
 console.log(`# blocks live at the end ${result.liveBlocksAtEnd}, deferred ${result.deferredAtEnd}; ${rss.length} RSS samples; warm-up: the first ${warm}`);
