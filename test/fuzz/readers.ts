@@ -1,6 +1,6 @@
 /**
- * Mutation fuzzing of the file readers (fast-check: no coverage-guided JS fuzzer installs here without
- * fetching prebuilt binaries). Each reader starts from real files of the repository's fixtures — tensorpool
+ * Mutation fuzzing of the file readers (fast-check; property-based, not coverage-guided). Each reader
+ * starts from real files of the repository's fixtures — tensorpool
  * CSV traces recorded from onnxruntime-node, torch.profiler Chrome JSON, MiniMalloc and idealloc CSV, and
  * plan / offset-plan JSON trained from those traces — and gets them back with a few mutations: bytes
  * replaced, inserted, deleted or duplicated, lines cut, tokens that readers trip over (huge and
