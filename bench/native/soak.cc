@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "os.h"
 #include "pool.h"
 #include "train.h"
 
@@ -163,14 +164,6 @@ bool replan(Shared& s, std::string* error) {
   return true;
 }
 
-uint64_t rssBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  unsigned long long pages = 0, resident = 0;
-  const int read = std::fscanf(f, "%llu %llu", &pages, &resident);
-  std::fclose(f);
-  return read == 2 ? resident * 4096 : 0;
-}
 
 }  // namespace
 
@@ -219,7 +212,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto now = std::chrono::steady_clock::now();
     if (now - lastSample >= std::chrono::seconds(1)) {
-      rssMiB.push_back(static_cast<double>(rssBytes()) / (1 << 20));
+      rssMiB.push_back(static_cast<double>(os::residentBytes()) / (1 << 20));
       const PoolStats held = s.pool->stats();
       poolMiB.push_back(static_cast<double>(held.committedBytes + held.osLiveBytes) / (1 << 20));
       lastSample = now;

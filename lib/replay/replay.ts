@@ -327,7 +327,7 @@ function perRepetition(counters: PoolCounters, reps: number): PoolCounters {
     osOversize: each(counters.osOversize),
     scheduleHits: each(counters.scheduleHits),
     scheduleMisses: each(counters.scheduleMisses),
-    busySkips: each(counters.busySkips ?? 0),
+    busySkips: each(counters.busySkips),
     offsetHits: each(counters.offsetHits),
     offsetMisses: each(counters.offsetMisses),
     arenaBytes: counters.arenaBytes,

@@ -129,10 +129,11 @@ OffsetSchedule offsetsOf(const Trace& trace) {
   return schedule;
 }
 
-Stream& stream() {
-  static std::shared_ptr<Stream> s = Stream::create();  // one stream thread for the whole run
-  return *s;
+const std::shared_ptr<Stream>& sharedStream() {
+  static const std::shared_ptr<Stream> s = Stream::create();  // one stream thread for the whole run
+  return s;
 }
+Stream& stream() { return *sharedStream(); }
 
 class Model {
  public:
@@ -179,7 +180,7 @@ class Model {
       fill.pattern = it->second.value;
       fill.keep = pool_.pin();
       stream().enqueue(std::move(fill));
-      EXPECT(pool_.releaseAfter(p, streamPtr()) == ReleaseStatus::Ok);
+      EXPECT(pool_.releaseAfter(p, sharedStream()) == ReleaseStatus::Ok);
       deferred_.push_back({it->first, it->second.size, stream().recorded()});
     } else {
       EXPECT(pool_.release(p) == ReleaseStatus::Ok, it->first);
@@ -220,10 +221,6 @@ class Model {
   }
 
  private:
-  static const std::shared_ptr<Stream>& streamPtr() {
-    static std::shared_ptr<Stream> s = std::shared_ptr<Stream>(&stream(), [](Stream*) {});
-    return s;
-  }
   void forgetPassed() {
     std::erase_if(deferred_, [](const Deferred& d) { return stream().passed(d.sequence); });
   }

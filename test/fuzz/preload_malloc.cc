@@ -20,6 +20,7 @@
 
 #include "header.h"
 #include "expect.h"
+#include "preload/process_api.h"
 #include "preload/process_pool.h"
 
 namespace {
@@ -103,12 +104,7 @@ uintptr_t pick(FuzzedDataProvider& in) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* text = std::getenv("TENSORPOOL_MIN_BYTES")) {
-    char* end = nullptr;
-    minBytes = std::strtoull(text, &end, 10);
-    if (*end == 'K' || *end == 'k') minBytes <<= 10;
-    if (*end == 'M' || *end == 'm') minBytes <<= 20;
-  }
+  minBytes = tensorpool_process_pool()->minBytes;  // TENSORPOOL_MIN_BYTES as the library read it
   void* probe = malloc(minBytes);
   if (!tp::preload::ownedByPool(probe)) fail("the process pool is not serving: is the preload code linked in?");
   free(probe);
