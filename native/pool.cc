@@ -68,11 +68,23 @@ void Pool::unmapOsBlock(BlockHeader* header) {
   }
 }
 
-Allocation Pool::alloc(uint64_t bytes) {
+Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   if (bytes == 0 || bytes > kMaxRequest) return {AllocStatus::BadSize};
   std::lock_guard lock(mu_);
   if (counters_.closed) return {AllocStatus::Closed};
   if (counters_.deferredPending != 0) reclaimLocked();  // S4: completed pairs first
+  if (cachedUpTo >= 0 && !offsetArena_) {
+    // Where the block would come from, looked up on a copy of the schedule's cursor: nothing changes yet.
+    const SizeClassPool& serving = *generations_.back();
+    Schedules::Cursor probe = scheduleCursor_;
+    const ScheduleEntry* entry = serving.schedules().empty() ? nullptr : serving.schedules().next(&probe, bytes);
+    const int wanted = entry ? static_cast<int>(entry->classIndex) : serving.table().firstFitting(bytes);
+    if (wanted >= 0 && wanted <= cachedUpTo && !serving.hasFree(static_cast<size_t>(wanted))) {
+      Allocation miss{AllocStatus::WouldMiss};
+      miss.classIndex = wanted;
+      return miss;
+    }
+  }
   const uint64_t position = cursor_++;
   if (offsetArena_ && position < offsetArena_->positions()) {
     if (void* data = offsetArena_->take(position, bytes, nextSerial_)) {
@@ -111,7 +123,12 @@ Allocation Pool::alloc(uint64_t bytes) {
       break;
     case Source::Grown: counters_.grown++; counters_.hits++; route = Route::Grown; break;
   }
-  return counted(header->data(), bytes, header->serial, route);
+  Allocation served = counted(header->data(), bytes, header->serial, route);
+  served.classIndex = header->classIndex;
+  // A lent block is not: served again from the cache it would take its lender class's place, which a
+  // schedule gives to another request.
+  served.cacheable = !offsetArena_ && !serving.timeShared() && !header->lent;
+  return served;
 }
 
 // Called with mu_ held: the counters every served allocation updates.
@@ -195,6 +212,14 @@ ReleaseStatus Pool::release(const void* data) {
 
 ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
   std::lock_guard lock(mu_);
+  BlockHeader* header = offsetArena_ && offsetArena_->contains(data) ? nullptr : findLocked(data);
+  if (header && header->state == BlockState::Cached && header->serial == serial) {
+    // The front cache that held it is gone (its buffer was collected): nobody can reach the block.
+    counters_.cachedBlocks--;
+    counters_.cachedBytes -= header->capacity;
+    returnBlockLocked(header);
+    return ReleaseStatus::Ok;
+  }
   ReleaseStatus status = releaseLocked(data, serial, true);
   if (status == ReleaseStatus::Ok) counters_.finalized++;
   return status;
@@ -205,8 +230,9 @@ uint64_t Pool::liveSize(const void* data) {
   if (offsetArena_) {
     if (const OffsetArena::Block* block = offsetArena_->live(data)) return block->requested;
   }
+  // A Cached block may already be its owner's again: a front cache serves it before telling the pool.
   BlockHeader* header = findLocked(data);
-  return header && header->state == BlockState::Live ? header->requested : 0;
+  return header && (header->state == BlockState::Live || header->state == BlockState::Cached) ? header->requested : 0;
 }
 
 ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySerial) {
@@ -214,10 +240,7 @@ ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySeri
     const OffsetArena::Block* block = offsetArena_->live(data);
     if (!block) return ReleaseStatus::NotOwned;
     if (bySerial && block->serial != serial) return ReleaseStatus::Stale;
-    recordReleaseLocked(block->serial, nullptr);
-    counters_.releases++;
-    counters_.liveBlocks--;
-    counters_.bytesLive -= block->requested;
+    countReleaseLocked(block->serial, block->requested);
     offsetArena_->give(data);
     dropDrainedLocked();
     return ReleaseStatus::Ok;
@@ -226,10 +249,81 @@ ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySeri
   if (!header) return ReleaseStatus::NotOwned;
   if (header->state != BlockState::Live) return ReleaseStatus::NotLive;
   if (bySerial && header->serial != serial) return ReleaseStatus::Stale;
-  recordReleaseLocked(header->serial, nullptr);
+  countReleaseLocked(header->serial, header->requested);
+  returnBlockLocked(header);
+  return ReleaseStatus::Ok;
+}
+
+void Pool::countReleaseLocked(uint64_t serial, uint64_t bytes) {
+  recordReleaseLocked(serial, nullptr);
   counters_.releases++;
   counters_.liveBlocks--;
-  counters_.bytesLive -= header->requested;
+  counters_.bytesLive -= bytes;
+}
+
+void Pool::applyCached(const CachedOp* ops, size_t count) {
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < count; i++) applyCachedLocked(ops[i]);
+}
+
+void Pool::applyCachedLocked(const CachedOp& op) {
+  BlockHeader* header = findLocked(op.data);
+  if (!header || header->origin != Origin::Arena) {
+    counters_.cacheRejected++;
+    return;
+  }
+  if (op.bytes == 0) {
+    if (header->state != BlockState::Live) {
+      counters_.cacheRejected++;
+      return;
+    }
+    countReleaseLocked(header->serial, header->requested);
+    generationLocked(header->arenaId)->cache(header);
+    counters_.cachedBlocks++;
+    counters_.cachedBytes += header->capacity;
+    return;
+  }
+  if (header->state != BlockState::Cached || op.bytes > header->capacity) {
+    counters_.cacheRejected++;
+    return;
+  }
+  counters_.cachedBlocks--;
+  counters_.cachedBytes -= header->capacity;
+  SizeClassPool& generation = *generationLocked(header->arenaId);
+  generation.reuse(header, op.bytes);
+  // As alloc() would have: the schedule's position moves on, and the block counts where it was served from.
+  bool scheduled = false;
+  if (&generation == generations_.back().get() && !generation.schedules().empty()) {
+    const ScheduleEntry* entry = generation.schedules().next(&scheduleCursor_, op.bytes);
+    scheduled = entry && entry->classIndex == header->classIndex;
+    if (scheduled) counters_.scheduleHits++; else counters_.scheduleMisses++;
+  }
+  cursor_++;
+  Route route = Route::Own;
+  if (header->lent) {
+    counters_.borrows++;
+    if (!scheduled) counters_.unplannedBorrows++;
+    route = Route::Borrowed;
+  } else {
+    counters_.hits++;
+  }
+  counted(header->data(), op.bytes, header->serial, route);
+}
+
+int64_t Pool::upcoming(const ScheduleEntry** out, size_t max) const {
+  std::lock_guard lock(mu_);
+  const Schedules& schedules = generations_.back()->schedules();
+  if (schedules.empty()) return -1;
+  return static_cast<int64_t>(schedules.upcoming(scheduleCursor_, out, max));
+}
+
+ReleaseStatus Pool::returnCached(const void* data) {
+  std::lock_guard lock(mu_);
+  BlockHeader* header = findLocked(data);
+  if (!header) return ReleaseStatus::NotOwned;
+  if (header->state != BlockState::Cached) return ReleaseStatus::NotLive;
+  counters_.cachedBlocks--;
+  counters_.cachedBytes -= header->capacity;
   returnBlockLocked(header);
   return ReleaseStatus::Ok;
 }

@@ -33,13 +33,26 @@ struct PoolOptions {
 // How a request was served.
 enum class Route : uint8_t { Own = 0, Borrowed = 1, Grown = 2, OsFallback = 3, OsOversize = 4, Offset = 5 };
 
-enum class AllocStatus : uint8_t { Ok, Closed, BadSize, OutOfMemory };
+// WouldMiss: alloc() was told a front cache holds blocks of `classIndex` or larger, and its class had no free
+// block; nothing changed.
+enum class AllocStatus : uint8_t { Ok, Closed, BadSize, OutOfMemory, WouldMiss };
 
 struct Allocation {
   AllocStatus status = AllocStatus::Ok;
   void* data = nullptr;
   uint64_t serial = 0;
   Route route = Route::Own;
+  int32_t classIndex = -1;  // the block's class (arena blocks), or the class WouldMiss wanted; else -1
+  // A front cache may keep the block when it is released: an arena block of classes whose blocks are
+  // interchangeable (not time-shared, not offsets mode).
+  bool cacheable = false;
+};
+
+// One entry of a front cache's log (applyCached): the owner released the block at `data` into the cache
+// (bytes 0), or the cache served it again to a request of `bytes`.
+struct CachedOp {
+  const void* data;
+  uint64_t bytes;
 };
 
 enum class ReleaseStatus : uint8_t { Ok, NotOwned, NotLive, Stale };
@@ -66,6 +79,9 @@ struct PoolStats {
   uint64_t eventsReused = 0;    // ... and taken from it
   uint64_t deferredPending = 0; // released with a stream, waiting for it to pass their event
   uint64_t deferredBytes = 0;
+  uint64_t cachedBlocks = 0;    // held by a front cache: neither live nor free
+  uint64_t cachedBytes = 0;     // ... their capacity
+  uint64_t cacheRejected = 0;   // front-cache log entries that named no block in the right state (ignored)
   bool closed = false;
 };
 
@@ -113,7 +129,12 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // is the k-th allocation since markIteration() with the size recorded for position k, the block comes
   // from the class training chose; otherwise (or when that class has no free block): own class, larger
   // classes ascending, then the OS.
-  Allocation alloc(uint64_t bytes);
+  //
+  // `cachedUpTo`: the largest class index of which a front cache holds blocks (-1: none). When the block
+  // would not come off the free list of the class the request maps to (own, first fitting or scheduled) and
+  // that class is <= cachedUpTo, the answer is WouldMiss and nothing changes: the cache gives its blocks
+  // back first, so that a cached block is never why a request borrows, grows or goes to the OS.
+  Allocation alloc(uint64_t bytes, int32_t cachedUpTo = -1);
   // An iteration ends and the next starts: the next allocation is position 0 of the schedule. Returns what
   // the iteration that ended asked for (since the previous mark, or creation).
   IterationSummary markIteration();
@@ -147,8 +168,20 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   ReleaseStatus release(const void* data);
   // The finalizer's release: only when the block is still the live allocation numbered `serial`.
   ReleaseStatus releaseIfSerial(const void* data, uint64_t serial);
-  // Bytes the live block at `data` was allocated with, or 0 when it is not a live block of this pool.
+  // Bytes the live (or cached) block at `data` was allocated with, or 0 when it is neither in this pool.
   uint64_t liveSize(const void* data);
+
+  // Front cache (lib/front-cache.ts): blocks its owner released that JS keeps to hand out again without
+  // crossing into native code. The cache logs what it did; applyCached replays the log in order, so the
+  // counters, the schedule's position, recording and the iteration summary are as if each had been an
+  // alloc or release here. A release entry takes a live arena block to Cached, an alloc entry a Cached block
+  // of at least `bytes` back to live; an entry that fits neither is ignored (counted in cacheRejected).
+  void applyCached(const CachedOp* ops, size_t count);
+  // A Cached block back to its free list: NotOwned / NotLive (not Cached) change nothing.
+  ReleaseStatus returnCached(const void* data);
+  // What a front cache may serve without asking, as Schedules::upcoming for the serving plan (at most
+  // `max`), or -1 when the serving classes have no schedule (any block of the request's own class will do).
+  int64_t upcoming(const ScheduleEntry** out, size_t max) const;
 
   // Stream-ordered release (S4): the block stops being the caller's now but is reused only once `stream`
   // has passed an event recorded now (taken from the event pool). Statuses as release().
@@ -183,6 +216,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret) {}
   Allocation allocFromOs(uint64_t bytes, Route route);
   Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route);
+  void applyCachedLocked(const CachedOp& op);
+  void countReleaseLocked(uint64_t serial, uint64_t bytes);
   BlockHeader* findLocked(const void* data) const;
   ReleaseStatus releaseLocked(const void* data, uint64_t serial, bool bySerial);
   void returnBlockLocked(BlockHeader* header);

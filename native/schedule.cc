@@ -63,6 +63,15 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   return entry;
 }
 
+size_t Schedules::upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const {
+  if (cursor.lost) return 0;
+  size_t n = 0;
+  for (uint64_t j = cursor.at; j < entries_.size() && n < max; ++j) {
+    if (std::find(cursor.ahead.begin(), cursor.ahead.end(), j) == cursor.ahead.end()) out[n++] = &entries_[j];
+  }
+  return n;
+}
+
 const ScheduleEntry* Schedules::takeAhead(Cursor* cursor, uint64_t at, uint64_t bytes) const {
   std::vector<uint64_t>& ahead = cursor->ahead;
   if (ahead.size() >= kLookahead) return nullptr;

@@ -37,6 +37,9 @@ class Schedules {
   // kLookahead that no allocation has taken yet.
   const ScheduleEntry* next(Cursor* cursor, uint64_t bytes) const;
   static constexpr uint64_t kLookahead = 256;
+  // The entries next() returns next while the run asks for their sizes in order, at most `max` of them
+  // into `out`; how many. None once the run is lost.
+  size_t upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const;
   bool empty() const { return entries_.empty(); }
 
  private:

@@ -291,6 +291,19 @@ BlockHeader* SizeClassPool::takeFound(BlockHeader* header, uint64_t bytes, Sourc
   return header;
 }
 
+void SizeClassPool::cache(BlockHeader* header) {
+  header->state = BlockState::Cached;
+  counters_[header->classIndex].cached++;
+}
+
+void SizeClassPool::reuse(BlockHeader* header, uint64_t bytes) {
+  counters_[header->classIndex].cached--;
+  header->state = BlockState::Live;
+  header->requested = bytes;
+  header->lent = table_.isOwn(header->classIndex, bytes) ? 0 : 1;
+  if (header->lent) counters_[header->classIndex].lent++; else counters_[header->classIndex].hits++;
+}
+
 BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
   if (shared_) {
     // Its header may have been written over while it was free (the taker set its slot).
@@ -307,6 +320,7 @@ BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
 }
 
 void SizeClassPool::give(BlockHeader* header) {
+  if (header->state == BlockState::Cached) counters_[header->classIndex].cached--;
   header->state = BlockState::Free;
   header->requested = 0;
   header->lent = 0;

@@ -23,6 +23,7 @@ namespace tp {
 struct ClassCounters {
   uint64_t blocks = 0;      // blocks of this class carved so far
   uint64_t freeBlocks = 0;  // on the free list now
+  uint64_t cached = 0;      // held by a front cache (Pool::applyCached): not live, not on the free list
   uint64_t hits = 0;        // requests served from their own class
   uint64_t lent = 0;        // requests of smaller classes served by a block of this class (borrows)
   uint64_t grown = 0;       // blocks carved on demand after creation (growing pools)
@@ -64,7 +65,14 @@ class SizeClassPool {
   // busy when only its memory being in use stood in the way). Pre: block < layout size, and the block's
   // class holds bytes.
   BlockHeader* takeBlock(uint32_t block, uint64_t bytes, Source* source);
-  // Returns a live or deferred block of this pool to its class's free list (its pages to the OS, once
+  // Whether class `cls`'s free list is not empty (in a time-shared pool its blocks may still be busy).
+  bool hasFree(size_t cls) const { return (nonEmpty_[cls / 64] >> (cls % 64)) & 1; }
+  // A live block's owner released it into a front cache (Pool::applyCached): it becomes Cached.
+  void cache(BlockHeader* header);
+  // The front cache serves it again: live for `bytes` (at most its capacity), counted as take() counts a
+  // block off the free list.
+  void reuse(BlockHeader* header, uint64_t bytes);
+  // Returns a live, deferred or cached block of this pool to its class's free list (its pages to the OS, once
   // retired).
   void give(BlockHeader* header);
   // This pool serves no more (a newer plan does): blocks that come back give their pages to the OS, so that
@@ -84,6 +92,7 @@ class SizeClassPool {
   const Schedules& schedules() const { return schedules_; }
   const std::vector<ClassCounters>& counters() const { return counters_; }
   const Arena& arena() const { return *arena_; }
+  bool timeShared() const { return shared_; }
   uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
   static uint64_t strideOf(uint64_t classSize) { return kHeaderBytes + roundUp(classSize, kBlockAlign); }
   // Usable bytes of a block of class `cls` (after its header).
@@ -100,7 +109,6 @@ class SizeClassPool {
   BlockHeader* takeFound(BlockHeader* header, uint64_t bytes, Source* source);
   void push(size_t cls, BlockHeader* header);
   BlockHeader* pop(size_t cls);
-  bool hasFree(size_t cls) const { return (nonEmpty_[cls / 64] >> (cls % 64)) & 1; }
   void setNonEmpty(size_t cls, bool nonEmpty);
 
   // Time-shared pools: one record per block; free lists link records by index.

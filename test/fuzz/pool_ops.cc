@@ -4,9 +4,11 @@
 // The input picks a plan — default classes (growing), S0 classes or time-shared blocks trained from a small
 // trace decoded from the input, or an offsets-mode arena beside S0 classes — then a sequence of alloc,
 // release, stream release (after a fill queued on the stream), wrong releases, reclaim, markIteration,
-// switchPlan, prepareSwitch, recording and liveSize. The shadow checks that
+// switchPlan, prepareSwitch, recording and liveSize, and a front cache's traffic (Pool::applyCached: blocks
+// released into the cache, served from it again, given back; log entries naming no block in the right
+// state; allocs told what the cache holds). The shadow checks that
 //   - every block is 64-byte aligned, inside memory this layer mapped (or, for small OS fallbacks, the C
-//     heap, which ASan bounds), and overlaps no block still live or still waiting for its stream;
+//     heap, which ASan bounds), and overlaps no block still live, cached, or waiting for its stream;
 //   - what was written to a block is intact until it is released (the stream's fills write the same bytes);
 //   - a wrong release (not a block start, released already) is refused and changes nothing;
 //   - the counters agree (live blocks and bytes), and closing the pool unmaps all it mapped.
@@ -62,6 +64,8 @@ struct Live {
   uint64_t size;
   uint8_t value;
   Route route;
+  bool cacheable;
+  int32_t classIndex;
 };
 struct Deferred {
   uintptr_t start;
@@ -139,9 +143,17 @@ class Model {
  public:
   explicit Model(Pool& pool) : pool_(pool) {}
 
-  void alloc(uint64_t bytes, uint8_t value) {
-    const Allocation a = pool_.alloc(bytes);
+  void alloc(uint64_t bytes, uint8_t value, bool tellCache) {
+    const int32_t cachedUpTo = tellCache ? cachedUpTo_() : -1;
+    const PoolStats before = pool_.stats();
+    const Allocation a = pool_.alloc(bytes, cachedUpTo);
     if (a.status == AllocStatus::OutOfMemory) return;  // allowed; nothing else changes
+    if (a.status == AllocStatus::WouldMiss) {
+      EXPECT(a.classIndex >= 0 && a.classIndex <= cachedUpTo, a.classIndex, cachedUpTo);
+      const PoolStats after = pool_.stats();
+      EXPECT(after.allocs == before.allocs && after.liveBlocks == before.liveBlocks, after.allocs, before.allocs);
+      return;
+    }
     EXPECT(a.status == AllocStatus::Ok, static_cast<uint64_t>(a.status));
     const auto start = reinterpret_cast<uintptr_t>(a.data);
     EXPECT(start % 64 == 0, start);
@@ -150,11 +162,13 @@ class Model {
       EXPECT(os::isTrackedMapping(a.data) && os::isTrackedMapping(static_cast<uint8_t*>(a.data) + bytes - 1), start, bytes);
     }
     forgetPassed();
-    auto next = live_.lower_bound(start);
-    EXPECT(next == live_.end() || next->first >= start + bytes, start, next->first);
-    if (next != live_.begin()) {
-      auto prev = std::prev(next);
-      EXPECT(prev->first + prev->second.size <= start, prev->first, start);
+    for (const auto* held : {&live_, &cached_}) {
+      auto next = held->lower_bound(start);
+      EXPECT(next == held->end() || next->first >= start + bytes, start, next->first);
+      if (next != held->begin()) {
+        auto prev = std::prev(next);
+        EXPECT(prev->first + prev->second.size <= start, prev->first, start);
+      }
     }
     for (const Deferred& d : deferred_) {
       // The pool may have reclaimed it only if the stream passed the event; forgetPassed() ran first, so
@@ -162,8 +176,66 @@ class Model {
       if (d.start < start + bytes && start < d.start + d.size) EXPECT(stream().passed(d.sequence), d.start, start);
     }
     paint(static_cast<uint8_t*>(a.data), bytes, value);
-    live_[start] = {bytes, value, a.route};
+    live_[start] = {bytes, value, a.route, a.cacheable, a.classIndex};
     bytes_ += bytes;
+  }
+
+  // A front cache's log: the owner releases a cacheable block into the cache (it must stay untouched), or
+  // the cache serves one again, or gives one back to the pool.
+  void cacheRelease(size_t pick) {
+    if (live_.empty()) return;
+    auto it = std::next(live_.begin(), static_cast<std::ptrdiff_t>(pick % live_.size()));
+    if (!it->second.cacheable) return;
+    const CachedOp op{reinterpret_cast<void*>(it->first), 0};
+    pool_.applyCached(&op, 1);
+    EXPECT(pool_.liveSize(op.data) == it->second.size, it->first);  // a cached block still counts as the pool's
+    bytes_ -= it->second.size;
+    cached_.insert(*it);
+    live_.erase(it);
+  }
+
+  void cacheServe(size_t pick) {
+    if (cached_.empty()) return;
+    auto it = std::next(cached_.begin(), static_cast<std::ptrdiff_t>(pick % cached_.size()));
+    EXPECT(intact(reinterpret_cast<uint8_t*>(it->first), it->second.size, it->second.value), it->first);
+    const CachedOp op{reinterpret_cast<void*>(it->first), it->second.size};
+    pool_.applyCached(&op, 1);
+    bytes_ += it->second.size;
+    live_.insert(*it);
+    cached_.erase(it);
+  }
+
+  void cacheReturn(size_t pick) {
+    if (cached_.empty()) return;
+    auto it = std::next(cached_.begin(), static_cast<std::ptrdiff_t>(pick % cached_.size()));
+    EXPECT(intact(reinterpret_cast<uint8_t*>(it->first), it->second.size, it->second.value), it->first);
+    EXPECT(pool_.returnCached(reinterpret_cast<void*>(it->first)) == ReleaseStatus::Ok, it->first);
+    released_.push_back(it->first);
+    cached_.erase(it);
+  }
+
+  // Log entries that name no block in the right state: ignored, nothing else changes.
+  void wrongCacheEntry(size_t pick, uint64_t bytes) {
+    const PoolStats before = pool_.stats();
+    CachedOp op{nullptr, bytes};
+    if (!live_.empty() && pick % 3 == 0) {
+      op.data = reinterpret_cast<void*>(std::next(live_.begin(), static_cast<std::ptrdiff_t>(pick % live_.size()))->first);
+      op.bytes = std::max<uint64_t>(bytes, 1);  // serving a live block again
+    } else if (!cached_.empty() && pick % 3 == 1) {
+      auto it = std::next(cached_.begin(), static_cast<std::ptrdiff_t>(pick % cached_.size()));
+      op.data = reinterpret_cast<void*>(it->first);
+      op.bytes = bytes % 2 ? 0 : Pool::kMaxRequest;  // released twice, or larger than any block
+    } else if (!released_.empty()) {
+      op.data = reinterpret_cast<void*>(released_[pick % released_.size()] + (pick % 2) * 64);
+      if (live_.count(reinterpret_cast<uintptr_t>(op.data)) || cached_.count(reinterpret_cast<uintptr_t>(op.data))) return;
+    }
+    pool_.applyCached(&op, 1);
+    const PoolStats after = pool_.stats();
+    EXPECT(after.cacheRejected == before.cacheRejected + 1, reinterpret_cast<uintptr_t>(op.data), op.bytes);
+    EXPECT(after.liveBlocks == before.liveBlocks && after.cachedBlocks == before.cachedBlocks && after.allocs == before.allocs);
+    if (op.data && !cached_.count(reinterpret_cast<uintptr_t>(op.data))) {
+      EXPECT(pool_.returnCached(op.data) != ReleaseStatus::Ok, reinterpret_cast<uintptr_t>(op.data));
+    }
   }
 
   void release(size_t pick, bool withStream) {
@@ -214,9 +286,11 @@ class Model {
     const PoolStats s = pool_.stats();
     EXPECT(s.liveBlocks == live_.size(), s.liveBlocks, live_.size());
     EXPECT(s.bytesLive == bytes_, s.bytesLive, bytes_);
+    EXPECT(s.cachedBlocks == cached_.size(), s.cachedBlocks, cached_.size());
   }
 
   void releaseAll() {
+    while (!cached_.empty()) cacheReturn(0);
     while (!live_.empty()) release(0, false);
   }
 
@@ -225,8 +299,15 @@ class Model {
     std::erase_if(deferred_, [](const Deferred& d) { return stream().passed(d.sequence); });
   }
 
+  int32_t cachedUpTo_() const {
+    int32_t most = -1;
+    for (const auto& [start, block] : cached_) most = std::max(most, block.classIndex);
+    return most;
+  }
+
   Pool& pool_;
   std::map<uintptr_t, Live> live_;
+  std::map<uintptr_t, Live> cached_;  // released into the front cache: the pool must not hand them out
   std::vector<Deferred> deferred_;
   std::vector<uintptr_t> released_;
   uint64_t bytes_ = 0;
@@ -258,8 +339,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Model model(*pool);
     uint8_t value = 1;
     while (in.remaining_bytes() > 0) {
-      switch (in.ConsumeIntegralInRange<int>(0, 11)) {
-        case 0: case 1: case 2: model.alloc(drawSize(in, trace), value++); break;
+      switch (in.ConsumeIntegralInRange<int>(0, 15)) {
+        case 0: case 1: case 2: model.alloc(drawSize(in, trace), value++, in.ConsumeBool()); break;
+        case 12: model.cacheRelease(in.ConsumeIntegral<size_t>()); break;
+        case 13: model.cacheServe(in.ConsumeIntegral<size_t>()); break;
+        case 14: model.cacheReturn(in.ConsumeIntegral<size_t>()); break;
+        case 15: model.wrongCacheEntry(in.ConsumeIntegral<size_t>(), drawSize(in, trace)); break;
         case 3: case 4: model.release(in.ConsumeIntegral<size_t>(), false); break;
         case 5: model.release(in.ConsumeIntegral<size_t>(), true); break;
         case 6: model.wrongRelease(in.ConsumeIntegral<size_t>()); break;
