@@ -16,13 +16,17 @@ namespace {
 // without release. It names the allocation by serial number: after a release the block may already serve
 // someone else, and then the finalizer must leave it alone. It also keeps the pool alive until the buffer
 // is gone, so the arena is never unmapped under a live view.
+// With a front cache, the block may have been handed out again by JS without native code knowing yet: the
+// log is applied first.
 struct Ticket {
   std::shared_ptr<Pool> pool;
   uint64_t serial;
+  std::shared_ptr<FrontCacheLog> log;
 };
 
 void finalizeBlock(napi_env, void* data, void* hint) {
   Ticket* ticket = static_cast<Ticket*>(hint);
+  if (ticket->log) ticket->log->drain(*ticket->pool);
   ticket->pool->releaseIfSerial(data, ticket->serial);
   delete ticket;
 }
@@ -57,6 +61,9 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::DiscardRecording>("discardRecording"),
                          InstanceMethod<&PoolObject::Reclaim>("reclaim"),
                          InstanceMethod<&PoolObject::SetEventPooling>("setEventPooling"),
+                         InstanceMethod<&PoolObject::FrontCacheLogView>("frontCacheLog"),
+                         InstanceMethod<&PoolObject::ReturnCached>("returnCached"),
+                         InstanceMethod<&PoolObject::Settle>("settle"),
                      });
 }
 
@@ -87,14 +94,26 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   std::string error;
   pool_ = Pool::create(plan, options, &error, &offsets);
   if (!pool_) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
+  if (const uint64_t entries = optionalUint(optionsArg, "frontCacheEntries", 0)) {
+    log_ = std::make_shared<FrontCacheLog>(std::min<uint64_t>(entries, 1 << 20));
+    log_->publish(*pool_, pool_->stats().generation);
+  }
 }
 
 Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const uint64_t bytes = requireUintArg(info, 0, "bytes");
-  Allocation a = pool_->alloc(bytes);
+  const int32_t cachedUpTo =
+      info[1].IsUndefined() ? -1 : static_cast<int32_t>(std::min<uint64_t>(requireUintArg(info, 1, "cachedUpTo"), INT32_MAX));
+  settle();
+  Allocation a = pool_->alloc(bytes, cachedUpTo);
+  if (log_) {
+    log_->reply(a);
+    log_->publish(*pool_);
+  }
   switch (a.status) {
     case AllocStatus::Ok: break;
+    case AllocStatus::WouldMiss: return env.Null();
     case AllocStatus::Closed: throw errorWithCode(env, "ERR_TP_CLOSED", "the pool is closed");
     case AllocStatus::BadSize:
       throw Napi::RangeError::New(env, "bytes must be between 1 and 2^47, got " + std::to_string(bytes));
@@ -104,7 +123,7 @@ Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
                           "the operating system refused " + std::to_string(bytes) + " bytes" + (why.empty() ? "" : ": " + why));
     }
   }
-  Ticket* ticket = new Ticket{pool_, a.serial};
+  Ticket* ticket = new Ticket{pool_, a.serial, log_};
   napi_value result;
   napi_status status = napi_create_external_arraybuffer(env, a.data, bytes, finalizeBlock, ticket, &result);
   if (status != napi_ok) {
@@ -121,6 +140,7 @@ Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
   if (buffer.IsDetached()) return Napi::Number::New(env, kDetached);
   StreamObject* stream = info[1].IsUndefined() ? nullptr : StreamObject::From(info[1]);
   if (!info[1].IsUndefined() && !stream) throw Napi::TypeError::New(env, "stream must be a NativeStream");
+  settle();
   const ReleaseStatus status = stream ? pool_->releaseAfter(buffer.Data(), stream->stream()) : pool_->release(buffer.Data());
   switch (status) {
     case ReleaseStatus::Ok: break;
@@ -133,13 +153,43 @@ Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, kReleased);
 }
 
-Napi::Value PoolObject::Stats(const Napi::CallbackInfo& info) { return statsObject(info.Env(), pool_->stats()); }
+Napi::Value PoolObject::ReturnCached(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
+  if (buffer.IsDetached()) return Napi::Number::New(env, kDetached);
+  settle();
+  switch (pool_->returnCached(buffer.Data())) {
+    case ReleaseStatus::Ok: break;
+    case ReleaseStatus::NotOwned: return Napi::Number::New(env, kNotOwned);
+    case ReleaseStatus::NotLive:
+    case ReleaseStatus::Stale: return Napi::Number::New(env, kNotLive);
+  }
+  buffer.Detach();
+  return Napi::Number::New(env, kReleased);
+}
+
+Napi::Value PoolObject::Settle(const Napi::CallbackInfo& info) {
+  settle();
+  if (log_) log_->publish(*pool_);
+  return info.Env().Undefined();
+}
+
+Napi::Value PoolObject::FrontCacheLogView(const Napi::CallbackInfo& info) {
+  return log_ ? FrontCacheLog::view(info.Env(), log_) : info.Env().Null();
+}
+
+Napi::Value PoolObject::Stats(const Napi::CallbackInfo& info) {
+  settle();
+  return statsObject(info.Env(), pool_->stats());
+}
 
 Napi::Value PoolObject::ClassStats(const Napi::CallbackInfo& info) {
+  settle();
   return classStatsObject(info.Env(), pool_->classStats(), pool_->interval());
 }
 
 Napi::Value PoolObject::Reclaim(const Napi::CallbackInfo& info) {
+  settle();
   return Napi::Number::New(info.Env(), static_cast<double>(pool_->reclaim()));
 }
 
@@ -149,8 +199,10 @@ Napi::Value PoolObject::SetEventPooling(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
+  settle();
   const IterationSummary ended = pool_->markIteration();
   Napi::Object o = summaryObject(info.Env(), ended);
+  if (log_) log_->publish(*pool_, ended.installed);
   if (ended.installed) {
     // The retired arena's free pages go back to the OS off this thread: this mark stays short.
     queueWork(info.Env(), "tensorpool.discardRetired", [pool = pool_] { pool->discardRetired(); }, [](napi_env) {});
@@ -161,7 +213,9 @@ Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
 Napi::Value PoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
   const PlanSpec plan = readPlan(info[0]);
   std::string error;
+  settle();
   if (!pool_->switchPlan(plan, &error)) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
+  if (log_) log_->publish(*pool_, pool_->stats().generation);
   return info.Env().Undefined();
 }
 
@@ -171,30 +225,36 @@ Napi::Value PoolObject::PrepareSwitch(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value PoolObject::StartRecording(const Napi::CallbackInfo& info) {
+  settle();
   pool_->startRecording(requireUintArg(info, 0, "limit"));
   return info.Env().Undefined();
 }
 
 Napi::Value PoolObject::StopRecording(const Napi::CallbackInfo& info) {
+  settle();
   pool_->stopRecording();
   return info.Env().Undefined();
 }
 
 Napi::Value PoolObject::RecordingState(const Napi::CallbackInfo& info) {
+  settle();
   return recordingStateObject(info.Env(), pool_->recordingState());
 }
 
 Napi::Value PoolObject::CopyRecording(const Napi::CallbackInfo& info) {
+  settle();
   const std::vector<RecordedEvent> events = pool_->copyRecording(requireUintArg(info, 0, "from"));
   return recordingObject(info.Env(), events.data(), events.size());
 }
 
 Napi::Value PoolObject::DiscardRecording(const Napi::CallbackInfo& info) {
+  settle();
   pool_->discardRecording(requireUintArg(info, 0, "before"));
   return info.Env().Undefined();
 }
 
 Napi::Value PoolObject::Close(const Napi::CallbackInfo& info) {
+  settle();
   pool_->close();
   return info.Env().Undefined();
 }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "../pool.h"
+#include "front_cache_log.h"
 
 namespace tp::napi {
 
@@ -15,15 +16,25 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   // new NativePool({ interval, sizes, blocks, scheduleSizes?, scheduleClasses? : Float64Array }
   //                  | null (the default classes),
   //                { prefault, hugePages, lock, grow, growReserve, osMapThreshold,
-  //                  offsets?: { height, sizes: Float64Array, offsets: Float64Array } (offsets mode) })
+  //                  offsets?: { height, sizes: Float64Array, offsets: Float64Array } (offsets mode),
+  //                  frontCacheEntries?: the front cache's log capacity (0 or absent: no front cache) })
   explicit PoolObject(const Napi::CallbackInfo& info);
 
   // The PoolObject behind a JS value, or nullptr when it is not one.
   static PoolObject* From(const Napi::Value& value);
-  const std::shared_ptr<Pool>& pool() const { return pool_; }
+  // The pool, with the front cache's log applied: what JS did so far comes before what the caller does.
+  const std::shared_ptr<Pool>& pool() {
+    settle();
+    return pool_;
+  }
 
  private:
-  Napi::Value Alloc(const Napi::CallbackInfo& info);       // (bytes) -> ArrayBuffer
+  void settle() {
+    if (log_) log_->drain(*pool_);
+  }
+  // (bytes, cachedUpTo?) -> ArrayBuffer, or null for WouldMiss (see Pool::alloc); the reply slots of the
+  // front cache's log name the block
+  Napi::Value Alloc(const Napi::CallbackInfo& info);
   Napi::Value Release(const Napi::CallbackInfo& info);     // (ArrayBuffer, NativeStream?) -> ReleaseCode
   Napi::Value Reclaim(const Napi::CallbackInfo& info);     // -> blocks returned
   Napi::Value SetEventPooling(const Napi::CallbackInfo& info);  // (boolean)
@@ -40,8 +51,12 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   // (from) -> { ops: Uint8Array, serials: Float64Array, values: Float64Array } of events [from, end)
   Napi::Value CopyRecording(const Napi::CallbackInfo& info);
   Napi::Value DiscardRecording(const Napi::CallbackInfo& info);  // (before)
+  Napi::Value FrontCacheLogView(const Napi::CallbackInfo& info);  // -> Float64Array over the log, or null
+  Napi::Value Settle(const Napi::CallbackInfo& info);  // applies the log, publishes what the schedule expects
+  Napi::Value ReturnCached(const Napi::CallbackInfo& info);  // (ArrayBuffer held by the cache) -> ReleaseCode
 
   std::shared_ptr<Pool> pool_;
+  std::shared_ptr<FrontCacheLog> log_;
 };
 
 // { height, sizes: Float64Array, offsets: Float64Array } -> the schedule of an offsets-mode arena (checked

@@ -40,6 +40,9 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   set("eventsReused", s.eventsReused);
   set("deferredPending", s.deferredPending);
   set("deferredBytes", s.deferredBytes);
+  set("cachedBlocks", s.cachedBlocks);
+  set("cachedBytes", s.cachedBytes);
+  set("cacheRejected", s.cacheRejected);
   o.Set("closed", Napi::Boolean::New(env, s.closed));
   return o;
 }
@@ -106,11 +109,13 @@ Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& clas
   Napi::Float64Array size = Napi::Float64Array::New(env, n), blocks = Napi::Float64Array::New(env, n),
                      free = Napi::Float64Array::New(env, n), hits = Napi::Float64Array::New(env, n),
                      lent = Napi::Float64Array::New(env, n), grown = Napi::Float64Array::New(env, n),
-                     busy = Napi::Float64Array::New(env, n);
+                     busy = Napi::Float64Array::New(env, n), cached = Napi::Float64Array::New(env, n);
   for (size_t i = 0; i < n; ++i) {
     size[i] = static_cast<double>(classes[i].size);
     blocks[i] = static_cast<double>(classes[i].counters.blocks);
-    free[i] = static_cast<double>(classes[i].counters.freeBlocks);
+    // Released blocks a front cache holds are free to their owner's next request of their size.
+    free[i] = static_cast<double>(classes[i].counters.freeBlocks + classes[i].counters.cached);
+    cached[i] = static_cast<double>(classes[i].counters.cached);
     hits[i] = static_cast<double>(classes[i].counters.hits);
     lent[i] = static_cast<double>(classes[i].counters.lent);
     grown[i] = static_cast<double>(classes[i].counters.grown);
@@ -125,6 +130,7 @@ Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& clas
   o.Set("lent", lent);
   o.Set("grown", grown);
   o.Set("busy", busy);
+  o.Set("cached", cached);
   return o;
 }
 

@@ -1,0 +1,71 @@
+#include "front_cache_log.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace tp::napi {
+
+namespace {
+// The largest address or size a double names exactly.
+constexpr double kMaxExact = 9007199254740992.0;
+
+uint64_t exactUint(double d) { return d >= 0 && d <= kMaxExact && std::floor(d) == d ? static_cast<uint64_t>(d) : 0; }
+}  // namespace
+
+FrontCacheLog::FrontCacheLog(size_t capacity)
+    : capacity_(capacity), slots_(new double[kEntries + 2 * capacity]()) {
+  slots_[kReplyClass] = -1;
+  slots_[kUpcomingCount] = -1;
+}
+
+Napi::Value FrontCacheLog::view(Napi::Env env, const std::shared_ptr<FrontCacheLog>& log) {
+  const size_t bytes = (kEntries + 2 * log->capacity_) * sizeof(double);
+  auto* holder = new std::shared_ptr<FrontCacheLog>(log);
+  napi_value buffer;
+  const napi_status status = napi_create_external_arraybuffer(
+      env, log->slots_.get(), bytes, [](napi_env, void*, void* hint) { delete static_cast<std::shared_ptr<FrontCacheLog>*>(hint); },
+      holder, &buffer);
+  if (status != napi_ok) {
+    delete holder;
+    NAPI_THROW_IF_FAILED(env, status, Napi::Value());
+  }
+  return Napi::Float64Array::New(env, bytes / sizeof(double), Napi::ArrayBuffer(env, buffer), 0);
+}
+
+void FrontCacheLog::drain(Pool& pool) {
+  const double pending = slots_[kCount];
+  if (pending == 0) return;
+  const size_t count = static_cast<size_t>(std::min<uint64_t>(exactUint(pending), capacity_));
+  CachedOp batch[256];
+  for (size_t done = 0; done < count;) {
+    const size_t n = std::min<size_t>(count - done, 256);
+    for (size_t i = 0; i < n; i++) {
+      const double* entry = &slots_[kEntries + 2 * (done + i)];
+      batch[i] = {reinterpret_cast<const void*>(static_cast<uintptr_t>(exactUint(entry[0]))), exactUint(entry[1])};
+    }
+    pool.applyCached(batch, n);
+    done += n;
+  }
+  slots_[kCount] = 0;
+  publish(pool);
+}
+
+void FrontCacheLog::publish(Pool& pool, uint64_t generation) {
+  if (generation) slots_[kGeneration] = static_cast<double>(generation);
+  const ScheduleEntry* entries[kUpcomingMax];
+  const int64_t n = pool.upcoming(entries, kUpcomingMax);
+  slots_[kUpcomingCount] = static_cast<double>(n);
+  slots_[kUpcomingUsed] = 0;
+  for (int64_t i = 0; i < n; i++) {
+    slots_[kUpcoming + 2 * i] = static_cast<double>(entries[i]->size);
+    slots_[kUpcoming + 2 * i + 1] = static_cast<double>(entries[i]->classIndex);
+  }
+}
+
+void FrontCacheLog::reply(const Allocation& a) {
+  slots_[kReplyAddress] = static_cast<double>(reinterpret_cast<uintptr_t>(a.data));
+  slots_[kReplyClass] = a.status == AllocStatus::WouldMiss || a.cacheable ? a.classIndex : -1;
+}
+
+}  // namespace tp::napi

@@ -1,0 +1,52 @@
+// The log of a front cache (lib/front-cache.ts): memory shared by JS, which writes it through a
+// Float64Array, and the binding, which applies it to the pool (Pool::applyCached) before anything else
+// touches the pool from the JS thread. A cached alloc or release is then a few stores in JS, with no call
+// into native code; the pool still sees every one of them, in order.
+#pragma once
+
+#include <napi.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "../pool.h"
+
+namespace tp::napi {
+
+class FrontCacheLog {
+ public:
+  // Slots of the shared array (doubles). The binding writes the reply slots on every alloc and the
+  // generation whenever it may have changed; JS writes entries and the count.
+  enum Slot : size_t {
+    kCount = 0,         // entries pending
+    kReplyAddress = 1,  // the block the last alloc served (or 0)
+    kReplyClass = 2,    // its class when a cache may keep it, else -1; after a WouldMiss, the class wanted
+    kGeneration = 3,    // the serving generation: cached blocks of older ones go back
+    // The serving plan's schedule: the entries a run that follows it takes next (Pool::upcoming), as
+    // (size, class) pairs from kUpcoming; -1 entries when it has none. JS counts those it served in kUpcomingUsed.
+    kUpcomingCount = 4,
+    kUpcomingUsed = 5,
+    kUpcoming = 6,
+    kEntries = kUpcoming + 2 * 64,  // then (address, bytes) pairs: bytes 0 for a release into the cache
+  };
+  static constexpr size_t kUpcomingMax = 64;
+
+  explicit FrontCacheLog(size_t capacity);
+  // A Float64Array over the log, made once per log (it keeps the log alive).
+  static Napi::Value view(Napi::Env env, const std::shared_ptr<FrontCacheLog>& log);
+
+  // Applies the pending entries to `pool` in order and empties the log. Entries JS could not have written
+  // (a count out of range, an address that is no integer) reach the pool as no block, which ignores them.
+  // Then publishes what the schedule expects next, when entries moved it.
+  void drain(Pool& pool);
+  void reply(const Allocation& a);
+  // After anything that may move the schedule's cursor or change the serving classes (`generation`: the
+  // classes serving now, 0 when unchanged).
+  void publish(Pool& pool, uint64_t generation = 0);
+
+ private:
+  size_t capacity_;  // entries
+  std::unique_ptr<double[]> slots_;
+};
+
+}  // namespace tp::napi
