@@ -65,6 +65,11 @@ export interface PoolCounters {
   /** Blocks released with a stream, waiting for it to pass their events (and their bytes). */
   deferredPending: number;
   deferredBytes: number;
+  /** Blocks a front cache holds (released by their owners, kept to be handed out again), and their capacity. */
+  cachedBlocks: number;
+  cachedBytes: number;
+  /** Front-cache log entries that named no block in the right state, ignored (0 unless something is wrong). */
+  cacheRejected: number;
   closed: boolean;
 }
 
@@ -100,6 +105,7 @@ export interface NativeClassStats {
   lent: Float64Array;
   grown: Float64Array;
   busy: Float64Array;
+  cached: Float64Array;
 }
 
 export interface NativePlanSpec {
@@ -123,6 +129,8 @@ export interface NativePoolOptions {
   grow: boolean;
   growReserve: number;
   osMapThreshold: number;
+  /** The front cache's log capacity in entries; 0 or absent: no front cache. */
+  frontCacheEntries?: number;
 }
 
 /** What NativePool.release answers (native/napi/pool_object.h). */
@@ -146,6 +154,17 @@ export interface NativeControlledPool {
 
 export interface NativePool extends NativeControlledPool {
   alloc(bytes: number): ArrayBuffer;
+  /**
+   * With `cachedUpTo` (the largest class a front cache holds blocks of): null when the block would not come off
+   * its class's free list and that class is at most cachedUpTo (the cache gives blocks back first).
+   */
+  alloc(bytes: number, cachedUpTo: number): ArrayBuffer | null;
+  /** The front cache's log (native/napi/front_cache_log.h), or null without one. */
+  frontCacheLog(): Float64Array | null;
+  /** A block the front cache held back to its free list; the buffer is detached. */
+  returnCached(buffer: ArrayBuffer): ReleaseCode;
+  /** Applies the front cache's log. */
+  settle(): void;
   release(buffer: ArrayBuffer, stream?: NativeStream): ReleaseCode;
   reclaim(): number;
   setEventPooling(pooling: boolean): void;

@@ -16,8 +16,10 @@ export interface ClassStats {
   size: number;
   /** Blocks of this class (planned + grown). */
   blocks: number;
-  /** Blocks on the free list now. */
+  /** Blocks not live now: on the free list, or released into the pool's front cache (`cached` of them). */
   free: number;
+  /** Of the free blocks, those the front cache holds for its next request of their byte length. */
+  cached: number;
   /** Requests served from their own class. */
   hits: number;
   /** Requests of smaller classes this class served (S0's borrows). */
@@ -99,7 +101,7 @@ export class PoolControl {
     const c = this.#native.classStats();
     const classes: ClassStats[] = [];
     for (let i = 0; i < c.size.length; i++) {
-      classes.push({ size: c.size[i], blocks: c.blocks[i], free: c.free[i], hits: c.hits[i], lent: c.lent[i], grown: c.grown[i], busy: c.busy[i] });
+      classes.push({ size: c.size[i], blocks: c.blocks[i], free: c.free[i], cached: c.cached[i], hits: c.hits[i], lent: c.lent[i], grown: c.grown[i], busy: c.busy[i] });
     }
     const recording = this.#native.recordingState();
     return {

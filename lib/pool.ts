@@ -7,12 +7,13 @@ import os from 'node:os';
 
 import { Adaptation, checkAdaptiveOptions, type AdaptiveOptions } from './adaptive.js';
 import { TensorPoolError, fromNative } from './errors.js';
+import { FRONT_CACHE_LOG_ENTRIES, FRONT_CACHE_SUPPORTED, FrontCache, type FrontCacheOptions, type FrontCacheStats } from './front-cache.js';
 import { native, ReleaseCode, type NativePool } from './native.js';
 import { OffsetPlan } from './offset-plan.js';
 import { Plan } from './plan.js';
 import { Stream, nativeStreamOf } from './stream.js';
 import { arenaBytesOf, checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
-import { PoolControl, type PoolStats } from './pool-control.js';
+import { PoolControl, type PoolStats as ControlStats } from './pool-control.js';
 import type { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
@@ -52,12 +53,25 @@ export interface PoolOptions {
    * drift. Not with `offsets`.
    */
   adaptive?: boolean | AdaptiveOptions;
+  /**
+   * A front cache of released ArrayBuffers (lib/front-cache.ts), so that a block released and allocated
+   * again at the same byte length costs no call into native code. Needs `ArrayBuffer.prototype.transfer`
+   * (Node.js >= 22); elsewhere the option is accepted and the pool goes without. Default true, except in
+   * offsets mode (positions there are addresses: not with offsets). `{ maxBytes, maxPerSize }` bound it.
+   */
+  frontCache?: boolean | FrontCacheOptions;
 }
 
-const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold', 'adaptive'] as const;
+const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow', 'growReserve', 'osMapThreshold', 'adaptive', 'frontCache'] as const;
 
 
-export type { ClassStats, PoolStats } from './pool-control.js';
+export type { ClassStats } from './pool-control.js';
+export type { FrontCacheOptions, FrontCacheStats } from './front-cache.js';
+
+export interface PoolStats extends ControlStats {
+  /** The front cache's own counters, or null when the pool has none (Node.js < 22, offsets mode, turned off). */
+  frontCache: FrontCacheStats | null;
+}
 
 /** Typed-array constructors pool.allocArray accepts. */
 export interface TypedArrayConstructor<T extends ArrayBufferView> {
@@ -79,10 +93,11 @@ export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
 export class Pool {
   readonly #native: NativePool;
   readonly #control: PoolControl;
+  readonly #cache: FrontCache | null = null;
   #closed = false;
   /** The offset plan of offsets mode, or null. */
   readonly offsetPlan: OffsetPlan | null;
-  readonly options: Readonly<Required<Omit<PoolOptions, 'plan' | 'offsets' | 'adaptive'>>>;
+  readonly options: Readonly<Required<Omit<PoolOptions, 'plan' | 'offsets' | 'adaptive' | 'frontCache'>>>;
 
   constructor(options?: PoolOptions) {
     const o = checkOptions<PoolOptions>(options, 'options', POOL_OPTIONS);
@@ -105,6 +120,7 @@ export class Pool {
     if (adaptive && this.offsetPlan) {
       throw invalidArgument('type', 'options.adaptive and options.offsets cannot be combined: an offset plan is static');
     }
+    const frontCache = checkFrontCacheOptions(o.frontCache, this.offsetPlan !== null);
     // Pre-faulting (or locking) more than the machine has would push it into swap or the OOM killer before
     // the first allocation: refused here, with the figures, before anything is mapped.
     const committed = (plan ? arenaBytesOf(plan) : 0) + (this.offsetPlan?.height ?? 0);
@@ -116,12 +132,15 @@ export class Pool {
     }
     try {
       const offsets = this.offsetPlan && { height: this.offsetPlan.height, sizes: this.offsetPlan.sizes, offsets: this.offsetPlan.offsets };
-      this.#native = new native.NativePool(plan && toNativePlan(plan), { ...this.options, offsets });
+      const frontCacheEntries = frontCache && FRONT_CACHE_SUPPORTED ? FRONT_CACHE_LOG_ENTRIES : 0;
+      this.#native = new native.NativePool(plan && toNativePlan(plan), { ...this.options, offsets, frontCacheEntries });
     } catch (error) {
       throw fromNative(error);
     }
     const adaptation = adaptive && new Adaptation(this.#native, adaptive, plan && (plan instanceof Plan ? plan : new Plan(plan)));
     this.#control = new PoolControl(this.#native, plan, adaptation);
+    const log = frontCache && this.#native.frontCacheLog();
+    if (log) this.#cache = new FrontCache(this.#native, log, frontCache);
     handles.set(this, this.#native);
   }
 
@@ -140,8 +159,13 @@ export class Pool {
   alloc(bytes: number): ArrayBuffer {
     if (this.#closed) throw closedError();
     checkInteger(bytes, 'bytes', 1, MAX_ALLOC_BYTES);
+    const cache = this.#cache;
+    if (cache !== null) {
+      const cached = cache.take(bytes);
+      if (cached !== undefined) return cached;
+    }
     try {
-      return this.#native.alloc(bytes);
+      return cache !== null ? cache.allocNative(bytes) : this.#native.alloc(bytes);
     } catch (error) {
       throw fromNative(error);
     }
@@ -187,6 +211,9 @@ export class Pool {
    * blocks whose events have passed; reclaim() does it on demand.
    */
   release(buffer: ArrayBuffer | ArrayBufferView, options?: { stream?: Stream }): void {
+    if (options === undefined && this.#cache !== null && !this.#closed && typeof buffer === 'object' && buffer !== null) {
+      if (this.#cache.put((ArrayBuffer.isView(buffer) ? buffer.buffer : buffer) as ArrayBuffer)) return;
+    }
     const o = checkOptions<{ stream?: Stream }>(options, 'options', ['stream']);
     if (o.stream !== undefined && !(o.stream instanceof Stream)) {
       throw invalidArgument('type', `options.stream must be a Stream, got ${describe(o.stream)}`);
@@ -219,6 +246,7 @@ export class Pool {
    */
   markIteration(): void {
     if (this.#closed) throw closedError();
+    this.#cache?.markIteration();
     this.#control.markIteration();
   }
 
@@ -248,7 +276,7 @@ export class Pool {
   }
 
   stats(): PoolStats {
-    return this.#control.stats();
+    return { ...this.#control.stats(), frontCache: this.#cache?.stats() ?? null };
   }
 
   /**
@@ -258,12 +286,23 @@ export class Pool {
    */
   close(): void {
     this.#closed = true;
+    this.#cache?.clear();
     this.#native.close();
   }
 
   get closed(): boolean {
     return this.#closed;
   }
+}
+
+function checkFrontCacheOptions(value: unknown, offsetsMode: boolean): Required<FrontCacheOptions> | null {
+  if (value === false || (value === undefined && offsetsMode)) return null;
+  if (offsetsMode) throw invalidArgument('type', 'options.frontCache and options.offsets cannot be combined: in offsets mode a position is an address');
+  const o = value === undefined || value === true ? {} : checkOptions<FrontCacheOptions>(value, 'options.frontCache', ['maxBytes', 'maxPerSize']);
+  return {
+    maxBytes: o.maxBytes === undefined ? 256 * 2 ** 20 : checkInteger(o.maxBytes, 'options.frontCache.maxBytes', 0),
+    maxPerSize: o.maxPerSize === undefined ? 64 : checkInteger(o.maxPerSize, 'options.frontCache.maxPerSize', 0, 2 ** 20),
+  };
 }
 
 function closedError(): TensorPoolError {

@@ -1,0 +1,265 @@
+/**
+ * The front cache of a Pool (tcmalloc's per-thread cache, with the isolate as the thread): ArrayBuffers
+ * released by their owners, kept per byte length and handed out again without a call into native code.
+ *
+ * A pool block crosses into JS as an external ArrayBuffer, and making one and detaching it costs N-API
+ * about a microsecond each way. `ArrayBuffer.prototype.transfer()` (Node >= 22) moves a buffer's memory to
+ * a new handle and detaches the old one, in JS: so release() transfers the owner's buffer into the cache
+ * (every view the owner kept now reads length 0, as after a native release) and alloc() hands the new
+ * handle out. A handle keeps its length, so the cache is kept by exact byte length.
+ *
+ * The native pool still sees every cached alloc and release, in order: the cache writes them to a log in
+ * memory shared with the binding (native/napi/front_cache_log.h), which applies it before anything else
+ * reaches the pool from this thread. A cached block is neither live nor free to the pool: it is never
+ * served to another request, and the pool is told (Pool::alloc's cachedUpTo) which classes the cache holds,
+ * so that it answers "would miss" instead of borrowing, growing or going to the OS while a cached block
+ * of the class sits here; the cache then gives those blocks back and the request is served as if there
+ * were no cache.
+ *
+ * Blocks go back to the native pool when a stack or the cache is full, at markIteration() (those not needed
+ * during the iteration that ended: each size's low-water mark), when a new plan starts serving, and at
+ * close().
+ */
+import type { NativePool } from './native.js';
+
+/** Whether this Node.js has what the cache needs (`ArrayBuffer.prototype.transfer`, Node >= 22). */
+export const FRONT_CACHE_SUPPORTED = typeof (ArrayBuffer.prototype as { transfer?: unknown }).transfer === 'function';
+
+export interface FrontCacheOptions {
+  /** Bytes the cache holds at most (requested bytes of its buffers). Default 256 MiB. */
+  maxBytes?: number;
+  /** Buffers of one byte length it holds at most. Default 64. */
+  maxPerSize?: number;
+}
+
+export interface FrontCacheStats {
+  /** Allocations the cache served (counted in the pool's allocs and hits too). */
+  served: number;
+  /** Releases it took (counted in the pool's releases). */
+  taken: number;
+  /** Blocks it gave back to the native pool. */
+  returned: number;
+  /** Buffers and bytes it holds now. */
+  buffers: number;
+  bytes: number;
+}
+
+/** Entries the log holds before the cache has the binding apply it. */
+const LOG_ENTRIES = 4096;
+// Slots of the log (FrontCacheLog::Slot).
+const COUNT = 0;
+const REPLY_ADDRESS = 1;
+const REPLY_CLASS = 2;
+const GENERATION = 3;
+const UPCOMING_COUNT = 4;
+const UPCOMING_USED = 5;
+const UPCOMING = 6;
+const UPCOMING_MAX = 64;
+const ENTRIES = UPCOMING + 2 * UPCOMING_MAX;
+
+/** A block the cache may keep: its cache, where it is, its class, and the generation of classes it came from. */
+interface Block {
+  readonly cache: FrontCache;
+  readonly address: number;
+  readonly classIndex: number;
+  readonly generation: number;
+}
+
+// Buffers of cacheable blocks carry their Block in a private field: a base class whose constructor returns
+// the object it is given lets a subclass add a private field to any object, ArrayBuffers included. Only this
+// module can read it, nobody can forge it, and reading it costs a property load, not a WeakMap lookup.
+class Identity {
+  constructor(target: object) {
+    return target as Identity;
+  }
+}
+class Tag extends Identity {
+  readonly #block: Block;
+  private constructor(buffer: ArrayBuffer, block: Block) {
+    super(buffer);
+    this.#block = block;
+  }
+  static attach(buffer: ArrayBuffer, block: Block): void {
+    new Tag(buffer, block);
+  }
+  static of(value: object): Block | undefined {
+    return #block in value ? (value as unknown as Tag).#block : undefined;
+  }
+}
+
+interface SizeStack {
+  readonly buffers: ArrayBuffer[];
+  /** The fewest buffers held since the last mark: that many were not needed during the iteration. */
+  lowWater: number;
+}
+
+type Transferable = ArrayBuffer & { transfer(): ArrayBuffer; readonly detached: boolean };
+
+export class FrontCache {
+  readonly #native: NativePool;
+  readonly #log: Float64Array;
+  readonly #maxBytes: number;
+  readonly #maxPerSize: number;
+  readonly #stacks = new Map<number, SizeStack>();
+  #generation: number;
+  #buffers = 0;
+  #bytes = 0;
+  /** At least the largest class index of a buffer held (-1: none held); exact again after every give-back. */
+  #classBound = -1;
+  #served = 0;
+  #taken = 0;
+  #returned = 0;
+
+  /** Pool's constructor makes one when FRONT_CACHE_SUPPORTED and the native pool has a log. */
+  constructor(nativePool: NativePool, log: Float64Array, options: Required<FrontCacheOptions>) {
+    this.#native = nativePool;
+    this.#log = log;
+    this.#maxBytes = options.maxBytes;
+    this.#maxPerSize = options.maxPerSize;
+    this.#generation = log[GENERATION];
+  }
+
+  /** A cached buffer of exactly `bytes` bytes, or undefined. */
+  take(bytes: number): ArrayBuffer | undefined {
+    const log = this.#log;
+    if (log[GENERATION] !== this.#generation) this.#newGeneration();
+    const stack = this.#stacks.get(bytes);
+    if (stack === undefined || stack.buffers.length === 0) return undefined;
+    const buffers = stack.buffers;
+    const block = Tag.of(buffers[buffers.length - 1])!;
+    if (log[UPCOMING_COUNT] >= 0 && !this.#followsSchedule(bytes, block.classIndex)) return undefined;
+    const buffer = buffers.pop()!;
+    if (buffers.length < stack.lowWater) stack.lowWater = buffers.length;
+    this.#buffers--;
+    this.#bytes -= bytes;
+    this.#served++;
+    this.#append(block.address, bytes);
+    return buffer;
+  }
+
+  /**
+   * A plan with a schedule puts each allocation of an iteration in a class of training's choice, with as
+   * many blocks per class as that placement needs: a block is served from here only where the schedule's
+   * next entry asks for this size from this class, else native code decides (it may borrow as planned).
+   */
+  #followsSchedule(bytes: number, classIndex: number): boolean {
+    const log = this.#log;
+    let used = log[UPCOMING_USED];
+    if (used === log[UPCOMING_COUNT]) {
+      if (used < UPCOMING_MAX) return false; // the run is lost, or the schedule ends
+      this.#native.settle(); // applies what was served, and publishes the entries after those
+      used = 0;
+    }
+    if (used >= log[UPCOMING_COUNT] || log[UPCOMING + 2 * used] !== bytes || log[UPCOMING + 2 * used + 1] !== classIndex) return false;
+    log[UPCOMING_USED] = used + 1;
+    return true;
+  }
+
+  /** A new block from the native pool (its buffer tagged when the cache may keep it later). */
+  allocNative(bytes: number): ArrayBuffer {
+    let buffer = this.#buffers === 0 ? this.#native.alloc(bytes) : this.#native.alloc(bytes, this.#classBound);
+    if (buffer === null) {
+      this.#giveBack((block) => block.classIndex >= this.#log[REPLY_CLASS]);
+      buffer = this.#native.alloc(bytes);
+    }
+    const classIndex = this.#log[REPLY_CLASS];
+    if (classIndex >= 0) Tag.attach(buffer, { cache: this, address: this.#log[REPLY_ADDRESS], classIndex, generation: this.#generation });
+    return buffer;
+  }
+
+  /**
+   * Takes a released buffer into the cache, detaching the caller's handle: true. False when the buffer is
+   * none the cache may keep (not from this pool, not live, of an older plan, or the cache is full): the
+   * caller releases it natively, which tells those cases apart.
+   */
+  put(buffer: ArrayBuffer): boolean {
+    const block = Tag.of(buffer);
+    if (block === undefined || block.cache !== this || (buffer as Transferable).detached) return false;
+    if (this.#log[GENERATION] !== this.#generation) this.#newGeneration();
+    const bytes = buffer.byteLength;
+    if (block.generation !== this.#generation || bytes > this.#maxBytes - this.#bytes) return false;
+    let stack = this.#stacks.get(bytes);
+    if (stack === undefined) {
+      stack = { buffers: [], lowWater: 0 };
+      this.#stacks.set(bytes, stack);
+    } else if (stack.buffers.length >= this.#maxPerSize) {
+      return false;
+    }
+    const kept = (buffer as Transferable).transfer();
+    Tag.attach(kept, block);
+    stack.buffers.push(kept);
+    this.#buffers++;
+    this.#bytes += bytes;
+    this.#taken++;
+    if (block.classIndex > this.#classBound) this.#classBound = block.classIndex;
+    this.#append(block.address, 0);
+    return true;
+  }
+
+  /** The iteration ended: gives back what it did not need (each size's low-water mark). */
+  markIteration(): void {
+    if (this.#log[GENERATION] !== this.#generation) return this.#newGeneration();
+    for (const stack of this.#stacks.values()) {
+      for (let n = stack.lowWater; n > 0; n--) this.#returnBuffer(stack.buffers.shift()!);
+      stack.lowWater = stack.buffers.length;
+    }
+    this.#recountClasses();
+  }
+
+  /** Gives every buffer back (close(), or a new plan serving). */
+  clear(): void {
+    this.#giveBack(() => true);
+  }
+
+  stats(): FrontCacheStats {
+    return { served: this.#served, taken: this.#taken, returned: this.#returned, buffers: this.#buffers, bytes: this.#bytes };
+  }
+
+  #newGeneration(): void {
+    this.#generation = this.#log[GENERATION];
+    this.clear();
+  }
+
+  #giveBack(which: (block: Block) => boolean): void {
+    for (const stack of this.#stacks.values()) {
+      const kept: ArrayBuffer[] = [];
+      for (const buffer of stack.buffers) {
+        if (which(Tag.of(buffer)!)) this.#returnBuffer(buffer); else kept.push(buffer);
+      }
+      if (kept.length === stack.buffers.length) continue;
+      stack.buffers.splice(0, stack.buffers.length, ...kept);
+      stack.lowWater = Math.min(stack.lowWater, kept.length);
+    }
+    this.#recountClasses();
+  }
+
+  #returnBuffer(buffer: ArrayBuffer): void {
+    this.#buffers--;
+    this.#bytes -= buffer.byteLength;
+    this.#native.returnCached(buffer);
+    this.#returned++;
+  }
+
+  #recountClasses(): void {
+    let bound = -1;
+    for (const stack of this.#stacks.values()) {
+      for (const buffer of stack.buffers) bound = Math.max(bound, Tag.of(buffer)!.classIndex);
+    }
+    this.#classBound = bound;
+  }
+
+  #append(address: number, bytes: number): void {
+    const log = this.#log;
+    let n = log[COUNT];
+    if (n === LOG_ENTRIES) {
+      this.#native.settle();
+      n = 0;
+    }
+    log[ENTRIES + 2 * n] = address;
+    log[ENTRIES + 2 * n + 1] = bytes;
+    log[COUNT] = n + 1;
+  }
+}
+
+/** The log capacity a Pool asks the binding for. */
+export const FRONT_CACHE_LOG_ENTRIES = LOG_ENTRIES;

@@ -1,0 +1,261 @@
+import { describe, expect, it } from 'vitest';
+
+import { Pool, Stream, train, type PoolStats } from '../lib/index.js';
+import { FRONT_CACHE_SUPPORTED } from '../lib/front-cache.js';
+import { native } from '../lib/native.js';
+import { toNativePlan } from '../lib/plan-spec.js';
+import { nativePoolOf } from '../lib/pool.js';
+import type { Trace } from '../lib/trace/trace.js';
+import { LiveRanges, expectCode, fillPattern, patternIntact, seededRandom } from './helpers.js';
+
+const KiB = 1024;
+const plan = {
+  interval: 4096,
+  classes: [
+    { size: 4096, blocks: 8 },
+    { size: 8192, blocks: 8 },
+    { size: 65536, blocks: 4 },
+    { size: 1 << 20, blocks: 2 },
+  ],
+};
+// Few sizes, so that releases and allocations meet in the cache.
+const SIZES = [64, 1000, 4096, 5000, 8192, 40 * KiB, 65536, 300 * KiB, 1 << 20, 3 << 20];
+
+async function collectGarbage(pool: Pool, done: (s: PoolStats) => boolean): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc!;
+  for (let round = 0; round < 20 && !done(pool.stats()); round++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
+  it('100k seeded operations with stream releases, a plan switch and close(): no overlap, no corruption, exact counts', async () => {
+    const pool = new Pool(); // the default classes, growing; a plan after the switch
+    const stream = new Stream();
+    const random = seededRandom(20261124);
+    const live: { buffer: ArrayBuffer; bytes: Uint8Array; seed: number; address: number }[] = [];
+    const ranges = new LiveRanges();
+    let allocs = 0;
+    let releases = 0;
+    for (let op = 0; op < 100_000; op++) {
+      if (op === 50_000) {
+        // A new plan serves from here: cached blocks of the old one go back to it.
+        nativePoolOf(pool).switchPlan(toNativePlan({ interval: 4096, classes: [{ size: 8192, blocks: 16 }, { size: 1 << 20, blocks: 4 }] }));
+      }
+      if (op % 997 === 0) pool.markIteration();
+      if (live.length === 0 || (live.length < 40 && random() < 0.55)) {
+        const size = SIZES[Math.floor(random() * SIZES.length)];
+        const buffer = pool.alloc(size);
+        allocs++;
+        expect(buffer.byteLength).toBe(size);
+        const address = native.bufferAddress(buffer);
+        expect(address % 64).toBe(0);
+        if (!ranges.add(address, size)) throw new Error(`block at ${address} (${size} B) overlaps a live block`);
+        const bytes = new Uint8Array(buffer);
+        fillPattern(bytes, op);
+        live.push({ buffer, bytes, seed: op, address });
+      } else {
+        const i = Math.floor(random() * live.length);
+        const victim = live[i];
+        if (!patternIntact(victim.bytes, victim.seed)) throw new Error(`block ${victim.seed} was overwritten`);
+        if (random() < 0.1) {
+          // Stream-ordered: a fill queued on the stream still writes the block; it is reused only after.
+          stream.fill(victim.bytes, 0xab);
+          pool.release(victim.buffer, { stream });
+        } else {
+          pool.release(victim.buffer);
+        }
+        releases++;
+        ranges.remove(victim.address);
+        live[i] = live[live.length - 1];
+        live.pop();
+      }
+    }
+    const s = pool.stats();
+    expect(s.frontCache!.served).toBeGreaterThan(10_000);
+    expect(s.allocs).toBe(allocs);
+    expect(s.releases).toBe(releases);
+    expect(s.hits + s.borrows + s.osFallbacks + s.osOversize).toBe(allocs);
+    expect(s.liveBlocks).toBe(live.length);
+    expect(s.bytesLive).toBe(live.reduce((n, l) => n + l.bytes.length, 0));
+    expect(s.cacheRejected).toBe(0);
+    expect(s.cachedBlocks).toBe(s.frontCache!.buffers);
+    for (const l of live) expect(patternIntact(l.bytes, l.seed)).toBe(true);
+    pool.close();
+    expect(pool.stats().cachedBlocks).toBe(0);
+    for (const l of live) pool.release(l.buffer); // blocks still come back after close
+    await stream.synchronize();
+    pool.reclaim();
+    expect(pool.stats().arenas).toBe(0);
+    stream.close();
+  });
+
+  it('detaches the released handle: every typed array and DataView over it reads length 0', () => {
+    const pool = new Pool();
+    const buffer = pool.alloc(4096);
+    const views = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array].map(
+      (T) => new T(buffer),
+    );
+    const dataView = new DataView(buffer);
+    new Uint8Array(buffer).fill(7);
+    pool.release(views[3]);
+    expect(pool.stats().frontCache!.taken).toBe(1);
+    expect(buffer.byteLength).toBe(0);
+    for (const view of views) expect(view.length).toBe(0);
+    expect(() => dataView.getUint8(0)).toThrow(TypeError);
+    // The block comes back, from the cache, with its contents (like malloc).
+    const again = pool.uint8(4096);
+    expect(pool.stats().frontCache!.served).toBe(1);
+    expect(again[4095]).toBe(7);
+    pool.release(again);
+    pool.close();
+  });
+
+  it('wrong releases throw and change nothing: twice, a stale view, another pool, a buffer of its own', () => {
+    const pool = new Pool({ plan });
+    const other = new Pool({ plan });
+    const a = pool.float32(1024);
+    pool.release(a);
+    const before = pool.stats();
+    expectCode(() => pool.release(a), 'ERR_TP_DOUBLE_RELEASE');
+    expectCode(() => pool.release(a.buffer), 'ERR_TP_DOUBLE_RELEASE');
+    const b = other.float32(1024);
+    expectCode(() => pool.release(b), 'ERR_TP_FOREIGN_BUFFER');
+    expect(b.length).toBe(1024); // not detached: it is still the other pool's
+    expectCode(() => pool.release(new ArrayBuffer(4096)), 'ERR_TP_FOREIGN_BUFFER');
+    const after = pool.stats();
+    expect([after.releases, after.cachedBlocks, after.liveBlocks]).toEqual([before.releases, before.cachedBlocks, before.liveBlocks]);
+    other.release(b);
+    pool.close();
+    other.close();
+  });
+
+  it('a cached block never makes a request borrow, grow or go to the OS', () => {
+    const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 1 }, { size: 65536, blocks: 1 }] } });
+    pool.release(pool.alloc(4000)); // into the cache, under 4000 bytes
+    const other = pool.alloc(3000); // same class, another length: the cache gives its block back first
+    const s = pool.stats();
+    expect([s.hits, s.borrows, s.osFallbacks, s.cachedBlocks]).toEqual([2, 0, 0, 0]);
+    pool.release(other);
+    pool.close();
+  });
+
+  it('gives back at markIteration() what the iteration did not need', () => {
+    const pool = new Pool();
+    const iteration = (sizes: number[]) => {
+      const buffers = sizes.map((n) => pool.alloc(n));
+      for (const b of buffers) pool.release(b);
+      pool.markIteration();
+    };
+    iteration([1000, 1000, 5000]);
+    iteration([1000, 1000, 5000]);
+    expect(pool.stats().frontCache!.buffers).toBe(3); // each used in the iteration: kept
+    iteration([1000]);
+    // 5000 was not needed, nor one of the two 1000s (the stack of 1000 never went below one).
+    expect(pool.stats().frontCache!.buffers).toBe(1);
+    expect(pool.stats().frontCache!.returned).toBe(2);
+    pool.close();
+  });
+
+  it('a buffer served from the cache and dropped without release() comes back through its finalizer', async () => {
+    const pool = new Pool({ plan });
+    (() => {
+      pool.release(pool.alloc(4096));
+      pool.alloc(4096); // served from the cache, then dropped
+    })();
+    expect(pool.stats().frontCache!.served).toBe(1);
+    await collectGarbage(pool, (s) => s.liveBlocks === 0);
+    const s = pool.stats();
+    expect(s.liveBlocks).toBe(0);
+    expect(s.finalized).toBe(1);
+    expect(s.classes[0].free).toBe(8);
+    pool.close();
+  });
+
+  it('a trained plan is served exactly as training predicted: the cache follows its schedule', () => {
+    const random = seededRandom(7);
+    // Three iterations of one pattern with sizes that share classes and borrow.
+    const pattern = Array.from({ length: 60 }, () => SIZES[Math.floor(random() * 8)]);
+    const run = (pool: Pool, iterations: number) => {
+      for (let it = 0; it < iterations; it++) {
+        const live: ArrayBuffer[] = [];
+        for (const [k, size] of pattern.entries()) {
+          live.push(pool.alloc(size));
+          if (k % 3 === 2) pool.release(live.splice(Math.floor(live.length / 2), 1)[0]);
+        }
+        for (const b of live) pool.release(b);
+        pool.markIteration();
+      }
+    };
+    const recorder = new Pool({ frontCache: false });
+    recorder.record();
+    run(recorder, 1);
+    // Class blocks: a time-shared plan's blocks share memory, and the cache leaves them to native code.
+    const trained = train(recorder.stopRecording(), { share: false });
+    recorder.close();
+    const pool = new Pool({ plan: trained });
+    run(pool, 5);
+    const s = pool.stats();
+    expect(s.frontCache!.served).toBeGreaterThan(0);
+    expect(s.osFallbacks + s.osOversize).toBe(0);
+    expect(s.scheduleMisses).toBe(0);
+    expect(s.borrows).toBe(5 * trained.training.borrows);
+    pool.close();
+  });
+
+  it('records the same trace with the cache on as with it off', () => {
+    const traceOf = (frontCache: boolean): Trace => {
+      const pool = new Pool({ frontCache });
+      const random = seededRandom(99);
+      const stream = new Stream();
+      pool.record();
+      const live: ArrayBuffer[] = [];
+      for (let op = 0; op < 20_000; op++) {
+        if (op % 500 === 0) pool.markIteration();
+        if (live.length === 0 || (live.length < 30 && random() < 0.55)) {
+          live.push(pool.alloc(SIZES[Math.floor(random() * SIZES.length)]));
+        } else {
+          const [victim] = live.splice(Math.floor(random() * live.length), 1);
+          if (random() < 0.05) pool.release(victim, { stream }); else pool.release(victim);
+        }
+      }
+      const trace = pool.stopRecording('same');
+      expect(pool.stats().frontCache === null).toBe(!frontCache);
+      for (const b of live) pool.release(b);
+      pool.close();
+      stream.close();
+      return trace;
+    };
+    const withCache = traceOf(true);
+    const without = traceOf(false);
+    expect(withCache.eventCount).toBeGreaterThan(20_000);
+    for (const column of ['ops', 'eventBuffer', 'eventStream', 'sizes', 'starts', 'ends'] as const) {
+      expect(Array.from(withCache[column]), column).toEqual(Array.from(without[column]));
+    }
+    expect(withCache.iterationStarts).toEqual(without.iterationStarts);
+  });
+
+  it('takes its options, and is off in offsets mode', () => {
+    const pool = new Pool({ frontCache: { maxBytes: 8192, maxPerSize: 1 } });
+    const [a, b, c] = [pool.alloc(4096), pool.alloc(4096), pool.alloc(8192)];
+    for (const x of [a, b, c]) pool.release(x);
+    expect(pool.stats().frontCache!.buffers).toBe(1); // one per size; 8192 more would pass maxBytes
+    pool.close();
+    expect(new Pool({ frontCache: false }).stats().frontCache).toBeNull();
+    expectCode(() => new Pool({ frontCache: { maxBytes: -1 } }), 'ERR_TP_INVALID_ARGUMENT');
+    expectCode(() => new Pool({ frontCache: { size: 1 } as never }), 'ERR_TP_INVALID_ARGUMENT');
+  });
+});
+
+describe.runIf(!FRONT_CACHE_SUPPORTED)('front cache (Node.js < 22)', () => {
+  it('is not there: every alloc and release crosses into native code as before', () => {
+    const pool = new Pool();
+    pool.release(pool.alloc(4096));
+    pool.release(pool.alloc(4096));
+    const s = pool.stats();
+    expect(s.frontCache).toBeNull();
+    expect(s.cachedBlocks).toBe(0);
+    pool.close();
+  });
+});
