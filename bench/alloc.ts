@@ -1,11 +1,13 @@
 /**
- * Tensor allocation cost: alloc + one write per 4 KiB page + release, for 4 KiB to 64 MiB tensors, from a
+ * Tensor allocation cost: alloc + one write per 4 KiB page + release, for 64 B to 64 MiB tensors, from a
  * prefaulted tensorpool Pool vs `new Float32Array(n)` vs `Buffer.allocUnsafe(n)`. Variants run interleaved
  * (every repetition runs each variant once, in rotating order); the table shows medians over repetitions.
  *
- * 'tensorpool, native loop' is the same pool driven by the native replay loop (no JS, no ArrayBuffer per
- * block): what the pool itself costs. The difference to 'tensorpool' is N-API's: Node 20 makes an external
- * ArrayBuffer through a Buffer with a weak-reference finalizer, and detaching it costs as much again.
+ * 'tensorpool' has its front cache where Node.js has `ArrayBuffer.prototype.transfer` (>= 22): a block
+ * released and allocated again at the same length never crosses into native code. 'tensorpool, no front
+ * cache' is the same pool without it: every alloc makes an external ArrayBuffer through N-API, every
+ * release detaches it (what Node 20 always does). 'tensorpool, native loop' is the pool driven by the
+ * native replay loop (no JS, no ArrayBuffer per block): what the pool itself costs.
  *
  *   npm run build && npx tsx bench/alloc.ts [--reps 15] [--json out.json]
  */
@@ -18,21 +20,34 @@ import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-const SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB];
+const SIZES = [64, KiB, 4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB];
 // Operations per timed batch: enough that a batch takes milliseconds, not microseconds.
-const OPS: Record<number, number> = { [4 * KiB]: 20000, [64 * KiB]: 5000, [MiB]: 500, [16 * MiB]: 40, [64 * MiB]: 12 };
+const OPS: Record<number, number> = { 64: 50000, [KiB]: 50000, [4 * KiB]: 20000, [64 * KiB]: 5000, [MiB]: 500, [16 * MiB]: 40, [64 * MiB]: 12 };
 
 function touchPages(x: Float32Array): void {
   for (let i = 0; i < x.length; i += 1024) x[i] = i;
+}
+
+/** alloc + touch + release through the JS API of `p`. */
+function throughJs(p: Pool): Variant['run'] {
+  return (bytes, ops) => {
+    for (let i = 0; i < ops; i++) {
+      const x = p.float32(bytes / 4);
+      touchPages(x);
+      p.release(x);
+    }
+  };
 }
 
 type Variant = { name: string; run: (bytes: number, ops: number) => void };
 
 const args = benchArgs(15);
 const machine = printHeader('alloc: alloc + one write per 4 KiB page + release');
-const pool = new Pool({
-  plan: { interval: 4 * KiB, classes: SIZES.map((size) => ({ size, blocks: 1 })) },
-});
+const plan = { interval: 64, classes: SIZES.map((size) => ({ size, blocks: 1 })) };
+const pool = new Pool({ plan });
+const uncached = new Pool({ plan, frontCache: false });
+// Its own pool: a block the JS variant's front cache holds is not there for a native caller.
+const looped = new Pool({ plan, frontCache: false });
 
 /** A native replayer of `ops` alloc + release pairs of `bytes` through the pool, one per size. */
 const loops = new Map<string, NativeReplayer>();
@@ -46,7 +61,7 @@ function nativeLoop(bytes: number, ops: number): NativeReplayer {
       opsArray[2 * i + 1] = 1;
       buffers[2 * i] = buffers[2 * i + 1] = i;
     }
-    loop = new native.NativeReplayer(nativePoolOf(pool), opsArray, buffers, new Float64Array(ops).fill(bytes), {
+    loop = new native.NativeReplayer(nativePoolOf(looped), opsArray, buffers, new Float64Array(ops).fill(bytes), {
       touch: 'pages',
       iterationMarks: false,
     });
@@ -56,16 +71,8 @@ function nativeLoop(bytes: number, ops: number): NativeReplayer {
 }
 
 const variants: Variant[] = [
-  {
-    name: 'tensorpool',
-    run: (bytes, ops) => {
-      for (let i = 0; i < ops; i++) {
-        const x = pool.float32(bytes / 4);
-        touchPages(x);
-        pool.release(x);
-      }
-    },
-  },
+  { name: 'tensorpool', run: throughJs(pool) },
+  { name: 'tensorpool, no front cache', run: throughJs(uncached) },
   {
     name: 'tensorpool, native loop',
     run: (bytes, ops) => void nativeLoop(bytes, ops).run(false),
@@ -115,14 +122,16 @@ const rows = [];
 const results = [];
 for (const bytes of SIZES) {
   const poolNs = median(samples.get(key('tensorpool', bytes))!.ns);
+  const float32Ns = median(samples.get(key('new Float32Array', bytes))!.ns);
   for (const v of variants) {
     const s = samples.get(key(v.name, bytes))!;
     const ns = median(s.ns);
     const faults = median(s.faults);
-    rows.push([formatBytes(bytes), v.name, round(ns, 0), round(faults, 1), round(ns / poolNs, 1)]);
-    results.push({ bytes, variant: v.name, nsPerOp: ns, minorFaultsPerOp: faults, vsTensorpool: ns / poolNs });
+    rows.push([formatBytes(bytes), v.name, round(ns, 0), round(faults, 1), round(ns / poolNs, 2), round(ns / float32Ns, 2)]);
+    results.push({ bytes, variant: v.name, nsPerOp: ns, minorFaultsPerOp: faults, vsTensorpool: ns / poolNs, vsFloat32Array: ns / float32Ns });
   }
 }
-console.log(formatTable(['size', 'variant', 'ns/op (median)', 'minor faults/op', 'x tensorpool'], rows));
+console.log(`# front cache: ${pool.stats().frontCache ? 'on' : 'not available in this Node.js (needs ArrayBuffer.prototype.transfer, Node >= 22)'}`);
+console.log(formatTable(['size', 'variant', 'ns/op (median)', 'minor faults/op', 'x tensorpool', 'x new Float32Array'], rows));
 console.log(`# ${args.reps} repetitions, interleaved; fault counts from ${measureFaults(() => 0).source}`);
 writeJson(args.json, { benchmark: 'alloc', machine, reps: args.reps, results });

@@ -3,7 +3,9 @@
 # libubsan1); any report fails the run:
 #  1. the native unit tests (test/native), built with both sanitizers;
 #  2. the addon built with both sanitizers (cmake-js), loaded into Node with the runtimes preloaded, under
-#     the vitest suites that drive the core in-process (pool, streams, training, traces, planners, adaptive mode).
+#     the vitest suites that drive the core in-process (pool, streams, training, traces, planners, adaptive mode);
+#  3. the same addon on Node 22 (scripts/node-bin.sh), whose pools have a front cache, under the pool and
+#     front-cache suites.
 set -eu
 cd "$(dirname "$0")/.."
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
@@ -17,8 +19,14 @@ echo "sanitize: native tests clean under ASan + UBSan"
 npx cmake-js compile --out build-asan-addon --CDTP_SANITIZE=ON --CDCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 npx tsc -p tsconfig.json
 # Node itself leaks at exit by design: leak checking is for the native tests above.
-ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
-TENSORPOOL_ADDON="$PWD/build-asan-addon/Release/tensorpool.node" \
-  npx vitest run test/pool.test.ts test/streams.test.ts test/train.test.ts test/trace.test.ts test/planner.test.ts test/adaptive.test.ts
+sanitized() {
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+  LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
+  TENSORPOOL_ADDON="$PWD/build-asan-addon/Release/tensorpool.node" \
+    "$@"
+}
+sanitized npx vitest run test/pool.test.ts test/streams.test.ts test/train.test.ts test/trace.test.ts test/planner.test.ts test/adaptive.test.ts
 echo "sanitize: the addon is clean under ASan + UBSan in the pool, stream, training, trace, planner and adaptive suites"
+node22=$(sh scripts/node-bin.sh 22)
+sanitized "$node22/node" node_modules/vitest/vitest.mjs run test/front-cache.test.ts test/pool.test.ts test/train.test.ts
+echo "sanitize: the addon is clean under ASan + UBSan on $("$node22/node" --version) with the front cache (front-cache, pool, training suites)"

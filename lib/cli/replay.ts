@@ -24,8 +24,10 @@ const replayOptions = {
 } as const;
 
 const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAMES.join(', ')} (default: all but
-                      tensorpool-classes, the size classes to set beside a time-shared --plan; a peer that
-                      is not installed is reported with the Debian package that provides it). ideal is the
+                      tensorpool-classes, the size classes to set beside a time-shared --plan, and
+                      tensorpool-js, tensorpool's pool driven from JavaScript (alloc() and release() per
+                      event) instead of the native loop; a peer that is not installed is reported with the
+                      Debian package that provides it). ideal is the
                       yardstick, not an allocator: the offset plan's addresses in a pre-faulted arena, no
                       bookkeeping, so its ns/op is the cost of touching the memory alone
   --reps N            repetitions per allocator, each from empty (default ${DEFAULT_REPS}); the steady state is the

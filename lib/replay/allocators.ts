@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 
 import { preloadLibrary } from '../process-pool.js';
 
-export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-classes', 'tensorpool-offsets', 'tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
+export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-classes', 'tensorpool-js', 'tensorpool-offsets', 'tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
 export type AllocatorName = (typeof ALLOCATOR_NAMES)[number];
 
 export interface AllocatorSpec {
@@ -19,7 +19,7 @@ export interface AllocatorSpec {
   /** What runs: the pool (size classes, or offsets mode), this process's malloc (LD_PRELOAD decides whose),
    *  the same malloc calls served by tensorpool's preload library (the process pool, default classes), or
    *  the ideal yardstick. */
-  kind: 'pool' | 'offsets' | 'libc' | 'preload' | 'ideal';
+  kind: 'pool' | 'pool-js' | 'offsets' | 'libc' | 'preload' | 'ideal';
   /** The shared library to LD_PRELOAD, once found. */
   library?: string;
   /** Its file name, and the Debian package that installs it. */
@@ -55,6 +55,7 @@ export function findLibrary(soname: string): string | undefined {
 /** What runs for an allocator, from its name alone (no library lookup). */
 export function kindOf(name: AllocatorName): AllocatorSpec['kind'] {
   if (name === 'tensorpool' || name === 'tensorpool-classes') return 'pool';
+  if (name === 'tensorpool-js') return 'pool-js';
   if (name === 'tensorpool-offsets') return 'offsets';
   if (name === 'ideal') return 'ideal';
   if (name === 'tensorpool-preload') return 'preload';

@@ -4,8 +4,8 @@ import type { NativeRepetition } from '../native.js';
 export interface WorkerInit {
   type: 'init';
   tracePath: string;
-  allocator: 'pool' | 'offsets' | 'libc' | 'preload' | 'ideal';
-  /** The size-class plan (pool) or the offset plan (offsets, ideal). */
+  allocator: 'pool' | 'pool-js' | 'offsets' | 'libc' | 'preload' | 'ideal';
+  /** The size-class plan (pool, pool-js) or the offset plan (offsets, ideal). */
   planPath?: string;
   touch: 'none' | 'pages' | 'full';
   iterationMarks: boolean;

@@ -134,8 +134,9 @@ interface Participant {
 }
 
 function checkAllocators(value: unknown): AllocatorName[] {
-  // tensorpool-classes is the size classes beside a time-shared `plan`: asked for by name.
-  if (value === undefined) return ALLOCATOR_NAMES.filter((name) => name !== 'tensorpool-classes');
+  // Asked for by name: tensorpool-classes, the size classes beside a time-shared `plan`; tensorpool-js, the
+  // same pool as tensorpool driven from JavaScript.
+  if (value === undefined) return ALLOCATOR_NAMES.filter((name) => name !== 'tensorpool-classes' && name !== 'tensorpool-js');
   if (!Array.isArray(value) || value.length === 0) {
     throw invalidArgument('type', `options.allocators must be a non-empty array of ${ALLOCATOR_NAMES.join(', ')}, got ${describe(value)}`);
   }
@@ -223,11 +224,11 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
           tracePath,
           allocator: p.spec.kind,
           planPath:
-            p.spec.name === 'tensorpool-classes' ? classesPlanPath : p.spec.kind === 'pool' ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
+            p.spec.name === 'tensorpool-classes' ? classesPlanPath : p.spec.kind === 'pool' || p.spec.kind === 'pool-js' ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
           touch,
           // A plan of one iteration schedules every iteration from its start.
           iterationMarks:
-            (p.spec.kind === 'pool' && typeof plan?.training.iteration === 'number') ||
+            ((p.spec.kind === 'pool' || p.spec.kind === 'pool-js') && typeof plan?.training.iteration === 'number') ||
             (usesOffsetPlan(p.spec.name) && typeof offsetPlan?.source.iteration === 'number'),
           mapsName: p.spec.mapsName,
         });

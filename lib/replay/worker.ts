@@ -9,6 +9,7 @@ import { OffsetPlan } from '../offset-plan.js';
 import { Pool, nativePoolOf } from '../pool.js';
 import { processPool } from '../process-pool.js';
 import { readTrace } from '../trace/read.js';
+import { JsReplayer } from './js-replayer.js';
 import type { FromWorker, ToWorker, WorkerInit } from './protocol.js';
 
 
@@ -16,7 +17,7 @@ function send(message: FromWorker): void {
   process.send!(message);
 }
 
-let replayer: NativeReplayer | undefined;
+let replayer: Pick<NativeReplayer, 'run' | 'faultSource'> | undefined;
 let pool: Pool | undefined;
 let rssStartBytes = 0;
 
@@ -27,8 +28,13 @@ function init(message: WorkerInit): void {
   const trace = readTrace(message.tracePath);
   // The baseline is taken before the allocator makes anything: a pool's pre-faulted arena is growth.
   rssStartBytes = native.memory(true).rss;
-  if (message.allocator === 'pool') pool = new Pool({ plan: message.planPath });
+  if (message.allocator === 'pool' || message.allocator === 'pool-js') pool = new Pool({ plan: message.planPath });
   if (message.allocator === 'offsets') pool = new Pool({ offsets: message.planPath });
+  if (message.allocator === 'pool-js') {
+    replayer = new JsReplayer(pool!, trace, { touch: message.touch, iterationMarks: message.iterationMarks });
+    send({ type: 'ready', faultSource: replayer.faultSource });
+    return;
+  }
   const ideal = message.allocator === 'ideal' && OffsetPlan.read(message.planPath!);
   const allocator = pool ? nativePoolOf(pool) : ideal ? { ideal: { height: ideal.height, sizes: ideal.sizes, offsets: ideal.offsets } } : 'libc';
   replayer = new native.NativeReplayer(allocator, trace.ops, trace.eventBuffer, trace.sizes, {
