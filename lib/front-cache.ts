@@ -182,9 +182,8 @@ export class FrontCache {
     if (stack === undefined) {
       stack = { buffers: [], lowWater: 0 };
       this.#stacks.set(bytes, stack);
-    } else if (stack.buffers.length >= this.#maxPerSize) {
-      return false;
     }
+    if (stack.buffers.length >= this.#maxPerSize) return false;
     const kept = (buffer as Transferable).transfer();
     Tag.attach(kept, block);
     stack.buffers.push(kept);
@@ -199,9 +198,11 @@ export class FrontCache {
   /** The iteration ended: gives back what it did not need (each size's low-water mark). */
   markIteration(): void {
     if (this.#log[GENERATION] !== this.#generation) return this.#newGeneration();
-    for (const stack of this.#stacks.values()) {
+    for (const [bytes, stack] of this.#stacks) {
       for (let n = stack.lowWater; n > 0; n--) this.#returnBuffer(stack.buffers.shift()!);
       stack.lowWater = stack.buffers.length;
+      // Lengths come and go with input shapes: an empty stack is not kept.
+      if (stack.buffers.length === 0) this.#stacks.delete(bytes);
     }
     this.#recountClasses();
   }
