@@ -215,8 +215,7 @@ ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
   BlockHeader* header = offsetArena_ && offsetArena_->contains(data) ? nullptr : findLocked(data);
   if (header && header->state == BlockState::Cached && header->serial == serial) {
     // The front cache that held it is gone (its buffer was collected): nobody can reach the block.
-    counters_.cachedBlocks--;
-    counters_.cachedBytes -= header->capacity;
+    uncacheLocked(header);
     returnBlockLocked(header);
     return ReleaseStatus::Ok;
   }
@@ -287,8 +286,7 @@ void Pool::applyCachedLocked(const CachedOp& op) {
     counters_.cacheRejected++;
     return;
   }
-  counters_.cachedBlocks--;
-  counters_.cachedBytes -= header->capacity;
+  uncacheLocked(header);
   SizeClassPool& generation = *generationLocked(header->arenaId);
   generation.reuse(header, op.bytes);
   // As alloc() would have: the schedule's position moves on, and the block counts where it was served from.
@@ -322,10 +320,14 @@ ReleaseStatus Pool::returnCached(const void* data) {
   BlockHeader* header = findLocked(data);
   if (!header) return ReleaseStatus::NotOwned;
   if (header->state != BlockState::Cached) return ReleaseStatus::NotLive;
-  counters_.cachedBlocks--;
-  counters_.cachedBytes -= header->capacity;
+  uncacheLocked(header);
   returnBlockLocked(header);
   return ReleaseStatus::Ok;
+}
+
+void Pool::uncacheLocked(const BlockHeader* header) {
+  counters_.cachedBlocks--;
+  counters_.cachedBytes -= header->capacity;
 }
 
 void Pool::returnBlockLocked(BlockHeader* header) {

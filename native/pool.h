@@ -218,6 +218,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);
+  void uncacheLocked(const BlockHeader* header);  // a Cached block leaves the front cache's counters
   BlockHeader* findLocked(const void* data) const;
   ReleaseStatus releaseLocked(const void* data, uint64_t serial, bool bySerial);
   void returnBlockLocked(BlockHeader* header);

@@ -31,6 +31,20 @@ void finalizeBlock(napi_env, void* data, void* hint) {
   delete ticket;
 }
 
+// What Release and ReturnCached answer. The block may be handed out again right away: once it is given
+// back, no view on this buffer may reach it any more.
+Napi::Value answerRelease(Napi::ArrayBuffer& buffer, ReleaseStatus status) {
+  Napi::Env env = buffer.Env();
+  switch (status) {
+    case ReleaseStatus::Ok: break;
+    case ReleaseStatus::NotOwned: return Napi::Number::New(env, kNotOwned);
+    case ReleaseStatus::NotLive:
+    case ReleaseStatus::Stale: return Napi::Number::New(env, kNotLive);
+  }
+  buffer.Detach();
+  return Napi::Number::New(env, kReleased);
+}
+
 }  // namespace
 
 OffsetSchedule readOffsetSchedule(const Napi::Value& value, const std::string& name) {
@@ -141,16 +155,7 @@ Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
   StreamObject* stream = info[1].IsUndefined() ? nullptr : StreamObject::From(info[1]);
   if (!info[1].IsUndefined() && !stream) throw Napi::TypeError::New(env, "stream must be a NativeStream");
   settle();
-  const ReleaseStatus status = stream ? pool_->releaseAfter(buffer.Data(), stream->stream()) : pool_->release(buffer.Data());
-  switch (status) {
-    case ReleaseStatus::Ok: break;
-    case ReleaseStatus::NotOwned: return Napi::Number::New(env, kNotOwned);
-    case ReleaseStatus::NotLive:
-    case ReleaseStatus::Stale: return Napi::Number::New(env, kNotLive);
-  }
-  // The block may be handed out again right away: no view on this buffer may reach it any more.
-  buffer.Detach();
-  return Napi::Number::New(env, kReleased);
+  return answerRelease(buffer, stream ? pool_->releaseAfter(buffer.Data(), stream->stream()) : pool_->release(buffer.Data()));
 }
 
 Napi::Value PoolObject::ReturnCached(const Napi::CallbackInfo& info) {
@@ -158,14 +163,7 @@ Napi::Value PoolObject::ReturnCached(const Napi::CallbackInfo& info) {
   Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
   if (buffer.IsDetached()) return Napi::Number::New(env, kDetached);
   settle();
-  switch (pool_->returnCached(buffer.Data())) {
-    case ReleaseStatus::Ok: break;
-    case ReleaseStatus::NotOwned: return Napi::Number::New(env, kNotOwned);
-    case ReleaseStatus::NotLive:
-    case ReleaseStatus::Stale: return Napi::Number::New(env, kNotLive);
-  }
-  buffer.Detach();
-  return Napi::Number::New(env, kReleased);
+  return answerRelease(buffer, pool_->returnCached(buffer.Data()));
 }
 
 Napi::Value PoolObject::Settle(const Napi::CallbackInfo& info) {
