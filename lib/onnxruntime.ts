@@ -18,7 +18,7 @@ import type { InferenceSession, Tensor } from 'onnxruntime-node';
 
 import { TensorPoolError, fromNative } from './errors.js';
 import { native } from './native.js';
-import { Pool, nativePoolOf } from './pool.js';
+import { Pool, nativePoolOf, stopFrontCache } from './pool.js';
 import { processPool } from './process-pool.js';
 import { checkBoolean, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
@@ -98,7 +98,8 @@ export function onnxRuntimeLibrary(): string {
  * Lends `pool` to ONNX Runtime: it becomes the CPU allocator of ONNX Runtime's environment (a process
  * singleton, so one pool at a time; lending another takes over for sessions created afterwards, and a
  * session keeps the pool it was created with). Sessions created with POOLED_ACTIVATIONS in their options
- * allocate their initializers, activations and outputs from it. Returns ONNX Runtime's version.
+ * allocate their initializers, activations and outputs from it. The pool's front cache is given back and
+ * turned off (native threads allocate from it too). Returns ONNX Runtime's version.
  */
 export function lendToOnnxRuntime(pool: Pool, options?: { ort?: OnnxRuntime }): string {
   checkPool(pool);
@@ -106,7 +107,12 @@ export function lendToOnnxRuntime(pool: Pool, options?: { ort?: OnnxRuntime }): 
   const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
   ortOf(o.ort); // loads onnxruntime-node, and with it the library
   try {
-    return native.registerOrtAllocator(onnxRuntimeLibrary(), nativePoolOf(pool));
+    const version = native.registerOrtAllocator(onnxRuntimeLibrary(), nativePoolOf(pool));
+    // ONNX Runtime's threads allocate from the pool while JS does: a front cache's log, applied at the next
+    // call from JS, would put JS's allocations after theirs, and a plan's schedule and a recording would see
+    // an order that never happened.
+    stopFrontCache(pool);
+    return version;
   } catch (error) {
     throw fromNative(error);
   }

@@ -90,10 +90,23 @@ export function nativePoolOf(pool: Pool): NativePool {
 /** The largest single block: what an ArrayBuffer can address in this Node.js. */
 export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
 
+/**
+ * Internal: gives back and turns off a pool's front cache, for a pool that native threads allocate from
+ * too (lib/onnxruntime.ts), where the order in which the pool learns of JS's allocations matters.
+ */
+export let stopFrontCache: (pool: Pool) => void;
+
 export class Pool {
+  static {
+    stopFrontCache = (pool) => {
+      pool.#cache?.clear();
+      pool.#cache = null;
+    };
+  }
+
   readonly #native: NativePool;
   readonly #control: PoolControl;
-  readonly #cache: FrontCache | null = null;
+  #cache: FrontCache | null = null;
   #closed = false;
   /** The offset plan of offsets mode, or null. */
   readonly offsetPlan: OffsetPlan | null;
