@@ -110,25 +110,28 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
     return allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
   }
   header->serial = nextSerial_++;
-  Route route = Route::Own;
+  Allocation served = counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled));
+  served.classIndex = header->classIndex;
+  // A lent block is not: served again from the cache it would take its lender class's place, which a
+  // schedule gives to another request.
+  served.cacheable = !offsetArena_ && !serving.timeShared() && !header->lent;
+  return served;
+}
+
+// Called with mu_ held: counts where an arena block came from; `scheduled`: where the schedule put it.
+Route Pool::countSourceLocked(Source source, bool scheduled) {
   switch (source) {
-    case Source::Own: counters_.hits++; break;
+    case Source::Own: counters_.hits++; return Route::Own;
     case Source::GrownLent:
       counters_.grown++;
       [[fallthrough]];
     case Source::Borrowed:
       counters_.borrows++;
       if (!scheduled) counters_.unplannedBorrows++;
-      route = Route::Borrowed;
-      break;
-    case Source::Grown: counters_.grown++; counters_.hits++; route = Route::Grown; break;
+      return Route::Borrowed;
+    case Source::Grown: counters_.grown++; counters_.hits++; return Route::Grown;
   }
-  Allocation served = counted(header->data(), bytes, header->serial, route);
-  served.classIndex = header->classIndex;
-  // A lent block is not: served again from the cache it would take its lender class's place, which a
-  // schedule gives to another request.
-  served.cacheable = !offsetArena_ && !serving.timeShared() && !header->lent;
-  return served;
+  return Route::Own;
 }
 
 // Called with mu_ held: the counters every served allocation updates.
@@ -288,7 +291,7 @@ void Pool::applyCachedLocked(const CachedOp& op) {
   }
   uncacheLocked(header);
   SizeClassPool& generation = *generationLocked(header->arenaId);
-  generation.reuse(header, op.bytes);
+  const Source source = generation.reuse(header, op.bytes);
   // As alloc() would have: the schedule's position moves on, and the block counts where it was served from.
   bool scheduled = false;
   if (&generation == generations_.back().get() && !generation.schedules().empty()) {
@@ -297,15 +300,7 @@ void Pool::applyCachedLocked(const CachedOp& op) {
     if (scheduled) counters_.scheduleHits++; else counters_.scheduleMisses++;
   }
   cursor_++;
-  Route route = Route::Own;
-  if (header->lent) {
-    counters_.borrows++;
-    if (!scheduled) counters_.unplannedBorrows++;
-    route = Route::Borrowed;
-  } else {
-    counters_.hits++;
-  }
-  counted(header->data(), op.bytes, header->serial, route);
+  counted(header->data(), op.bytes, header->serial, countSourceLocked(source, scheduled));
 }
 
 int64_t Pool::upcoming(const ScheduleEntry** out, size_t max) const {

@@ -216,6 +216,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret) {}
   Allocation allocFromOs(uint64_t bytes, Route route);
   Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route);
+  Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);
   void uncacheLocked(const BlockHeader* header);  // a Cached block leaves the front cache's counters

@@ -281,14 +281,23 @@ BlockHeader* SizeClassPool::takeBlock(uint32_t block, uint64_t bytes, Source* so
 
 BlockHeader* SizeClassPool::takeFound(BlockHeader* header, uint64_t bytes, Source* source) {
   header = markLive(header, bytes);
+  *source = countServed(header);
+  return header;
+}
+
+Source SizeClassPool::countServed(const BlockHeader* header) {
   if (header->lent) {
     counters_[header->classIndex].lent++;
-    *source = Source::Borrowed;
-  } else {
-    counters_[header->classIndex].hits++;
-    *source = Source::Own;
+    return Source::Borrowed;
   }
-  return header;
+  counters_[header->classIndex].hits++;
+  return Source::Own;
+}
+
+void SizeClassPool::setLive(BlockHeader* header, uint64_t bytes) const {
+  header->state = BlockState::Live;
+  header->requested = bytes;
+  header->lent = table_.isOwn(header->classIndex, bytes) ? 0 : 1;
 }
 
 void SizeClassPool::cache(BlockHeader* header) {
@@ -296,12 +305,10 @@ void SizeClassPool::cache(BlockHeader* header) {
   counters_[header->classIndex].cached++;
 }
 
-void SizeClassPool::reuse(BlockHeader* header, uint64_t bytes) {
+Source SizeClassPool::reuse(BlockHeader* header, uint64_t bytes) {
   counters_[header->classIndex].cached--;
-  header->state = BlockState::Live;
-  header->requested = bytes;
-  header->lent = table_.isOwn(header->classIndex, bytes) ? 0 : 1;
-  if (header->lent) counters_[header->classIndex].lent++; else counters_[header->classIndex].hits++;
+  setLive(header, bytes);
+  return countServed(header);
 }
 
 BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
@@ -312,9 +319,7 @@ BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
     writeHeader(header, cls, capacityOf(cls), r);
     live_[r] = 1;
   }
-  header->state = BlockState::Live;
-  header->requested = bytes;
-  header->lent = table_.isOwn(header->classIndex, bytes) ? 0 : 1;
+  setLive(header, bytes);
   outstanding_++;
   return header;
 }

@@ -70,8 +70,8 @@ class SizeClassPool {
   // A live block's owner released it into a front cache (Pool::applyCached): it becomes Cached.
   void cache(BlockHeader* header);
   // The front cache serves it again: live for `bytes` (at most its capacity), counted as take() counts a
-  // block off the free list.
-  void reuse(BlockHeader* header, uint64_t bytes);
+  // block off the free list. Returns Own or Borrowed.
+  Source reuse(BlockHeader* header, uint64_t bytes);
   // Returns a live, deferred or cached block of this pool to its class's free list (its pages to the OS, once
   // retired).
   void give(BlockHeader* header);
@@ -107,6 +107,10 @@ class SizeClassPool {
   BlockHeader* markLive(BlockHeader* header, uint64_t bytes);
   // Marks a block just taken off a free list live and counts it as a hit or a loan.
   BlockHeader* takeFound(BlockHeader* header, uint64_t bytes, Source* source);
+  // A block's state, owner's size and whether it is lent, for a request of `bytes`.
+  void setLive(BlockHeader* header, uint64_t bytes) const;
+  // Counts a block served off a free list (or again from a front cache) as a hit or a loan.
+  Source countServed(const BlockHeader* header);
   void push(size_t cls, BlockHeader* header);
   BlockHeader* pop(size_t cls);
   void setNonEmpty(size_t cls, bool nonEmpty);

@@ -164,7 +164,6 @@ bool replan(Shared& s, std::string* error) {
   return true;
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -196,8 +196,7 @@ class Model {
 
   void cacheServe(size_t pick) {
     if (cached_.empty()) return;
-    auto it = std::next(cached_.begin(), static_cast<std::ptrdiff_t>(pick % cached_.size()));
-    EXPECT(intact(reinterpret_cast<uint8_t*>(it->first), it->second.size, it->second.value), it->first);
+    const auto it = pickCached(pick);
     const CachedOp op{reinterpret_cast<void*>(it->first), it->second.size};
     pool_.applyCached(&op, 1);
     bytes_ += it->second.size;
@@ -207,8 +206,7 @@ class Model {
 
   void cacheReturn(size_t pick) {
     if (cached_.empty()) return;
-    auto it = std::next(cached_.begin(), static_cast<std::ptrdiff_t>(pick % cached_.size()));
-    EXPECT(intact(reinterpret_cast<uint8_t*>(it->first), it->second.size, it->second.value), it->first);
+    const auto it = pickCached(pick);
     EXPECT(pool_.returnCached(reinterpret_cast<void*>(it->first)) == ReleaseStatus::Ok, it->first);
     released_.push_back(it->first);
     cached_.erase(it);
@@ -297,6 +295,13 @@ class Model {
  private:
   void forgetPassed() {
     std::erase_if(deferred_, [](const Deferred& d) { return stream().passed(d.sequence); });
+  }
+
+  // A cached block, its contents checked: nobody may have been handed it while the cache held it.
+  std::map<uintptr_t, Live>::iterator pickCached(size_t pick) {
+    auto it = std::next(cached_.begin(), static_cast<std::ptrdiff_t>(pick % cached_.size()));
+    EXPECT(intact(reinterpret_cast<uint8_t*>(it->first), it->second.size, it->second.value), it->first);
+    return it;
   }
 
   int32_t cachedUpTo_() const {
