@@ -44,8 +44,8 @@ export interface FrontCacheStats {
   bytes: number;
 }
 
-/** Entries the log holds before the cache has the binding apply it. */
-const LOG_ENTRIES = 4096;
+/** Entries the log holds before the cache has the binding apply it (the capacity a Pool asks the binding for). */
+export const FRONT_CACHE_LOG_ENTRIES = 4096;
 // Slots of the log (FrontCacheLog::Slot).
 const COUNT = 0;
 const REPLY_ADDRESS = 1;
@@ -252,7 +252,7 @@ export class FrontCache {
   #append(address: number, bytes: number): void {
     const log = this.#log;
     let n = log[COUNT];
-    if (n === LOG_ENTRIES) {
+    if (n === FRONT_CACHE_LOG_ENTRIES) {
       this.#native.settle();
       n = 0;
     }
@@ -261,6 +261,3 @@ export class FrontCache {
     log[COUNT] = n + 1;
   }
 }
-
-/** The log capacity a Pool asks the binding for. */
-export const FRONT_CACHE_LOG_ENTRIES = LOG_ENTRIES;

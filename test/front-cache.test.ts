@@ -2,11 +2,10 @@ import { describe, expect, it } from 'vitest';
 
 import { Pool, Stream, train, type PoolStats } from '../lib/index.js';
 import { FRONT_CACHE_SUPPORTED } from '../lib/front-cache.js';
-import { native } from '../lib/native.js';
 import { toNativePlan } from '../lib/plan-spec.js';
 import { nativePoolOf } from '../lib/pool.js';
 import type { Trace } from '../lib/trace/trace.js';
-import { LiveRanges, expectCode, fillPattern, patternIntact, seededRandom } from './helpers.js';
+import { ShadowBlocks, expectCode, patternIntact, seededRandom } from './helpers.js';
 
 const KiB = 1024;
 const plan = {
@@ -34,8 +33,8 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
     const pool = new Pool(); // the default classes, growing; a plan after the switch
     const stream = new Stream();
     const random = seededRandom(20261124);
-    const live: { buffer: ArrayBuffer; bytes: Uint8Array; seed: number; address: number }[] = [];
-    const ranges = new LiveRanges();
+    const shadow = new ShadowBlocks();
+    const live = shadow.held;
     let allocs = 0;
     let releases = 0;
     for (let op = 0; op < 100_000; op++) {
@@ -46,19 +45,10 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
       if (op % 997 === 0) pool.markIteration();
       if (live.length === 0 || (live.length < 40 && random() < 0.55)) {
         const size = SIZES[Math.floor(random() * SIZES.length)];
-        const buffer = pool.alloc(size);
+        shadow.add(pool.alloc(size), size, op);
         allocs++;
-        expect(buffer.byteLength).toBe(size);
-        const address = native.bufferAddress(buffer);
-        expect(address % 64).toBe(0);
-        if (!ranges.add(address, size)) throw new Error(`block at ${address} (${size} B) overlaps a live block`);
-        const bytes = new Uint8Array(buffer);
-        fillPattern(bytes, op);
-        live.push({ buffer, bytes, seed: op, address });
       } else {
-        const i = Math.floor(random() * live.length);
-        const victim = live[i];
-        if (!patternIntact(victim.bytes, victim.seed)) throw new Error(`block ${victim.seed} was overwritten`);
+        const victim = shadow.take(Math.floor(random() * live.length));
         if (random() < 0.1) {
           // Stream-ordered: a fill queued on the stream still writes the block; it is reused only after.
           stream.fill(victim.bytes, 0xab);
@@ -67,9 +57,6 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
           pool.release(victim.buffer);
         }
         releases++;
-        ranges.remove(victim.address);
-        live[i] = live[live.length - 1];
-        live.pop();
       }
     }
     const s = pool.stats();

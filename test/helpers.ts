@@ -4,6 +4,7 @@ import path from 'node:path';
 import { expect } from 'vitest';
 
 import type { Pool, Trace } from '../lib/index.js';
+import { native } from '../lib/native.js';
 import { EventOp } from '../lib/trace/trace.js';
 
 const cli = path.resolve(__dirname, '../dist/cli/main.js');
@@ -103,6 +104,44 @@ export function patternIntact(bytes: Uint8Array, seed: number): boolean {
   }
   for (const i of patternOffsets(bytes.length)) if (bytes[i] !== patternByte(seed, i)) return false;
   return true;
+}
+
+/** A block a test holds, with the pattern it was filled with. */
+export interface ShadowBlock {
+  buffer: ArrayBuffer;
+  bytes: Uint8Array;
+  seed: number;
+  address: number;
+}
+
+/**
+ * The blocks a test holds from a pool, checked as their user sees them: each new one of the size asked for,
+ * 64-byte aligned, overlapping no block held, and filled with a pattern that must be intact when it is taken
+ * back (the caller then releases it).
+ */
+export class ShadowBlocks {
+  readonly held: ShadowBlock[] = [];
+  readonly #ranges = new LiveRanges();
+
+  add(buffer: ArrayBuffer, size: number, seed: number): void {
+    expect(buffer.byteLength).toBe(size);
+    const address = native.bufferAddress(buffer);
+    expect(address % 64).toBe(0);
+    if (!this.#ranges.add(address, size)) throw new Error(`block at ${address} (${size} B) overlaps a live block`);
+    const bytes = new Uint8Array(buffer);
+    fillPattern(bytes, seed);
+    this.held.push({ buffer, bytes, seed, address });
+  }
+
+  /** Takes block `i` out of the shadow, its pattern checked. */
+  take(i: number): ShadowBlock {
+    const block = this.held[i];
+    if (!patternIntact(block.bytes, block.seed)) throw new Error(`block ${block.seed} was overwritten`);
+    this.#ranges.remove(block.address);
+    this.held[i] = this.held[this.held.length - 1];
+    this.held.pop();
+    return block;
+  }
 }
 
 /** Address ranges of live blocks; add() is false when the new range overlaps a live one. */

@@ -6,7 +6,7 @@ import path from 'node:path';
 
 import { Pool, TensorPoolError, faults, measureFaults, processPool, type PoolStats } from '../lib/index.js';
 import { native } from '../lib/native.js';
-import { LiveRanges, expectCode, underAsan, fillPattern, logUniformSize, patternIntact, seededRandom } from './helpers.js';
+import { ShadowBlocks, expectCode, underAsan, logUniformSize, patternIntact, seededRandom } from './helpers.js';
 
 const MiB = 1 << 20;
 const plan = {
@@ -28,27 +28,14 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
   it('serves 100k random allocs and releases through every route without overlap or corruption', () => {
     const pool = new Pool({ plan });
     const random = seededRandom(20261122);
-    const live: { buffer: ArrayBuffer; bytes: Uint8Array; seed: number; address: number }[] = [];
-    const ranges = new LiveRanges();
+    const shadow = new ShadowBlocks();
+    const live = shadow.held;
     for (let op = 0; op < 100_000; op++) {
       if (live.length === 0 || (live.length < 48 && random() < 0.55)) {
         const size = logUniformSize(random, 40 * MiB);
-        const buffer = pool.alloc(size);
-        expect(buffer.byteLength).toBe(size);
-        const address = native.bufferAddress(buffer);
-        expect(address % 64).toBe(0);
-        if (!ranges.add(address, size)) throw new Error(`block at ${address} (${size} B) overlaps a live block`);
-        const bytes = new Uint8Array(buffer);
-        fillPattern(bytes, op);
-        live.push({ buffer, bytes, seed: op, address });
+        shadow.add(pool.alloc(size), size, op);
       } else {
-        const i = Math.floor(random() * live.length);
-        const victim = live[i];
-        if (!patternIntact(victim.bytes, victim.seed)) throw new Error(`block ${victim.seed} was overwritten`);
-        pool.release(victim.buffer);
-        ranges.remove(victim.address);
-        live[i] = live[live.length - 1];
-        live.pop();
+        pool.release(shadow.take(Math.floor(random() * live.length)).buffer);
       }
     }
     for (const l of live) {

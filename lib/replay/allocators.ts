@@ -83,6 +83,11 @@ export function isTensorpool(name: AllocatorName): boolean {
   return kindOf(name) === 'pool' || kindOf(name) === 'offsets' || kindOf(name) === 'preload';
 }
 
+/** Runs from the size-class plan: the pool, driven natively or from JS. */
+export function usesClassPlan(spec: AllocatorSpec): boolean {
+  return spec.kind === 'pool' || spec.kind === 'pool-js';
+}
+
 /** Runs from the offset plan (tensorpool-offsets, and the ideal yardstick). */
 export function usesOffsetPlan(name: AllocatorName): boolean {
   return kindOf(name) === 'offsets' || kindOf(name) === 'ideal';

@@ -18,7 +18,7 @@ import { readTrace } from '../trace/read.js';
 import { Trace } from '../trace/trace.js';
 import { train } from '../train.js';
 import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
-import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, usesOffsetPlan, type AllocatorName, type AllocatorSpec } from './allocators.js';
+import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, usesClassPlan, usesOffsetPlan, type AllocatorName, type AllocatorSpec } from './allocators.js';
 import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';
 
 export type TouchMode = 'pages' | 'full' | 'none';
@@ -224,11 +224,11 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
           tracePath,
           allocator: p.spec.kind,
           planPath:
-            p.spec.name === 'tensorpool-classes' ? classesPlanPath : p.spec.kind === 'pool' || p.spec.kind === 'pool-js' ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
+            p.spec.name === 'tensorpool-classes' ? classesPlanPath : usesClassPlan(p.spec) ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
           touch,
           // A plan of one iteration schedules every iteration from its start.
           iterationMarks:
-            ((p.spec.kind === 'pool' || p.spec.kind === 'pool-js') && typeof plan?.training.iteration === 'number') ||
+            (usesClassPlan(p.spec) && typeof plan?.training.iteration === 'number') ||
             (usesOffsetPlan(p.spec.name) && typeof offsetPlan?.source.iteration === 'number'),
           mapsName: p.spec.mapsName,
         });
