@@ -117,6 +117,7 @@ export interface NativePlanSpec {
   /** Time-shared plans: per schedule entry its block, per block its class and offset. */
   scheduleBlocks?: Float64Array;
   iterationStarts?: Float64Array;
+  cycle?: number;
   layoutClasses?: Float64Array;
   layoutOffsets?: Float64Array;
 }
@@ -289,6 +290,8 @@ export interface NativeAddon {
     intervals: Float64Array,
     /** With > 0: the planners' best search gets this long when greedy by size ends above the bound. */
     searchMs: number,
+    /** Pairs of tensors to keep apart beside those whose lifetimes overlap (wrapAroundConflicts). */
+    extraConflicts?: Float64Array,
   ): ({
     sizes: Float64Array;
     blocks: Float64Array;

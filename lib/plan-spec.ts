@@ -30,6 +30,11 @@ export interface PlanSchedule {
    * schedule whose sizes so far are the run's: one plan serves several patterns (input shapes) in any order.
    */
   iterations?: ArrayLike<number>;
+  /**
+   * Past the last trained iteration, the last `cycle` of them repeat in turn (absent: 1, the last alone).
+   * Training sets 2 where a tensor outlives an iteration: the next one needs another block for it.
+   */
+  cycle?: number;
 }
 
 /**
@@ -141,7 +146,13 @@ function checkSchedule(
   where: string,
 ): PlanSchedule {
   if (value === null || typeof value !== 'object') throw bad(where, `must be an object { sizes, classes }, got ${describe(value)}`);
-  const { sizes, classes: indices, blocks, iterations } = value as { sizes?: unknown; classes?: unknown; blocks?: unknown; iterations?: unknown };
+  const { sizes, classes: indices, blocks, iterations, cycle } = value as {
+    sizes?: unknown;
+    classes?: unknown;
+    blocks?: unknown;
+    iterations?: unknown;
+    cycle?: unknown;
+  };
   if (!isArrayLike(sizes) || !isArrayLike(indices) || sizes.length !== indices.length) {
     throw bad(where, 'must hold two arrays of the same length, sizes and classes');
   }
@@ -183,6 +194,13 @@ function checkSchedule(
       return start;
     });
   }
+  if (cycle !== undefined) {
+    const trained = out.iterations?.length ?? 1;
+    if (!Number.isInteger(cycle) || (cycle as number) < 1 || (cycle as number) > trained) {
+      throw bad(`${where}.cycle`, `must be an integer from 1 to the ${trained} iteration(s) of the schedule, got ${describe(cycle)}`);
+    }
+    out.cycle = cycle as number;
+  }
   return out;
 }
 
@@ -223,6 +241,7 @@ export function toNativePlan(spec: PlanSpec): NativePlanSpec {
     }),
     ...(spec.schedule?.blocks && { scheduleBlocks: Float64Array.from(spec.schedule.blocks) }),
     ...(spec.schedule?.iterations && { iterationStarts: Float64Array.from(spec.schedule.iterations) }),
+    ...(spec.schedule?.cycle !== undefined && { cycle: spec.schedule.cycle }),
     ...(spec.layout && {
       layoutClasses: Float64Array.from(spec.layout.classes),
       layoutOffsets: Float64Array.from(spec.layout.offsets),

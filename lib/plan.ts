@@ -11,8 +11,8 @@
  * ```
  * Version 2 adds what time-shared plans need (issue 13): `layout` ({ classes, offsets }: every block's class
  * and offset; blocks whose ranges intersect share memory, and that is the record of which do) and, in the
- * schedule, `blocks` (per allocation its block) and `iterations` (where each trained iteration's entries
- * begin). A reader accepts versions 1 and 2 and rejects any other with a message that says which it reads.
+ * schedule, `blocks` (per allocation its block), `iterations` (where each trained iteration's entries
+ * begin) and `cycle` (how many of the last iterations repeat in turn past the last, default 1). A reader accepts versions 1 and 2 and rejects any other with a message that says which it reads.
  */
 import fs from 'node:fs';
 
@@ -50,7 +50,7 @@ export interface PlanJson {
   version: number;
   interval: number;
   classes: PlanClass[];
-  schedule?: { sizes: number[]; classes: number[]; blocks?: number[]; iterations?: number[] };
+  schedule?: { sizes: number[]; classes: number[]; blocks?: number[]; iterations?: number[]; cycle?: number };
   layout?: { classes: number[]; offsets: number[] };
   totals: { blocks: number; classBytes: number; arenaBytes: number; sharingPairs?: number };
   lowerBound: number | null;
@@ -125,6 +125,7 @@ export class Plan implements PlanSpec {
         classes: Array.from(this.schedule.classes),
         ...(this.schedule.blocks && { blocks: Array.from(this.schedule.blocks) }),
         ...(this.schedule.iterations && { iterations: Array.from(this.schedule.iterations) }),
+        ...(this.schedule.cycle !== undefined && { cycle: this.schedule.cycle }),
       },
       ...(this.layout && { layout: { classes: Array.from(this.layout.classes), offsets: Array.from(this.layout.offsets) } }),
       totals: {

@@ -6,7 +6,8 @@ import { TensorPoolError } from './errors.js';
 import { native } from './native.js';
 import { Plan } from './plan.js';
 import { arenaBytesOf, classBytesOf, toNativePlan, type PlanSpec } from './plan-spec.js';
-import { repeatIteration } from './trace/repeat.js';
+import { outlivesIteration, repeatIteration, wrapAroundConflicts } from './trace/repeat.js';
+import { MAX_SYNTHETIC_EVENTS } from './trace/synthetic.js';
 import { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
@@ -57,8 +58,11 @@ export const SHARE_GAIN = 0.98;
 /** One training run (one interval, one order). */
 export interface TrainCandidate {
   interval: number;
-  /** The traversal order of S0, or 'time-shared' for a time-shared layout. */
-  order: TrainOrder | 'time-shared';
+  /**
+   * The traversal order of S0, or 'time-shared' for a time-shared layout ('time-shared-repeating': one laid
+   * out again to serve its last iteration repeated, wrapAroundConflicts).
+   */
+  order: TrainOrder | 'time-shared' | 'time-shared-repeating';
   classes: number;
   blocks: number;
   classBytes: number;
@@ -126,10 +130,11 @@ export const SHARE_SEARCH_MS = 250;
 
 /**
  * One time-shared layout per interval (native/share.h), greedy by size; with searchMs, the planners' best
- * search then gets that long on each interval whose greedy layout ends more than 1% above the bound.
+ * search then gets that long on each interval whose greedy layout ends more than 1% above the bound. With
+ * `extraConflicts`, the layout keeps those pairs apart too (planned over the conflict graph).
  */
-export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs = 0): TrainRun[] {
-  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs);
+export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs = 0, extraConflicts?: Uint32Array): TrainRun[] {
+  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs, extraConflicts && Float64Array.from(extraConflicts));
   const lowerBound = trace.lowerBound();
   const iterations = trace.iterationFirstBuffers();
   const runs: TrainRun[] = [];
@@ -204,13 +209,21 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
   if (share !== false) {
     // Each tensor gets a block of its own class, so the layout hardly depends on the interval: the smallest
     // candidate wastes least to rounding. Where greedy by size ends above the bound, the search gets time.
-    const [shared] = trainTimeSharedEach(set, [Math.min(...intervals)], SHARE_SEARCH_MS);
-    if (shared) candidates.push(shared.candidate);
+    const interval = Math.min(...intervals);
     const limit = share === true ? best!.candidate.arenaBytes : best!.candidate.arenaBytes * SHARE_GAIN;
-    if (shared && shared.candidate.arenaBytes <= limit && servesSteadyState(shared.spec, set)) best = shared;
+    let shared: TrainRun | undefined = trainTimeSharedEach(set, [interval], SHARE_SEARCH_MS)[0];
+    if (shared) candidates.push(shared.candidate);
+    if (shared && shared.candidate.arenaBytes <= limit && !servesSteadyState(shared.spec, set)) {
+      // Laid out for the iterations as recorded, a tensor live across the last boundary was put under one
+      // the next repetition allocates before freeing it: lay out again for the repetition.
+      shared = trainTimeSharedRepeating(set, interval);
+      if (shared) candidates.push(shared.candidate);
+      if (shared && !servesSteadyState(shared.spec, set)) shared = undefined;
+    }
+    if (shared && shared.candidate.arenaBytes <= limit) best = shared;
   }
   const trainMs = performance.now() - started;
-  const timeShared = best!.candidate.order === 'time-shared';
+  const timeShared = best!.candidate.order.startsWith('time-shared');
   return new Plan(best!.spec, {
     lowerBound: set.lowerBound(),
     source: {
@@ -221,7 +234,9 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     },
     training: {
       method: timeShared
-        ? 'time-shared size-class blocks (greedy-by-size layout)'
+        ? best!.candidate.order === 'time-shared-repeating'
+          ? 'time-shared size-class blocks (layout over the conflict graph of the last iteration repeated)'
+          : 'time-shared size-class blocks (greedy-by-size layout)'
         : best!.candidate.refined
           ? 'S0 size-class linked blocks, refined'
           : 'S0 size-class linked blocks',
@@ -240,6 +255,25 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
 }
 
 /**
+ * A time-shared plan laid out for the trace followed by its last iteration repeating: the pairs that are
+ * live together only across the repetition's boundary are kept apart too (wrapAroundConflicts, planned
+ * over the conflict graph). Where a tensor outlives an iteration, the layout covers one more copy of the
+ * iteration and the plan's last two iterations repeat in turn.
+ */
+function trainTimeSharedRepeating(set: Trace, interval: number): TrainRun | undefined {
+  const cycle = outlivesIteration(set) ? 2 : 1;
+  if (cycle === 2 && 2 * set.eventCount > MAX_SYNTHETIC_EVENTS) return undefined;
+  const trace = cycle === 2 ? repeatIteration(set, set.iterations, 1) : set;
+  const conflicts = wrapAroundConflicts(trace, cycle);
+  const [run] = trainTimeSharedEach(trace, [interval], SHARE_SEARCH_MS, conflicts.length > 0 ? conflicts : undefined);
+  if (!run) return undefined;
+  run.spec.schedule!.cycle = cycle;
+  run.candidate.order = 'time-shared-repeating';
+  run.candidate.ratio = run.candidate.arenaBytes / set.lowerBound();
+  return run;
+}
+
+/**
  * Whether a time-shared plan serves the trace and then its last iteration repeated (repeatIteration: the
  * buffers crossing into the next iteration re-linked as a loop would) with every allocation where its
  * schedule put it. Blocks of a class are not interchangeable in a time-shared plan, and its layout is
@@ -248,7 +282,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
  * not kept (the size classes serve that run instead).
  */
 function servesSteadyState(spec: PlanSpec, trace: Trace): boolean {
-  const run = repeatIteration(trace, trace.iterations, 2);
+  const run = repeatIteration(trace, trace.iterations, 2 * (spec.schedule?.cycle ?? 1));
   const pool = new native.NativePool(toNativePlan(spec), {
     prefault: false,
     hugePages: false,

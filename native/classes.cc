@@ -103,6 +103,11 @@ bool SizeClassTable::build(const PlanSpec& plan, std::string* error) {
       return false;
     }
   }
+  if (plan.cycle < 1 || plan.cycle > std::max<size_t>(plan.iterationStarts.size(), 1)) {
+    *error = "the cycle of iterations that repeat (" + std::to_string(plan.cycle) + ") must be 1 to the " +
+             std::to_string(std::max<size_t>(plan.iterationStarts.size(), 1)) + " iterations of the schedule";
+    return false;
+  }
   if (!plan.layout.empty() && !checkLayout(plan, sizes, error)) return false;
 
   uint64_t spacing = sizes[0];

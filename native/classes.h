@@ -41,6 +41,10 @@ struct PlanSpec {
   // iteration. The pool follows the schedule of the iteration it is in, or the one whose sizes the run
   // matches (Pool::alloc).
   std::vector<uint64_t> iterationStarts;
+  // How many of the last iterations repeat, in turn, once the run is past them (1: the last alone). A
+  // tensor that lives longer than one iteration needs a block of its own in each of two iterations in a
+  // row, so its plan repeats two.
+  uint64_t cycle = 1;
   // Optional: every block of the plan at its offset, blocks of one class counted as `classes` says. Empty:
   // blocks are carved one after another and never share memory.
   std::vector<PlacedBlock> layout;
@@ -56,7 +60,7 @@ class SizeClassTable {
   // Validates the plan (class sizes > 0, distinct, multiples of the interval, at most 65535 classes; every
   // schedule entry names a class that holds its size, and with a layout a block of that class; the layout
   // has as many blocks per class as the plan, at 64-byte multiples; iteration starts ascend within the
-  // schedule) and builds the lookup. Returns false with *error
+  // schedule; the cycle is 1 to their number) and builds the lookup. Returns false with *error
   // naming the class or entry.
   bool build(const PlanSpec& plan, std::string* error);
 

@@ -100,7 +100,10 @@ bool measured(const FaultMeter& meter, Repetition* out, Body body) {
 bool replayOnce(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
                 const FaultMeter& meter, ReplayCursor& cursor, Repetition* out) {
   return measured(meter, out, [&](Repetition* r) {
-    allocator.startIteration();
+    // With the trace's marks, the first iteration of the first repetition is the trace's first: a mark
+    // before it would put the run one schedule ahead of the plan trained on the trace.
+    if (!options.iterationMarks || cursor.repetitions > 0) allocator.startIteration();
+    cursor.repetitions++;
     const bool ok = runEvents(trace, allocator, options, cursor, trace.events, r);
     // Start the next repetition empty: what the trace never freed (or a refusal left) goes back now.
     releaseLive(allocator, options, cursor, r);

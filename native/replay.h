@@ -73,7 +73,9 @@ struct ReplayTrace {
 struct ReplayOptions {
   Touch touch = Touch::Pages;
   bool timeOperations = false;  // time every alloc and release (adds two clock reads per operation)
-  bool iterationMarks = false;  // call startIteration() at every iteration mark, not only at the start
+  // Call startIteration() at every iteration mark and between repetitions (the trace's own boundaries),
+  // not only at the start of each repetition.
+  bool iterationMarks = false;
 };
 
 struct Repetition {
@@ -89,6 +91,7 @@ struct Repetition {
 struct ReplayCursor {
   std::vector<void*> slots;
   size_t next = 0;
+  uint64_t repetitions = 0;  // replayOnce calls so far
 };
 
 // Replays the trace once from empty: every buffer still live at the end is released (and counted).

@@ -11,7 +11,7 @@ namespace {
 uint64_t extend(uint64_t hash, uint64_t size) { return mix64(hash * 0x9e3779b97f4a7c15ULL + size + 1); }
 }  // namespace
 
-Schedules::Schedules(const PlanSpec& plan) : entries_(plan.schedule) {
+Schedules::Schedules(const PlanSpec& plan) : entries_(plan.schedule), cycle_(plan.cycle) {
   starts_ = plan.iterationStarts.empty() ? std::vector<uint64_t>{0} : plan.iterationStarts;
   starts_.push_back(entries_.size());
   prefixes_.resize(entries_.size());
@@ -25,7 +25,8 @@ void Schedules::begin(Cursor* cursor, uint64_t iteration) const {
   const size_t count = starts_.size() - 1;
   *cursor = Cursor{};
   cursor->iteration = iteration;
-  cursor->at = starts_[iteration < count ? static_cast<size_t>(iteration) : count - 1];
+  const uint64_t first = count - cycle_;  // of the iterations that repeat
+  cursor->at = starts_[iteration < count ? iteration : first + (iteration - first) % cycle_];
 }
 
 const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {

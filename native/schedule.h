@@ -1,6 +1,6 @@
 // Following a plan's schedule (issue 13): a trained plan holds one schedule per trained iteration (several
-// traces, or several iterations of one); a run follows the schedule of the iteration it is in while the
-// sizes it asks for match, and otherwise the first schedule whose sizes so far equal the run's, so one plan
+// traces, or several iterations of one); a run follows the schedule of the iteration it is in (past the
+// last, the last `cycle` in turn) while the sizes it asks for match, and otherwise the first schedule whose sizes so far equal the run's, so one plan
 // serves a cycle of input shapes in any order.
 #pragma once
 
@@ -49,6 +49,7 @@ class Schedules {
 
   std::vector<ScheduleEntry> entries_;
   std::vector<uint64_t> starts_;    // schedule s is entries_[starts_[s], starts_[s + 1])
+  uint64_t cycle_ = 1;              // PlanSpec::cycle
   std::vector<uint64_t> prefixes_;  // per entry: the hash of its schedule's sizes up to and including it
 };
 

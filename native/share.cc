@@ -9,7 +9,53 @@
 
 namespace tp {
 
-SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs) {
+namespace {
+
+// Turns an interval problem into a graph: each buffer's neighbours are the buffers live beside it, plus
+// `extra`. False when there would be more than kMaxGraphConflicts pairs.
+bool toConflictGraph(planner::Problem* problem, const ExtraConflicts& extra) {
+  const size_t n = problem->count();
+  std::vector<uint32_t> byStart(n), byEnd(n);
+  for (uint32_t b = 0; b < n; ++b) byStart[b] = byEnd[b] = b;
+  std::sort(byStart.begin(), byStart.end(), [&](uint32_t a, uint32_t b) { return problem->lower[a] < problem->lower[b]; });
+  std::sort(byEnd.begin(), byEnd.end(), [&](uint32_t a, uint32_t b) { return problem->upper[a] < problem->upper[b]; });
+  std::vector<std::vector<uint32_t>> neighbours(n);
+  std::vector<uint32_t> live;
+  std::vector<size_t> liveAt(n);
+  uint64_t pairs = extra.size();
+  size_t ended = 0;
+  for (uint32_t b : byStart) {
+    for (; ended < n && problem->upper[byEnd[ended]] <= problem->lower[b]; ++ended) {
+      const uint32_t gone = byEnd[ended];  // started before b: its lifetime is not empty
+      live[liveAt[gone]] = live.back();
+      liveAt[live.back()] = liveAt[gone];
+      live.pop_back();
+    }
+    if ((pairs += live.size()) > kMaxGraphConflicts) return false;
+    for (uint32_t c : live) {
+      neighbours[b].push_back(c);
+      neighbours[c].push_back(b);
+    }
+    liveAt[b] = live.size();
+    live.push_back(b);
+  }
+  for (const auto& [a, b] : extra) {
+    neighbours[a].push_back(b);
+    neighbours[b].push_back(a);
+  }
+  for (auto& list : neighbours) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+  }
+  problem->neighbours = std::move(neighbours);
+  problem->lower.clear();
+  problem->upper.clear();
+  return true;
+}
+
+}  // namespace
+
+SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs, const ExtraConflicts& extra) {
   SharedResult result;
   std::vector<uint64_t> own(input.count);
   planner::Problem problem;
@@ -23,6 +69,11 @@ SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs) {
     problem.upper[t] = std::max(problem.lower[t] + 1, static_cast<uint64_t>(input.ends[t]));
   }
   planner::PlanOptions options;
+  if (!extra.empty()) {
+    // The lifetimes alone are a relaxation of the graph: their bound holds for it too.
+    options.knownLowerBound = planner::lowerBound(problem).value;
+    if (!toConflictGraph(&problem, extra)) return result;
+  }
   options.strategy = planner::Strategy::GreedySize;
   planner::PlanResult placed = planner::planOffsets(problem, options);
   const uint64_t bound = placed.lowerBound.value;

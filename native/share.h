@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "train.h"
 
@@ -15,11 +17,23 @@ struct SharedResult {
   PlanSpec plan;            // classes (own classes only: no tensor borrows), layout, schedule with blocks
   uint64_t arenaBytes = 0;  // the layout's height
   bool ok = false;          // false when the planner's layout did not keep 64-byte alignment (never expected)
+                            // or the conflicts were too many to plan as a graph
 };
+
+// Pairs of tensors (indices into the input) that must not share memory although their lifetimes do not
+// overlap: a layout for an iteration that repeats keeps a tensor live across the boundary apart from
+// those the next repetition allocates before freeing it.
+using ExtraConflicts = std::vector<std::pair<uint32_t, uint32_t>>;
+
+// Past this many conflicting pairs the layout is not tried as a graph (its neighbour lists would take
+// more memory than the trace many times over).
+constexpr uint64_t kMaxGraphConflicts = 8'000'000;
 
 // Pre: input.count > 0, input.interval >= 1, every size > 0 and start < end. input.order and refine are
 // ignored. plan.schedule[t] is tensor t's class and block. With searchMs > 0, when greedy by size ends more
 // than 1% above the most bytes live at once, the planners' best search (issue 5) gets that long to do better.
-SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs = 0);
+// With `extra` not empty (indices < input.count), the layout is planned over the conflict graph: the pairs
+// whose lifetimes overlap and these.
+SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs = 0, const ExtraConflicts& extra = {});
 
 }  // namespace tp

@@ -127,6 +127,8 @@ describe('Plan JSON', () => {
       [{ ...good, schedule: { sizes: [4096], classes: [0], blocks: [0] } }, /schedule\.blocks: names blocks, but the plan has no layout/],
       [{ ...good, layout: { classes: [0, 0, 1], offsets: [0, 0, 8192] }, schedule: { sizes: [4096], classes: [0], blocks: [2] } }, /schedule\.blocks\[0\]: must be a block of class 0/],
       [{ ...good, schedule: { ...good.schedule, iterations: [1] } }, /schedule\.iterations\[0\]: must ascend from 0/],
+      [{ ...good, schedule: { ...good.schedule, cycle: 2 } }, /schedule\.cycle: must be an integer from 1 to the 1 iteration\(s\) of the schedule, got 2/],
+      [{ ...good, schedule: { ...good.schedule, iterations: [0, 1], cycle: 0.5 } }, /schedule\.cycle: must be an integer from 1 to the 2/],
       [{ ...good, version: '1' }, /version "1" is not supported/],
       [{ ...good, format: 'other' }, /not a tensorpool plan/],
       [[1, 2], /a plan is a JSON object/],

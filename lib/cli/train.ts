@@ -69,9 +69,9 @@ export const trainCommand: Command = {
     console.log(`lower bound  ${formatBytes(plan.lowerBound!)} (${plan.lowerBound} B${traces.length > 1 ? ', the largest trace\'s' : ''})`);
     console.log(`arena        ${formatBytes(plan.arenaBytes)} (${plan.arenaBytes} B, ${round(plan.ratio!, 3)}x the lower bound)`);
     if (timeShared) {
-      const s0 = candidates.filter((c) => c.order !== 'time-shared').reduce((a, c) => (c.arenaBytes < a.arenaBytes ? c : a), candidates[0]);
+      const s0 = candidates.filter((c) => !c.order.startsWith('time-shared')).reduce((a, c) => (c.arenaBytes < a.arenaBytes ? c : a), candidates[0]);
       console.log(`layout       ${plan.blocks} blocks at offsets of their own; ${plan.sharingPairs} pairs of blocks share memory` +
-        (s0 && s0.order !== 'time-shared' ? ` (size classes alone: ${formatBytes(s0.arenaBytes)}, ${round(s0.ratio, 3)}x)` : ''));
+        (s0 && !s0.order.startsWith('time-shared') ? ` (size classes alone: ${formatBytes(s0.arenaBytes)}, ${round(s0.ratio, 3)}x)` : ''));
     } else if (t.refined) {
       const literal = t.literalArenaBytes as number;
       console.log(`refined      from S0's ${formatBytes(literal)} (${round(literal / plan.lowerBound!, 3)}x the lower bound)`);

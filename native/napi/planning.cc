@@ -83,11 +83,23 @@ Napi::Value TrainTimeShared(const Napi::CallbackInfo& info) {
   if (input.count == 0) throw Napi::RangeError::New(env, "nothing to train on: no tensors");
   const std::vector<uint64_t> intervals = readIntervals(info[3]);
   const uint64_t searchMs = info[4].IsNumber() ? static_cast<uint64_t>(std::max(0.0, info[4].As<Napi::Number>().DoubleValue())) : 0;
+  ExtraConflicts extra;
+  if (info.Length() > 5 && !info[5].IsUndefined()) {
+    uint64_t first = 0;
+    size_t values = 0;
+    forEachUint(info[5], "extraConflicts", [&](size_t i, uint64_t v) {
+      if (v >= input.count) throw Napi::RangeError::New(env, "extraConflicts names a tensor that does not exist");
+      if (i % 2 == 0) first = v;
+      else if (v != first) extra.emplace_back(static_cast<uint32_t>(first), static_cast<uint32_t>(v));
+      values = i + 1;
+    });
+    if (values % 2 != 0) throw Napi::RangeError::New(env, "extraConflicts must hold pairs of tensors");
+  }
   Napi::Array out = Napi::Array::New(env, intervals.size());
   for (size_t i = 0; i < intervals.size(); ++i) {
     input.interval = intervals[i];
     const uint64_t began = os::monotonicNs();
-    const SharedResult result = trainTimeShared(input, searchMs);
+    const SharedResult result = trainTimeShared(input, searchMs, extra);
     const double ms = static_cast<double>(os::monotonicNs() - began) / 1e6;
     if (!result.ok) {
       out.Set(static_cast<uint32_t>(i), env.Null());

@@ -78,6 +78,7 @@ PlanSpec readPlan(const Napi::Value& value) {
     if (!planArg.Get("iterationStarts").IsUndefined()) {
       forEachUint(planArg.Get("iterationStarts"), "plan.iterationStarts", [&](size_t, uint64_t start) { plan.iterationStarts.push_back(start); });
     }
+    plan.cycle = optionalUint(planArg, "cycle", 1);
   }
   if (!planArg.Get("layoutClasses").IsUndefined()) {
     forEachUint(planArg.Get("layoutClasses"), "plan.layoutClasses", [&](size_t, uint64_t cls) {

@@ -23,9 +23,11 @@ namespace {
 // library's message in *error).
 template <typename Entry>
 uint64_t switchWith(Entry entry, const PlanSpec& plan, std::string* error) {
-  const preload::PlanView view{plan.interval,        plan.classes.data(),         plan.classes.size(),
-                               plan.schedule.data(),   plan.schedule.size(),        plan.iterationStarts.data(),
-                               plan.iterationStarts.size(), plan.layout.data(), plan.layout.size()};
+  const preload::PlanView view{plan.interval,
+                               plan.classes.data(),         plan.classes.size(),
+                               plan.schedule.data(),        plan.schedule.size(),
+                               plan.iterationStarts.data(), plan.iterationStarts.size(), plan.cycle,
+                               plan.layout.data(),          plan.layout.size()};
   char message[512] = "";
   const uint64_t result = static_cast<uint64_t>(entry(&view, message, sizeof message));
   if (!result) *error = message;

@@ -143,12 +143,16 @@ uint64_t sizeGranule(const Problem& p) {
   return std::max<uint64_t>(g, 1);
 }
 
+LowerBound lowerBoundFor(const Problem& p, const PlanOptions& options) {
+  return options.knownLowerBound > 0 ? LowerBound{options.knownLowerBound, true} : lowerBound(p);
+}
+
 // Our strongest: the constructive portfolio, then MiniMalloc-style exact search for problems it can
 // handle (at the lower bound, then a binary search on the capacity), else perturbed restarts, until the
 // time is up.
 PlanResult best(const Problem& p, const PlanOptions& options, uint64_t start) {
   PlanResult result;
-  result.lowerBound = lowerBound(p);
+  result.lowerBound = lowerBoundFor(p, options);
   const uint64_t deadline = start + options.timeLimitMs * 1000000ull;
   Candidate incumbent = constructive(p, deadline, result.lowerBound.value);
   std::string notes = "constructive: " + incumbent.log;
@@ -222,7 +226,7 @@ PlanResult planOffsets(const Problem& problem, const PlanOptions& options) {
       break;
   }
   if (options.strategy != Strategy::Best) {
-    result.lowerBound = lowerBound(problem);
+    result.lowerBound = lowerBoundFor(problem, options);
     result.optimal = result.lowerBound.exact && heightOf(problem, result.offsets) == result.lowerBound.value;
   }
   result.peak = heightOf(problem, result.offsets);

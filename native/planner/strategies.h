@@ -15,6 +15,9 @@ struct PlanOptions {
   Strategy strategy = Strategy::Best;
   uint64_t timeLimitMs = 10000;  // S2, S3 and best stop searching by then and return the best found
   uint64_t seed = 1;             // S3's generator
+  // > 0: a lower bound the caller has proven (a relaxation's: the same buffers with fewer conflicts),
+  // used instead of computing one. A graph's clique search can take seconds where a caller knows better.
+  uint64_t knownLowerBound = 0;
 };
 
 struct PlanResult {

@@ -206,7 +206,7 @@ bool layoutFromJson(const Json* layout, const std::vector<uint32_t>& position, P
   return integers(offsets, "layout.offsets", 0, error, [&](size_t b, uint64_t offset) { plan->layout[b].offset = offset; });
 }
 
-// Version 2's schedule.blocks and schedule.iterations.
+// Version 2's schedule.blocks, schedule.iterations and schedule.cycle.
 bool scheduleExtrasFromJson(const Json& schedule, PlanSpec* plan, std::string* error) {
   const Json* blocks = schedule.get("blocks");
   if (blocks && blocks->kind != Json::Null) {
@@ -220,6 +220,8 @@ bool scheduleExtrasFromJson(const Json& schedule, PlanSpec* plan, std::string* e
       return false;
     }
   }
+  const Json* cycle = schedule.get("cycle");
+  if (cycle && cycle->kind != Json::Null && !integer(cycle, "schedule.cycle", 1, &plan->cycle, error)) return false;
   const Json* iterations = schedule.get("iterations");
   if (!iterations || iterations->kind == Json::Null) return true;
   return integers(iterations, "schedule.iterations", 0, error, [&](size_t, uint64_t start) { plan->iterationStarts.push_back(start); });

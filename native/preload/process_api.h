@@ -11,7 +11,7 @@
 
 namespace tp::preload {
 
-constexpr uint32_t kProcessApiVersion = 1;
+constexpr uint32_t kProcessApiVersion = 2;
 
 // Sizes of everything passed through the table, folded: both sides compute it from their own headers.
 constexpr uint32_t processApiLayout() {
@@ -29,6 +29,7 @@ struct PlanView {
   size_t scheduleCount;
   const uint64_t* iterationStarts;  // PlanSpec::iterationStarts
   size_t iterationCount;
+  uint64_t cycle;                   // PlanSpec::cycle
   const PlacedBlock* layout;        // PlanSpec::layout
   size_t layoutCount;
 };

@@ -125,6 +125,7 @@ PlanSpec planOf(const PlanView* view) {
   plan.classes.assign(view->classes, view->classes + view->classCount);
   plan.schedule.assign(view->schedule, view->schedule + view->scheduleCount);
   plan.iterationStarts.assign(view->iterationStarts, view->iterationStarts + view->iterationCount);
+  plan.cycle = view->cycle;
   plan.layout.assign(view->layout, view->layout + view->layoutCount);
   return plan;
 }

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "os.h"
 #include "pool.h"
+#include "schedule.h"
 
 using namespace tp;
 
@@ -143,6 +144,31 @@ TEST(plan_validation_names_the_problem) {
   plan.classes = {{4096, uint64_t{1} << 40}};
   PoolOptions options;
   CHECK(Pool::create(plan, options, &error) == nullptr && error.find("128 TiB") != std::string::npos);
+  plan.classes = {{4096, 1}};
+  plan.schedule = {{4096, 0}, {4096, 0}};
+  plan.iterationStarts = {0, 1};
+  plan.cycle = 3;
+  CHECK(!table.build(plan, &error) && error.find("cycle") != std::string::npos);
+  plan.cycle = 0;
+  CHECK(!table.build(plan, &error) && error.find("cycle") != std::string::npos);
+}
+
+TEST(past_the_trained_iterations_the_last_cycle_of_them_repeats_in_turn) {
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{4096, 1}, {8192, 1}, {12288, 1}};
+  plan.schedule = {{4096, 0}, {8192, 1}, {12288, 2}};  // one entry per iteration: entry k starts iteration k
+  plan.iterationStarts = {0, 1, 2};
+  const uint64_t expected[3][9] = {{0, 1, 2, 2, 2, 2, 2, 2, 2}, {0, 1, 2, 1, 2, 1, 2, 1, 2}, {0, 1, 2, 0, 1, 2, 0, 1, 2}};
+  for (uint64_t cycle = 1; cycle <= 3; ++cycle) {
+    plan.cycle = cycle;
+    Schedules schedules(plan);
+    Schedules::Cursor cursor;
+    for (uint64_t iteration = 0; iteration < 9; ++iteration) {
+      schedules.begin(&cursor, iteration);
+      CHECK(cursor.at == expected[cycle - 1][iteration]);
+    }
+  }
 }
 
 TEST(default_classes_cover_64_bytes_to_64_mib_with_bounded_waste) {
