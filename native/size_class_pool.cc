@@ -92,12 +92,16 @@ bool SizeClassPool::placeLayout(const PlanSpec& plan, uint64_t height, std::stri
     }
   }
   for (uint32_t r = 0; r < count; ++r) {
-    records_[r].sharersBegin = static_cast<uint32_t>(sharers_.size());
-    sharers_.insert(sharers_.end(), sharing[r].begin(), sharing[r].end());
-    records_[r].sharersEnd = static_cast<uint32_t>(sharers_.size());
-    counters_[records_[r].classIndex].freeBlocks++;
-    live_[r] = 0;
-    link(r);
+    std::sort(sharing[r].begin(), sharing[r].end());
+    records_[r].sharersBegin = static_cast<uint32_t>(sharerWords_.size());
+    for (uint32_t sharer : sharing[r]) {
+      if (sharerWords_.size() == records_[r].sharersBegin || sharerWords_.back().word != sharer / 64) {
+        sharerWords_.push_back({0, sharer / 64});
+      }
+      sharerWords_.back().mask |= uint64_t{1} << (sharer % 64);
+    }
+    records_[r].sharersEnd = static_cast<uint32_t>(sharerWords_.size());
+    pushRecord(r);
   }
   return true;
 }
@@ -106,31 +110,49 @@ uint32_t SizeClassPool::addRecord(BlockHeader* header, size_t cls) {
   Record record;
   record.header = header;
   record.classIndex = static_cast<uint32_t>(cls);
-  record.sharersBegin = record.sharersEnd = static_cast<uint32_t>(sharers_.size());
+  record.sharersBegin = record.sharersEnd = static_cast<uint32_t>(sharerWords_.size());
   records_.push_back(record);
-  live_.push_back(1);  // a block is carved to be handed out, or pushed free by its creator
-  return static_cast<uint32_t>(records_.size() - 1);
+  const uint32_t r = static_cast<uint32_t>(records_.size() - 1);
+  liveBits_.resize(r / 64 + 1, 0);
+  setLiveBit(r, true);  // a block is carved to be handed out, or pushed free by its creator
+  return r;
+}
+
+void SizeClassPool::setLiveBit(uint32_t r, bool live) {
+  const uint64_t bit = uint64_t{1} << (r % 64);
+  if (live) liveBits_[r / 64] |= bit; else liveBits_[r / 64] &= ~bit;
 }
 
 bool SizeClassPool::available(uint32_t r) const {
-  if (live_[r]) return false;
+  if (isLive(r)) return false;
   const Record& record = records_[r];
   for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
-    if (live_[sharers_[i]]) return false;
+    if (liveBits_[sharerWords_[i].word] & sharerWords_[i].mask) return false;
   }
   return true;
+}
+
+void SizeClassPool::countTakenShared(size_t cls) {
+  if (--counters_[cls].freeBlocks == 0) setNonEmpty(cls, false);
 }
 
 uint32_t SizeClassPool::takeAvailable(size_t cls) {
   // Bounded: a class whose first free blocks all lie under live ones is treated as busy, not searched.
   constexpr int kSteps = 8;
   uint32_t r = recordHeads_[cls];
-  for (int step = 0; r != kNoRecord && step < kSteps; ++step, r = records_[r].next) {
-    if (!available(r)) continue;
-    unlink(r);
-    counters_[cls].freeBlocks--;
-    records_[r].header->slot = r;  // an available block's memory is no one's: its header may be written
-    return r;
+  for (int step = 0; r != kNoRecord && step < kSteps;) {
+    const uint32_t next = records_[r].next;
+    if (isLive(r)) {
+      unlink(r);  // taken by its schedule since it was listed
+    } else if (available(r)) {
+      unlink(r);
+      countTakenShared(cls);
+      records_[r].header->slot = r;  // an available block's memory is no one's: its header may be written
+      return r;
+    } else {
+      ++step;
+    }
+    r = next;
   }
   return kNoRecord;
 }
@@ -145,9 +167,9 @@ void SizeClassPool::link(uint32_t r) {
   uint32_t& head = recordHeads_[record.classIndex];
   record.prev = kNoRecord;
   record.next = head;
+  record.listed = true;
   if (head != kNoRecord) records_[head].prev = r;
   head = r;
-  setNonEmpty(record.classIndex, true);
 }
 
 void SizeClassPool::unlink(uint32_t r) {
@@ -156,7 +178,7 @@ void SizeClassPool::unlink(uint32_t r) {
   if (record.prev != kNoRecord) records_[record.prev].next = record.next; else head = record.next;
   if (record.next != kNoRecord) records_[record.next].prev = record.prev;
   record.prev = record.next = kNoRecord;
-  setNonEmpty(record.classIndex, head != kNoRecord);
+  record.listed = false;
 }
 
 void SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint64_t capacity, uint32_t record) const {
@@ -180,15 +202,19 @@ BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
 }
 
 void SizeClassPool::push(size_t cls, BlockHeader* header) {
+  if (shared_) return pushRecord(header->slot);
   counters_[cls].freeBlocks++;
-  if (shared_) {
-    live_[header->slot] = 0;
-    link(header->slot);
-    return;
-  }
+  setNonEmpty(cls, true);
   header->next = heads_[cls];
   heads_[cls] = header;
+}
+
+void SizeClassPool::pushRecord(uint32_t r) {
+  const size_t cls = records_[r].classIndex;
+  counters_[cls].freeBlocks++;
   setNonEmpty(cls, true);
+  setLiveBit(r, false);
+  if (!records_[r].listed) link(r);  // still listed when its schedule took it and no walk came by since
 }
 
 BlockHeader* SizeClassPool::pop(size_t cls) {
@@ -268,13 +294,12 @@ BlockHeader* SizeClassPool::takeFrom(size_t cls, uint64_t bytes, Source* source)
 
 BlockHeader* SizeClassPool::takeBlock(uint32_t block, uint64_t bytes, Source* source) {
   Record& record = records_[block];
-  if (live_[block]) return nullptr;
+  if (isLive(block)) return nullptr;
   if (!available(block)) {
     counters_[record.classIndex].busy++;
     return nullptr;
   }
-  unlink(block);
-  counters_[record.classIndex].freeBlocks--;
+  countTakenShared(record.classIndex);  // it stays listed: a walk of the list unlinks it if still live
   record.header->slot = block;
   return takeFound(record.header, bytes, source);
 }
@@ -317,7 +342,7 @@ BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
     const uint32_t r = header->slot;
     const size_t cls = records_[r].classIndex;
     writeHeader(header, cls, capacityOf(cls), r);
-    live_[r] = 1;
+    setLiveBit(r, true);
   }
   setLive(header, bytes);
   outstanding_++;
@@ -335,10 +360,12 @@ void SizeClassPool::give(BlockHeader* header) {
     // Sharers freed while this block was live kept their pages (retire() skipped them): now they can go.
     if (shared_) {
       const Record& record = records_[header->slot];
-      live_[header->slot] = 0;
+      setLiveBit(header->slot, false);
       for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
-        const Record& sharer = records_[sharers_[i]];
-        if (available(sharers_[i])) arena_->discard(sharer.header->data(), capacityOf(sharer.classIndex));
+        for (uint64_t bits = sharerWords_[i].mask; bits; bits &= bits - 1) {
+          const uint32_t s = sharerWords_[i].word * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+          if (available(s)) arena_->discard(records_[s].header->data(), capacityOf(records_[s].classIndex));
+        }
       }
     }
   }
@@ -377,7 +404,7 @@ BlockHeader* SizeClassPool::headerOf(const void* data) const {
   // stale (written by a block that is no longer live at this address).
   if (header->slot >= records_.size() || records_[header->slot].header != header) return nullptr;
   const bool live = header->state != BlockState::Free;
-  return (live_[header->slot] != 0) == live ? header : nullptr;
+  return isLive(header->slot) == live ? header : nullptr;
 }
 
 }  // namespace tp

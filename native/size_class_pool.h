@@ -65,7 +65,7 @@ class SizeClassPool {
   // busy when only its memory being in use stood in the way). Pre: block < layout size, and the block's
   // class holds bytes.
   BlockHeader* takeBlock(uint32_t block, uint64_t bytes, Source* source);
-  // Whether class `cls`'s free list is not empty (in a time-shared pool its blocks may still be busy).
+  // Whether class `cls` has a free block (in a time-shared pool it may still be busy).
   bool hasFree(size_t cls) const { return (nonEmpty_[cls / 64] >> (cls % 64)) & 1; }
   // A live block's owner released it into a front cache (Pool::applyCached): it becomes Cached.
   void cache(BlockHeader* header);
@@ -115,18 +115,31 @@ class SizeClassPool {
   BlockHeader* pop(size_t cls);
   void setNonEmpty(size_t cls, bool nonEmpty);
 
-  // Time-shared pools: one record per block; free lists link records by index.
+  // Time-shared pools: one record per block; free lists link records by index. A block its schedule takes
+  // stays on the list (taking it costs no unlinking) until a walk of the list meets it live.
   static constexpr uint32_t kNoRecord = UINT32_MAX;
   struct Record {
     BlockHeader* header;     // where the block starts; its contents are valid only while the block is live
     uint32_t classIndex;
-    uint32_t prev = kNoRecord, next = kNoRecord;  // free list links, while free
-    uint32_t sharersBegin = 0, sharersEnd = 0;    // its sharers in sharers_
+    uint32_t prev = kNoRecord, next = kNoRecord;  // free list links, while listed
+    uint32_t sharersBegin = 0, sharersEnd = 0;    // its sharers, as words of liveBits_, in sharerWords_
+    bool listed = false;                          // on its class's free list (free, or taken since)
   };
+  // Sharers of a record among records [64 * word, 64 * word + 64): one test of liveBits_ checks them all.
+  struct SharerWord {
+    uint64_t mask;
+    uint32_t word;
+  };
+  bool isLive(uint32_t record) const { return (liveBits_[record / 64] >> (record % 64)) & 1; }
+  void setLiveBit(uint32_t record, bool live);
   // Free, and no block sharing its memory is live.
   bool available(uint32_t record) const;
   // The first available block on class `cls`'s free list within a few steps, taken off it; else kNoRecord.
   uint32_t takeAvailable(size_t cls);
+  // Counts a free block of a time-shared class taken.
+  void countTakenShared(size_t cls);
+  // Time-shared pools: block `record` is free (push for a block whose header may not be written).
+  void pushRecord(uint32_t record);
   bool placeLayout(const PlanSpec& plan, uint64_t height, std::string* error);
   uint32_t addRecord(BlockHeader* header, size_t cls);
   void link(uint32_t record);
@@ -145,10 +158,10 @@ class SizeClassPool {
   std::unique_ptr<Arena> arena_;
   std::vector<BlockHeader*> heads_;       // free list per class
   std::vector<Record> records_;           // time-shared pools only
-  std::vector<uint8_t> live_;             // per record: live or deferred
-  std::vector<uint32_t> sharers_;         // per record, the records whose memory intersects its own
+  std::vector<uint64_t> liveBits_;        // bit per record: live or deferred
+  std::vector<SharerWord> sharerWords_;   // per record, the records whose memory intersects its own
   std::vector<uint32_t> recordHeads_;     // time-shared pools: free list of records per class
-  std::vector<uint64_t> nonEmpty_;        // bit per class: its free list is not empty
+  std::vector<uint64_t> nonEmpty_;        // bit per class: it has a free block
   std::vector<ClassCounters> counters_;
   uint64_t outstanding_ = 0;
   std::string lastGrowError_;  // why the last growth failed (reservation exhausted, or the OS refused pages)
