@@ -6,7 +6,7 @@ import { TensorPoolError } from './errors.js';
 import { native } from './native.js';
 import { Plan } from './plan.js';
 import { arenaBytesOf, classBytesOf, toNativePlan, type PlanSpec } from './plan-spec.js';
-import { outlivesIteration, repeatIteration, wrapAroundConflicts } from './trace/repeat.js';
+import { outlivesIteration, repeatingPeriod, repeatIteration, repeatIterations, wrapAroundConflicts } from './trace/repeat.js';
 import { MAX_SYNTHETIC_EVENTS } from './trace/synthetic.js';
 import { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
@@ -211,14 +211,15 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     // candidate wastes least to rounding. Where greedy by size ends above the bound, the search gets time.
     const interval = Math.min(...intervals);
     const limit = share === true ? best!.candidate.arenaBytes : best!.candidate.arenaBytes * SHARE_GAIN;
+    const period = repeatingPeriod(set);
     let shared: TrainRun | undefined = trainTimeSharedEach(set, [interval], SHARE_SEARCH_MS)[0];
     if (shared) candidates.push(shared.candidate);
-    if (shared && shared.candidate.arenaBytes <= limit && !servesSteadyState(shared.spec, set)) {
+    if (shared && shared.candidate.arenaBytes <= limit && !servesSteadyState(shared.spec, set, period)) {
       // Laid out for the iterations as recorded, a tensor live across the last boundary was put under one
       // the next repetition allocates before freeing it: lay out again for the repetition.
-      shared = trainTimeSharedRepeating(set, interval);
+      shared = trainTimeSharedRepeating(set, interval, period);
       if (shared) candidates.push(shared.candidate);
-      if (shared && !servesSteadyState(shared.spec, set)) shared = undefined;
+      if (shared && !servesSteadyState(shared.spec, set, period)) shared = undefined;
     }
     if (shared && shared.candidate.arenaBytes <= limit) best = shared;
   }
@@ -235,7 +236,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     training: {
       method: timeShared
         ? best!.candidate.order === 'time-shared-repeating'
-          ? 'time-shared size-class blocks (layout over the conflict graph of the last iteration repeated)'
+          ? 'time-shared size-class blocks (layout over the conflict graph of the trace with its last iterations repeated)'
           : 'time-shared size-class blocks (greedy-by-size layout)'
         : best!.candidate.refined
           ? 'S0 size-class linked blocks, refined'
@@ -255,15 +256,16 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
 }
 
 /**
- * A time-shared plan laid out for the trace followed by its last iteration repeating: the pairs that are
- * live together only across the repetition's boundary are kept apart too (wrapAroundConflicts, planned
- * over the conflict graph). Where a tensor outlives an iteration, the layout covers one more copy of the
- * iteration and the plan's last two iterations repeat in turn.
+ * A time-shared plan laid out for the trace followed by its last iteration (its last `period` iterations,
+ * a recorded cycle of input shapes) repeating: the pairs that are live together only across the
+ * repetition's boundary are kept apart too (wrapAroundConflicts, planned over the conflict graph), and the
+ * plan's last `period` iterations repeat in turn. Where a tensor outlives a single repeating iteration, the
+ * layout covers one more copy of it and the last two repeat in turn.
  */
-function trainTimeSharedRepeating(set: Trace, interval: number): TrainRun | undefined {
-  const cycle = outlivesIteration(set) ? 2 : 1;
-  if (cycle === 2 && 2 * set.eventCount > MAX_SYNTHETIC_EVENTS) return undefined;
-  const trace = cycle === 2 ? repeatIteration(set, set.iterations, 1) : set;
+function trainTimeSharedRepeating(set: Trace, interval: number, period: number): TrainRun | undefined {
+  const cycle = period > 1 ? period : outlivesIteration(set) ? 2 : 1;
+  if (period <= 1 && cycle === 2 && 2 * set.eventCount > MAX_SYNTHETIC_EVENTS) return undefined;
+  const trace = period <= 1 && cycle === 2 ? repeatIteration(set, set.iterations, 1) : set;
   const conflicts = wrapAroundConflicts(trace, cycle);
   const [run] = trainTimeSharedEach(trace, [interval], SHARE_SEARCH_MS, conflicts.length > 0 ? conflicts : undefined);
   if (!run) return undefined;
@@ -274,15 +276,18 @@ function trainTimeSharedRepeating(set: Trace, interval: number): TrainRun | unde
 }
 
 /**
- * Whether a time-shared plan serves the trace and then its last iteration repeated (repeatIteration: the
- * buffers crossing into the next iteration re-linked as a loop would) with every allocation where its
- * schedule put it. Blocks of a class are not interchangeable in a time-shared plan, and its layout is
+ * Whether a time-shared plan serves the trace and then its last iteration repeated (its last `period`
+ * iterations, when they repeat a cycle: repeatIterations; the buffers crossing into the next iteration
+ * re-linked as a loop would) with every allocation where its schedule put it. Blocks of a class are not interchangeable in a time-shared plan, and its layout is
  * planned for the trace's iterations as recorded: where tensors live across an iteration boundary, a
  * repetition can find its scheduled block under one the previous repetition left live. Such a plan is
  * not kept (the size classes serve that run instead).
  */
-function servesSteadyState(spec: PlanSpec, trace: Trace): boolean {
-  const run = repeatIteration(trace, trace.iterations, 2 * (spec.schedule?.cycle ?? 1));
+function servesSteadyState(spec: PlanSpec, trace: Trace, period: number): boolean {
+  const run =
+    period > 1
+      ? repeatIterations(trace, trace.iterations - period + 1, trace.iterations, 2)
+      : repeatIteration(trace, trace.iterations, 2 * (spec.schedule?.cycle ?? 1));
   const pool = new native.NativePool(toNativePlan(spec), {
     prefault: false,
     hugePages: false,

@@ -447,6 +447,7 @@ IterationSummary Pool::markIteration() {
   std::lock_guard lock(mu_);
   recorder_.mark();
   IterationSummary ended = tally_;
+  const uint64_t endedSizes = tally_.sizeHash;
   ended.sizeHash &= (uint64_t{1} << 53) - 1;  // exact in a JS number
   ended.osFallbacks = counters_.osFallbacks - tally_.osFallbacks;
   ended.osOversize = counters_.osOversize - tally_.osOversize;
@@ -457,7 +458,9 @@ IterationSummary Pool::markIteration() {
   tally_.osOversize = counters_.osOversize;
   tally_.unplannedBorrows = counters_.unplannedBorrows;
   cursor_ = 0;
-  if (!generations_.empty()) generations_.back()->schedules().begin(&scheduleCursor_, scheduleCursor_.iteration + 1);
+  if (!generations_.empty()) {
+    generations_.back()->schedules().begin(&scheduleCursor_, scheduleCursor_.iteration + 1, endedSizes, ended.allocs);
+  }
   counters_.iterations++;
   if (prepared_) {
     ended.installed = prepared_->id();

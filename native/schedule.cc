@@ -15,18 +15,34 @@ Schedules::Schedules(const PlanSpec& plan) : entries_(plan.schedule), cycle_(pla
   starts_ = plan.iterationStarts.empty() ? std::vector<uint64_t>{0} : plan.iterationStarts;
   starts_.push_back(entries_.size());
   prefixes_.resize(entries_.size());
+  multisets_.assign(starts_.size() - 1, 0);
   for (size_t s = 0; s + 1 < starts_.size(); ++s) {
     uint64_t hash = 0;
-    for (uint64_t k = starts_[s]; k < starts_[s + 1]; ++k) prefixes_[k] = hash = extend(hash, entries_[k].size);
+    for (uint64_t k = starts_[s]; k < starts_[s + 1]; ++k) {
+      prefixes_[k] = hash = extend(hash, entries_[k].size);
+      multisets_[s] += mix64(entries_[k].size);
+    }
   }
 }
 
-void Schedules::begin(Cursor* cursor, uint64_t iteration) const {
+void Schedules::begin(Cursor* cursor, uint64_t iteration, uint64_t endedSizes, uint64_t endedCount) const {
   const size_t count = starts_.size() - 1;
   *cursor = Cursor{};
   cursor->iteration = iteration;
+  if (iteration < count) {
+    cursor->at = starts_[iteration];
+    return;
+  }
+  if (cycle_ == 1 && endedCount > 0) {
+    for (size_t s = count - 1; s-- > 0;) {
+      if (length(s) == endedCount && multisets_[s] == endedSizes) {
+        cursor->at = starts_[s + 1];
+        return;
+      }
+    }
+  }
   const uint64_t first = count - cycle_;  // of the iterations that repeat
-  cursor->at = starts_[iteration < count ? iteration : first + (iteration - first) % cycle_];
+  cursor->at = starts_[first + (iteration - first) % cycle_];
 }
 
 const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {

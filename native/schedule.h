@@ -29,8 +29,12 @@ class Schedules {
     bool reordered = false;  // an entry was taken ahead of `at`: the run's order departs from the trace's
     std::vector<uint64_t> ahead;  // entries at or after `at` already taken out of order
   };
-  // Starts iteration `iteration` (0 for the first after the plan began serving).
-  void begin(Cursor* cursor, uint64_t iteration) const;
+  // Starts iteration `iteration` (0 for the first after the plan began serving). Past the trained
+  // iterations, a plan whose cycle is 1 follows the iteration that ended (`endedSizes`: the sum of mix64
+  // over its requested sizes, `endedCount` of them) with the schedule that followed the latest trained
+  // iteration of that multiset of sizes, if one did: a run that goes on cycling through input shapes after
+  // the recording continues the recording's cycle. Otherwise the last `cycle` schedules in turn.
+  void begin(Cursor* cursor, uint64_t iteration, uint64_t endedSizes = 0, uint64_t endedCount = 0) const;
   // The entry for the next allocation, of `bytes`, or nullptr when no schedule matches the run so far.
   // Threads that allocate side by side (a runtime loading weights in parallel) change the order, not the
   // sizes: an allocation that is not the entry expected takes the first entry of its size within the next
@@ -51,6 +55,7 @@ class Schedules {
   std::vector<uint64_t> starts_;    // schedule s is entries_[starts_[s], starts_[s + 1])
   uint64_t cycle_ = 1;              // PlanSpec::cycle
   std::vector<uint64_t> prefixes_;  // per entry: the hash of its schedule's sizes up to and including it
+  std::vector<uint64_t> multisets_;  // per schedule: the sum of mix64 over its sizes (Pool's sizeHash)
 };
 
 }  // namespace tp

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { Plan, Pool, readTrace, repeatIteration, syntheticTrainingTrace, train, type Trace } from '../lib/index.js';
-import { outlivesIteration, wrapAroundConflicts } from '../lib/trace/repeat.js';
+import { outlivesIteration, repeatingPeriod, repeatIterations, wrapAroundConflicts } from '../lib/trace/repeat.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
 import { fixture, runTrace, seededRandom, traceFixture } from './helpers.js';
 
@@ -141,6 +141,40 @@ describe('time-shared blocks on training traces', () => {
     longer.free(a2, 0);
     expect(c2).toBe(1);
     expect(outlivesIteration(longer.build('outlives', 'tensorpool-csv'))).toBe(true);
+  });
+});
+
+describe('a recorded cycle of input shapes', () => {
+  // ONNX Runtime serving six shapes in turn: each run leaves the next run's input and its own output live
+  // across the boundary, and the runs after the recording go on cycling.
+  const cycle = readTrace(fixture('traces', 'ocr_det_infer', 'ocr-cycle.csv.gz'));
+
+  it('is recognised as a cycle of six after the session\'s creation, and trained to repeat as one', () => {
+    expect(repeatingPeriod(cycle)).toBe(6);
+    const plan = train(cycle, { order: 'auto' });
+    expect(plan.layout).toBeDefined();
+    expect(plan.schedule!.cycle).toBe(6);
+    expect(plan.ratio!).toBeLessThanOrEqual(1.01);
+    // Four more cycles than recorded: every allocation where its schedule put it, nothing from the OS.
+    const run = repeatIterations(cycle, cycle.iterations - 5, cycle.iterations, 4);
+    const pool = new Pool({ plan, prefault: false });
+    expect(serve(pool, run)).toEqual({ os: 0, scheduleHits: run.bufferCount, busy: 0 });
+    pool.close();
+  });
+
+  it('finds no period where the last iterations do not repeat the ones before', () => {
+    expect(repeatingPeriod(readTrace(traceFixture('resnet18_train', 'trace.csv.gz')))).toBe(0);
+    const steps = (sizes: number[][]) => {
+      const builder = new TraceBuilder();
+      sizes.forEach((step, i) => {
+        if (i > 0) builder.mark();
+        for (const size of step) builder.free(builder.alloc(size, 0), 0);
+      });
+      return builder.build('steps', 'tensorpool-csv');
+    };
+    expect(repeatingPeriod(steps([[1], [2, 3], [4], [3, 2], [4]]))).toBe(2); // order within a step is free
+    expect(repeatingPeriod(steps([[1], [2], [2], [2]]))).toBe(1);
+    expect(repeatingPeriod(steps([[1], [2], [3], [2]]))).toBe(0);
   });
 });
 

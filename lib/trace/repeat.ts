@@ -1,8 +1,9 @@
 /**
- * Longer runs from short recordings: a trace of a few training steps, with one step repeated as a
- * training loop would repeat it. Buffers that cross an iteration boundary (gradients kept until the next
- * step's zero_grad, a loss freed after the mark) are re-linked so that every copy frees what the copy
- * before it left live, just as the recorded step freed what its predecessor left.
+ * Longer runs from short recordings: a trace of a few training steps (or a cycle of input shapes), with
+ * its last step (or cycle) repeated as a loop would repeat it. Buffers that cross the boundary (gradients
+ * kept until the next step's zero_grad, a loss freed after the mark, the next input made before the mark)
+ * are re-linked so that every copy frees what the copy before it left live, just as the recorded step
+ * freed what its predecessor left.
  */
 import { checkInteger, describe, invalidArgument } from '../validate.js';
 import { MAX_SYNTHETIC_EVENTS } from './synthetic.js';
@@ -20,13 +21,23 @@ export function repeatIteration(trace: Trace, k: number, copies: number): Trace 
   if (!(trace instanceof Trace)) throw invalidArgument('type', `repeatIteration() takes a Trace, got ${describe(trace)}`);
   checkInteger(k, 'iteration', 1, trace.iterations);
   checkInteger(copies, 'copies', 0);
-  const { from, to, allocatedIn, successor, unmatchedOut } = carryOver(trace, k, k);
+  return repeatIterations(trace, k, k, copies);
+}
+
+/**
+ * Iterations 1…last as recorded, then iterations first…last, as one block, `copies` more times: as
+ * repeatIteration does for one iteration, with the block's carry-ins (buffers of the iteration before
+ * `first` that the block frees) and carry-outs (buffers the block allocates and leaves live).
+ * Pre: 1 <= first <= last <= trace.iterations.
+ */
+export function repeatIterations(trace: Trace, first: number, last: number, copies: number): Trace {
+  const { from, to, allocatedIn, successor, unmatchedOut } = carryOver(trace, first, last);
   if (trace.ops.length + copies * (to - from + 1) > MAX_SYNTHETIC_EVENTS) {
-    throw invalidArgument('range', `${copies} copies of iteration ${k} would make more than ${MAX_SYNTHETIC_EVENTS} events`);
+    throw invalidArgument('range', `${copies} copies of ${last - first + 1} iteration(s) would make more than ${MAX_SYNTHETIC_EVENTS} events`);
   }
 
   const builder = new TraceBuilder();
-  // Iterations 1…k as recorded. `copy` maps the original buffers of iteration k to those of the last copy.
+  // Iterations 1…last as recorded. `copy` maps the original buffers of the block to those of the last copy.
   let copy = new Map<number, number>();
   const original = new Map<number, number>();
   for (let e = 0; e < to; e++) {
@@ -42,8 +53,8 @@ export function repeatIteration(trace: Trace, k: number, copies: number): Trace 
       builder.free(original.get(b)!, trace.eventStream[e]);
     }
   }
-  // The iterations after k as recorded are left out: what they would have freed stays live into the copies
-  // only through carry-outs, which the copies free.
+  // The iterations after the block as recorded are left out: what they would have freed stays live into
+  // the copies only through carry-outs, which the copies free.
   for (let c = 0; c < copies; c++) {
     builder.mark();
     const previous = copy;
@@ -51,94 +62,84 @@ export function repeatIteration(trace: Trace, k: number, copies: number): Trace 
     for (let e = from; e < to; e++) {
       const op = trace.ops[e];
       const b = trace.eventBuffer[e];
-      if (op === EventOp.Alloc) {
+      if (op === EventOp.Iteration) {
+        builder.mark();
+      } else if (op === EventOp.Alloc) {
         copy.set(b, builder.alloc(trace.sizes[b], trace.eventStream[e]));
-      } else if (op === EventOp.Free) {
-        if (allocatedIn[b] === 0) builder.free(copy.get(b)!, trace.eventStream[e]);
-        else if (successor.has(b)) builder.free(previous.get(successor.get(b)!)!, trace.eventStream[e]);
+      } else if (allocatedIn[b] === 0) {
+        builder.free(copy.get(b)!, trace.eventStream[e]);
+      } else if (successor.has(b)) {
+        builder.free(previous.get(successor.get(b)!)!, trace.eventStream[e]);
       }
     }
     for (const out of unmatchedOut) builder.free(previous.get(out)!, 0);
   }
-  return builder.build(`${trace.name} (iteration ${k} repeated ${copies}x)`, trace.format, noAnomalies());
+  const what = first === last ? `iteration ${last}` : `iterations ${first}-${last}`;
+  return builder.build(`${trace.name} (${what} repeated ${copies}x)`, trace.format, noAnomalies());
 }
 
-/** What crosses into one iteration and out of another, and which carry-out plays which carry-in's part. */
+/** What crosses into and out of a block of iterations, and which carry-out plays which carry-in's part. */
 interface CarryOver {
-  from: number; // iteration `out`'s first event
+  from: number; // the block's first event
   to: number; // one past its last (its closing mark excluded)
-  allocatedIn: Int8Array; // per buffer: 0 allocated in iteration `out`, -1 in the one before, -2 elsewhere
-  successor: Map<number, number>; // carry-in of iteration `into` -> the carry-out of `out` playing its part
+  allocatedIn: Int8Array; // per buffer: 0 allocated in the block, -1 in the iteration before, -2 elsewhere
+  successor: Map<number, number>; // carry-in -> the carry-out playing its part one repetition later
   unmatchedOut: number[]; // carry-outs with no carry-in of their size to follow
 }
 
 /**
- * Carry-ins of iteration `into` (allocated in the one before, freed in it) and carry-outs of iteration
- * `out` (allocated in it, not freed in it), matched in allocation order by size. With into = out = k, the
- * carry-outs of k take the parts of k's carry-ins when k repeats.
+ * Carry-ins of iterations first…last (allocated in the iteration before, freed in the block) and their
+ * carry-outs (allocated in the block, not freed in it), matched in allocation order by size.
  */
-function carryOver(trace: Trace, into: number, out: number): CarryOver {
-  const carryIn = carriedInto(trace, into);
-  const [from, to] = iterationSpan(trace, out);
-  const previousFrom = out > 1 ? trace.iterationStarts[out - 2] : from;
+function carryOver(trace: Trace, first: number, last: number): CarryOver {
+  const from = trace.iterationStarts[first - 1];
+  const to = iterationEnd(trace, last);
+  const previousFrom = first > 1 ? trace.iterationStarts[first - 2] : from;
   const allocatedIn = new Int8Array(trace.bufferCount).fill(-2);
-  const freedInK = new Uint8Array(trace.bufferCount);
+  const freedInBlock = new Uint8Array(trace.bufferCount);
   for (let e = previousFrom; e < to; e++) {
     const b = trace.eventBuffer[e];
     if (trace.ops[e] === EventOp.Alloc) allocatedIn[b] = e >= from ? 0 : -1;
-    else if (trace.ops[e] === EventOp.Free && e >= from) freedInK[b] = 1;
+    else if (trace.ops[e] === EventOp.Free && e >= from) freedInBlock[b] = 1;
   }
+  const carryIn: number[] = [];
   const carryOut: number[] = [];
-  for (let e = from; e < to; e++) {
+  for (let e = previousFrom; e < to; e++) {
+    if (trace.ops[e] !== EventOp.Alloc) continue;
     const b = trace.eventBuffer[e];
-    if (trace.ops[e] === EventOp.Alloc && !freedInK[b]) carryOut.push(b);
+    if (allocatedIn[b] === -1 && freedInBlock[b]) carryIn.push(b);
+    if (allocatedIn[b] === 0 && !freedInBlock[b]) carryOut.push(b);
   }
   const successor = new Map<number, number>();
   const unmatchedOut: number[] = [];
   let next = 0;
-  for (const b of carryOut) {
+  for (const out of carryOut) {
     let i = next;
-    while (i < carryIn.length && trace.sizes[carryIn[i]] !== trace.sizes[b]) i++;
+    while (i < carryIn.length && trace.sizes[carryIn[i]] !== trace.sizes[out]) i++;
     if (i < carryIn.length) {
-      successor.set(carryIn[i], b);
+      successor.set(carryIn[i], out);
       next = i + 1;
     } else {
-      unmatchedOut.push(b);
+      unmatchedOut.push(out);
     }
   }
   return { from, to, allocatedIn, successor, unmatchedOut };
 }
 
-/** The buffers iteration k frees that the iteration before it allocated, in allocation order. */
-function carriedInto(trace: Trace, k: number): number[] {
-  if (k === 1) return [];
-  const [from, to] = iterationSpan(trace, k);
-  const previousFrom = trace.iterationStarts[k - 2];
-  const freedInK = new Uint8Array(trace.bufferCount);
-  for (let e = from; e < to; e++) if (trace.ops[e] === EventOp.Free) freedInK[trace.eventBuffer[e]] = 1;
-  const carryIn: number[] = [];
-  for (let e = previousFrom; e < from; e++) {
-    if (trace.ops[e] === EventOp.Alloc && freedInK[trace.eventBuffer[e]]) carryIn.push(trace.eventBuffer[e]);
-  }
-  return carryIn;
-}
-
-/** Iteration k's events: [first, one past the last), its closing mark excluded. */
-function iterationSpan(trace: Trace, k: number): [number, number] {
-  return [trace.iterationStarts[k - 1], k < trace.iterations ? trace.iterationStarts[k] - 1 : trace.ops.length];
+/** One past iteration k's last event (its closing mark excluded). */
+function iterationEnd(trace: Trace, k: number): number {
+  return k < trace.iterations ? trace.iterationStarts[k] - 1 : trace.ops.length;
 }
 
 /**
- * The pairs of buffers that are live together only once the last `cycle` iterations repeat in turn: a
- * carry-out of the last iteration (live across its end) against each buffer the first iteration of the
- * cycle allocates before freeing the carry-in whose part that carry-out plays (all of them, for a carry-out
- * with no such carry-in). A layout that serves the repetition from the same schedules must keep these
- * apart as well as the pairs whose lifetimes overlap. `[a0, b0, a1, b1, …]`.
+ * The pairs of buffers that are live together only once the last `cycle` iterations repeat as a block: a
+ * carry-out of the block (live across its end) against each buffer the next repetition of the block
+ * allocates before freeing the carry-in whose part that carry-out plays (all of them, for a carry-out with
+ * no such carry-in). A layout that serves the repetition from the same schedules must keep these apart
+ * as well as the pairs whose lifetimes overlap. `[a0, b0, a1, b1, …]`.
  */
 export function wrapAroundConflicts(trace: Trace, cycle = 1): Uint32Array {
-  const first = trace.iterations - cycle + 1;
-  const { successor, unmatchedOut } = carryOver(trace, first, trace.iterations);
-  const [from, to] = iterationSpan(trace, first);
+  const { from, to, successor, unmatchedOut } = carryOver(trace, trace.iterations - cycle + 1, trace.iterations);
   const freedBefore = new Map<number, number>(unmatchedOut.map((out) => [out, to]));
   const allocated: number[] = [];
   const allocatedAt: number[] = [];
@@ -177,4 +178,25 @@ export function outlivesIteration(trace: Trace): boolean {
     else if (trace.ops[e] === EventOp.Free && successor.has(b) && allocatedAt.has(successor.get(b)!)) return true;
   }
   return false;
+}
+
+/**
+ * How many iterations the trace's pattern repeats after: the smallest p for which each of the last p
+ * iterations asked for the same sizes (as a multiset: threads may reorder them) as the iteration p before
+ * it. 1 for a training loop's identical steps; the number of
+ * input shapes for a recorded cycle of them (the session's creation first); 0 when no such p exists.
+ */
+export function repeatingPeriod(trace: Trace): number {
+  const firsts = trace.iterationFirstBuffers();
+  const n = firsts.length;
+  const patterns = firsts.map((start, i) => {
+    const sizes = Array.from(trace.sizes.subarray(start, i + 1 < n ? firsts[i + 1] : trace.bufferCount));
+    return sizes.sort((a, b) => a - b).join(',');
+  });
+  for (let p = 1; 2 * p <= n; p++) {
+    let repeats = true;
+    for (let i = n - p; i < n && repeats; i++) repeats = patterns[i] === patterns[i - p];
+    if (repeats) return p;
+  }
+  return 0;
 }

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "os.h"
 #include "pool.h"
+#include "mix.h"
 #include "schedule.h"
 
 using namespace tp;
@@ -169,6 +170,23 @@ TEST(past_the_trained_iterations_the_last_cycle_of_them_repeats_in_turn) {
       CHECK(cursor.at == expected[cycle - 1][iteration]);
     }
   }
+}
+
+TEST(past_the_trained_iterations_a_run_goes_on_with_what_followed_the_pattern_that_ended) {
+  // Trained: a creation step, then two shapes in turn, twice (one allocation each, told apart by size).
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{4096, 1}, {8192, 1}, {12288, 1}};
+  plan.schedule = {{4096, 0}, {8192, 1}, {12288, 2}, {8192, 1}, {12288, 2}};
+  plan.iterationStarts = {0, 1, 2, 3, 4};
+  Schedules schedules(plan);
+  Schedules::Cursor cursor;
+  schedules.begin(&cursor, 5, mix64(12288), 1);  // the second shape ended: the first follows
+  CHECK(cursor.at == 3);
+  schedules.begin(&cursor, 6, mix64(8192), 1);  // then the second
+  CHECK(cursor.at == 4);
+  schedules.begin(&cursor, 7, mix64(4096) + mix64(8192), 2);  // a pattern never trained: the last schedule
+  CHECK(cursor.at == 4);
 }
 
 TEST(default_classes_cover_64_bytes_to_64_mib_with_bounded_waste) {
