@@ -134,7 +134,8 @@ export const SHARE_SEARCH_MS = 250;
  * `extraConflicts`, the layout keeps those pairs apart too (planned over the conflict graph).
  */
 export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs = 0, extraConflicts?: Uint32Array): TrainRun[] {
-  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs, extraConflicts && Float64Array.from(extraConflicts));
+  const extra = extraConflicts && Float64Array.from(extraConflicts);
+  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs, extra);
   const lowerBound = trace.lowerBound();
   const iterations = trace.iterationFirstBuffers();
   const runs: TrainRun[] = [];
@@ -278,10 +279,9 @@ function trainTimeSharedRepeating(set: Trace, interval: number, period: number):
 /**
  * Whether a time-shared plan serves the trace and then its last iteration repeated (its last `period`
  * iterations, when they repeat a cycle: repeatIterations; the buffers crossing into the next iteration
- * re-linked as a loop would) with every allocation where its schedule put it. Blocks of a class are not interchangeable in a time-shared plan, and its layout is
- * planned for the trace's iterations as recorded: where tensors live across an iteration boundary, a
- * repetition can find its scheduled block under one the previous repetition left live. Such a plan is
- * not kept (the size classes serve that run instead).
+ * re-linked as a loop would) with every allocation where its schedule put it. Blocks of a class are not
+ * interchangeable in a time-shared plan: where tensors live across an iteration boundary, a repetition
+ * can find its scheduled block under one the previous repetition left live. Such a plan is not kept.
  */
 function servesSteadyState(spec: PlanSpec, trace: Trace, period: number): boolean {
   const run =

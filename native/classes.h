@@ -41,9 +41,9 @@ struct PlanSpec {
   // iteration. The pool follows the schedule of the iteration it is in, or the one whose sizes the run
   // matches (Pool::alloc).
   std::vector<uint64_t> iterationStarts;
-  // How many of the last iterations repeat, in turn, once the run is past them (1: the last alone). A
-  // tensor that lives longer than one iteration needs a block of its own in each of two iterations in a
-  // row, so its plan repeats two.
+  // How many of the last iterations repeat, in turn, once the run is past them (1: see Schedules::begin).
+  // A recorded cycle of p input shapes repeats p; a tensor that lives longer than one iteration needs a
+  // block of its own in each of two iterations in a row, so its plan repeats two.
   uint64_t cycle = 1;
   // Optional: every block of the plan at its offset, blocks of one class counted as `classes` says. Empty:
   // blocks are carved one after another and never share memory.

@@ -1,7 +1,7 @@
 // Following a plan's schedule (issue 13): a trained plan holds one schedule per trained iteration (several
 // traces, or several iterations of one); a run follows the schedule of the iteration it is in (past the
-// last, the last `cycle` in turn) while the sizes it asks for match, and otherwise the first schedule whose sizes so far equal the run's, so one plan
-// serves a cycle of input shapes in any order.
+// last, as begin() says) while the sizes it asks for match, and otherwise the first schedule whose sizes so
+// far equal the run's, so one plan serves a cycle of input shapes in any order.
 #pragma once
 
 #include <cstdint>

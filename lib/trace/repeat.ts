@@ -32,8 +32,9 @@ export function repeatIteration(trace: Trace, k: number, copies: number): Trace 
  */
 export function repeatIterations(trace: Trace, first: number, last: number, copies: number): Trace {
   const { from, to, allocatedIn, successor, unmatchedOut } = carryOver(trace, first, last);
+  const what = first === last ? `iteration ${last}` : `iterations ${first}-${last}`;
   if (trace.ops.length + copies * (to - from + 1) > MAX_SYNTHETIC_EVENTS) {
-    throw invalidArgument('range', `${copies} copies of ${last - first + 1} iteration(s) would make more than ${MAX_SYNTHETIC_EVENTS} events`);
+    throw invalidArgument('range', `${copies} copies of ${what} would make more than ${MAX_SYNTHETIC_EVENTS} events`);
   }
 
   const builder = new TraceBuilder();
@@ -74,7 +75,6 @@ export function repeatIterations(trace: Trace, first: number, last: number, copi
     }
     for (const out of unmatchedOut) builder.free(previous.get(out)!, 0);
   }
-  const what = first === last ? `iteration ${last}` : `iterations ${first}-${last}`;
   return builder.build(`${trace.name} (${what} repeated ${copies}x)`, trace.format, noAnomalies());
 }
 
