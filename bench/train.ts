@@ -57,11 +57,14 @@ for (const events of args.quick ? [100_000] : [100_000, 1_000_000]) {
 }
 
 const fixtures = path.resolve(__dirname, '../test/fixtures/traces/ocr_det_infer');
-const ocr = fs.readdirSync(fixtures).filter((f) => f.endsWith('.csv.gz')).sort().map((f) => readTrace(path.join(fixtures, f)));
+// One trace per input shape (ocr-HxW), and one recording of the six in a cycle (ocr-cycle).
+const ocr = fs.readdirSync(fixtures).filter((f) => /^ocr-\d+x\d+\.csv\.gz$/.test(f)).sort().map((f) => readTrace(path.join(fixtures, f)));
+const ocrCycle = readTrace(path.join(fixtures, 'ocr-cycle.csv.gz'));
 const sharedInputs: { name: string; traces: Trace[] }[] = [
   ...inputs.map((input) => ({ name: input.name, traces: [input.trace] })),
   ...ocr.map((trace) => ({ name: `OCR ${path.basename(trace.name, '.csv.gz').slice(4)}`, traces: [trace] })),
   { name: 'OCR, six shapes, one plan', traces: ocr },
+  { name: 'OCR, a recorded cycle of the six', traces: [ocrCycle] },
   ...args.positionals.map((arg) => ({ name: arg, traces: arg.split(',').map((file) => readTrace(file)) })),
 ];
 
