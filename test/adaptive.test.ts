@@ -7,8 +7,8 @@ import { OffsetPlan, Pool, Stream, readTrace, syntheticTrainingTrace, train, typ
 import { native } from '../lib/native.js';
 import { toNativePlan } from '../lib/plan-spec.js';
 import { nativePoolOf } from '../lib/pool.js';
-import { repeatIteration } from '../lib/trace/repeat.js';
-import { expectCode, fillPattern, patternIntact, runTrace, traceFixture, underAsan } from './helpers.js';
+import { repeatIteration, repeatIterations } from '../lib/trace/repeat.js';
+import { expectCode, fillPattern, fixture, patternIntact, runTrace, traceFixture, underAsan } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-adaptive-'));
 
@@ -176,6 +176,22 @@ describe('adaptive pool: record, train, switch', () => {
     expect(after.osFallbacks).toBe(before.osFallbacks);
     expect(after.scheduleMisses).toBe(before.scheduleMisses);
     expect(pool.stats().adaptive!.switches).toBe(1);
+    pool.close();
+  });
+
+  it('a real recording of ONNX Runtime cycling through six shapes: one switch to a plan that repeats the cycle', () => {
+    // Each run leaves the next run's input and its output live across the mark: the plan must wrap around.
+    const recorded = readTrace(fixture('traces', 'ocr_det_infer', 'ocr-cycle.csv.gz'));
+    const run = repeatIterations(recorded, recorded.iterations - 5, recorded.iterations, 8);
+    const pool = new Pool({ adaptive: { background: false }, prefault: false });
+    const { costs, live } = runIterations(pool, run);
+    const switched = costs.findIndex((c) => c.generation === 2);
+    expect(switched).toBeGreaterThan(0);
+    expect(pool.plan!.schedule!.cycle).toBe(6);
+    expect(costs.slice(switched).every((c) => c.osFallbacks === 0 && c.unplannedBorrows === 0)).toBe(true);
+    expect(costs.length - switched).toBeGreaterThanOrEqual(24); // four cycles served by the plan, at least
+    expect(pool.stats().adaptive!.switches).toBe(1);
+    releaseAll(pool, live);
     pool.close();
   });
 
