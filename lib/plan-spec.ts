@@ -31,8 +31,10 @@ export interface PlanSchedule {
    */
   iterations?: ArrayLike<number>;
   /**
-   * Past the last trained iteration, the last `cycle` of them repeat in turn (absent: 1, the last alone).
-   * Training sets 2 where a tensor outlives an iteration: the next one needs another block for it.
+   * Past the last trained iteration, the last `cycle` of them repeat in turn (absent: 1, which follows the
+   * pattern that ended with what followed it in training, else the last; native/schedule.h). Training sets
+   * p for a recorded cycle of p patterns, and 2 where a tensor outlives an iteration: the next needs
+   * another block for it.
    */
   cycle?: number;
 }

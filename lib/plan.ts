@@ -12,7 +12,8 @@
  * Version 2 adds what time-shared plans need (issue 13): `layout` ({ classes, offsets }: every block's class
  * and offset; blocks whose ranges intersect share memory, and that is the record of which do) and, in the
  * schedule, `blocks` (per allocation its block), `iterations` (where each trained iteration's entries
- * begin) and `cycle` (how many of the last iterations repeat in turn past the last, default 1). A reader accepts versions 1 and 2 and rejects any other with a message that says which it reads.
+ * begin) and `cycle` (how many of the last iterations repeat in turn past the last, default 1). A reader
+ * accepts versions 1 and 2 and rejects any other with a message that says which it reads.
  */
 import fs from 'node:fs';
 

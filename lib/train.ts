@@ -77,6 +77,11 @@ export interface TrainCandidate {
   literalArenaBytes: number;
 }
 
+/** Whether a candidate is a time-shared layout (either kind), not size classes. */
+export function isTimeShared(candidate: TrainCandidate): boolean {
+  return candidate.order === 'time-shared' || candidate.order === 'time-shared-repeating';
+}
+
 const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates', 'refine', 'share'] as const;
 
 /** The buffers S0 trains on: those of one iteration or of the whole trace. */
@@ -225,7 +230,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     if (shared && shared.candidate.arenaBytes <= limit) best = shared;
   }
   const trainMs = performance.now() - started;
-  const timeShared = best!.candidate.order.startsWith('time-shared');
+  const timeShared = isTimeShared(best!.candidate);
   return new Plan(best!.spec, {
     lowerBound: set.lowerBound(),
     source: {

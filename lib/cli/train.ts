@@ -1,5 +1,5 @@
 import { readTrace } from '../trace/read.js';
-import { AUTO_INTERVALS, SHARE_GAIN, train, type TrainCandidate, type TrainOrder } from '../train.js';
+import { AUTO_INTERVALS, isTimeShared, SHARE_GAIN, train, type TrainCandidate, type TrainOrder } from '../train.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
 import { CliError, bytesOption, integerOption, oneOf, parseCommand, writeJsonFile, type Command } from './common.js';
 
@@ -19,8 +19,9 @@ inputs of different shapes, say) give one plan that serves each of their pattern
                       with --order auto, else off)
   --share             time-shared blocks: also lay every tensor out at an offset so that blocks whose uses
                       never overlap in time share memory. auto: keep that plan when its arena is at least
-                      ${round((1 - SHARE_GAIN) * 100, 1)}% smaller and it serves the last iteration repeated; on: keep the
-                      smaller plan that serves; off: size classes only (default auto)
+                      ${round((1 - SHARE_GAIN) * 100, 1)}% smaller and it serves the last iteration (or cycle of iterations) repeated,
+                      laid out again for the repetition where the first layout does not; on: keep the smaller
+                      plan that serves; off: size classes only (default auto)
   --iteration         train on iteration N (1-based) or on the whole trace (default all; one trace only)
   --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
                       literalArenaBytes, timeShared, sharingPairs, ... }`;
@@ -69,9 +70,9 @@ export const trainCommand: Command = {
     console.log(`lower bound  ${formatBytes(plan.lowerBound!)} (${plan.lowerBound} B${traces.length > 1 ? ', the largest trace\'s' : ''})`);
     console.log(`arena        ${formatBytes(plan.arenaBytes)} (${plan.arenaBytes} B, ${round(plan.ratio!, 3)}x the lower bound)`);
     if (timeShared) {
-      const s0 = candidates.filter((c) => !c.order.startsWith('time-shared')).reduce((a, c) => (c.arenaBytes < a.arenaBytes ? c : a), candidates[0]);
+      const s0 = candidates.filter((c) => !isTimeShared(c)).reduce<TrainCandidate | undefined>((a, c) => (a && a.arenaBytes <= c.arenaBytes ? a : c), undefined);
       console.log(`layout       ${plan.blocks} blocks at offsets of their own; ${plan.sharingPairs} pairs of blocks share memory` +
-        (s0 && !s0.order.startsWith('time-shared') ? ` (size classes alone: ${formatBytes(s0.arenaBytes)}, ${round(s0.ratio, 3)}x)` : ''));
+        (s0 ? ` (size classes alone: ${formatBytes(s0.arenaBytes)}, ${round(s0.ratio, 3)}x)` : ''));
     } else if (t.refined) {
       const literal = t.literalArenaBytes as number;
       console.log(`refined      from S0's ${formatBytes(literal)} (${round(literal / plan.lowerBound!, 3)}x the lower bound)`);

@@ -93,7 +93,7 @@ interface CarryOver {
  */
 function carryOver(trace: Trace, first: number, last: number): CarryOver {
   const from = trace.iterationStarts[first - 1];
-  const to = iterationEnd(trace, last);
+  const to = trace.iterationEnd(last);
   const previousFrom = first > 1 ? trace.iterationStarts[first - 2] : from;
   const allocatedIn = new Int8Array(trace.bufferCount).fill(-2);
   const freedInBlock = new Uint8Array(trace.bufferCount);
@@ -124,11 +124,6 @@ function carryOver(trace: Trace, first: number, last: number): CarryOver {
     }
   }
   return { from, to, allocatedIn, successor, unmatchedOut };
-}
-
-/** One past iteration k's last event (its closing mark excluded). */
-function iterationEnd(trace: Trace, k: number): number {
-  return k < trace.iterations ? trace.iterationStarts[k] - 1 : trace.ops.length;
 }
 
 /**

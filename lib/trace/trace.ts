@@ -270,7 +270,7 @@ export class Trace {
       throw new RangeError(`iteration must be between 1 and ${this.iterations}, got ${k}`);
     }
     const from = this.iterationStarts[k - 1];
-    const to = k < this.iterations ? this.iterationStarts[k] - 1 : this.ops.length; // minus the mark
+    const to = this.iterationEnd(k);
     const builder = new TraceBuilder();
     const mapped = new Map<number, number>();
     for (let e = from; e < to; e++) {
@@ -280,6 +280,11 @@ export class Trace {
       else if (op === EventOp.Free && mapped.has(b)) builder.free(mapped.get(b)!, this.eventStream[e]);
     }
     return builder.build(`${this.name}#${k}`, this.format, noAnomalies());
+  }
+
+  /** One past iteration k's last event (1-based; the mark that closes it excluded). */
+  iterationEnd(k: number): number {
+    return k < this.iterations ? this.iterationStarts[k] - 1 : this.ops.length;
   }
 
   /** Per iteration: how many buffers were allocated before it began (where its allocations start). */
