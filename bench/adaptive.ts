@@ -1,13 +1,14 @@
 /**
  * Adaptive mode on real traces: iterations 1…N of a shared trace (its second step repeated, carry-over
  * re-linked) through two fresh adaptive pools, one switching synchronously (background: false) and one
- * building the new arena in the background (the default), next to glibc malloc in the same process,
+ * training the plan on a worker thread and building its arena on a libuv thread (background, the default),
+ * next to glibc malloc in the same process,
  * iteration by iteration and interleaved. Per iteration: ns per operation (alloc or release, touching a
  * byte per page as a kernel filling the tensor would), minor page faults, and the cost of the
  * markIteration() that ends it (which records, trains and switches). Medians over repetitions.
  *
  * A replayed iteration takes milliseconds, a real training step far longer; while the background pool is
- * switching, the loop stands in for that compute by waiting until the new arena is ready (not timed).
+ * training or switching, the loop stands in for that compute by waiting until the work is done (not timed).
  *
  * Then the cost of recording itself: one step replayed through a planned pool with record() on and off,
  * alternating, without touching memory (so that the pool's own work is what is timed).
@@ -48,11 +49,12 @@ interface Step {
 const MODES = ['sync', 'background'] as const;
 
 /** ns per operation of `step` through a pool planned for it, with and without recording; medians. */
-/** Stands for a training step's compute: spins (not timed) until a switch built in the background is ready. */
+/** Stands for a training step's compute: spins (not timed) while the plan is trained and its arena built in the
+ *  background, until the next mark can move on. */
 function waitWhileSwitching(pool: Pool): void {
   const deadline = Date.now() + 60_000;
-  while (pool.stats().adaptive!.mode === 'switching' && pool.stats().preparedGeneration === 0) {
-    if (Date.now() > deadline) throw new Error('the background switch was never prepared');
+  for (let s = pool.stats().adaptive!; (s.mode === 'training' || s.mode === 'switching') && !s.ready; s = pool.stats().adaptive!) {
+    if (Date.now() > deadline) throw new Error(`the background ${s.mode} never finished`);
   }
 }
 
@@ -152,7 +154,7 @@ for (const file of benchTraces(args.values.traces as string | undefined)) {
     if (!first) continue;
     const ms = (f: (s: PlanSwitch) => number) => round(median(switches[mode].map(f)), 1);
     console.log(
-      `# ${mode}: switch after iteration ${first.iteration}; trained in ${ms((s) => s.trainMs)} ms, JS thread busy switching ${ms((s) => s.switchMs)} ms, ` +
+      `# ${mode}: switch after iteration ${first.iteration}; trained in ${ms((s) => s.trainMs)} ms (on the ${first.trainedOn === 'worker' ? 'worker thread' : 'JS thread'}), JS thread busy switching ${ms((s) => s.switchMs)} ms, ` +
         `plan serving ${ms((s) => s.readyMs)} ms after training; arena ${formatBytes(first.plan.arenaBytes)} = ` +
         `${round(first.plan.arenaBytes / trace.iteration(k).lowerBound(), 3)}x the lower bound (${formatBytes(trace.iteration(k).lowerBound())})`,
     );

@@ -12,14 +12,16 @@
  *              pattern occurs at least `stableIterations` times and at most `maxPatterns` patterns occur
  *              (one pattern repeated, or a cycle of input shapes); once there is one, a plan is trained
  *              on it (one schedule per iteration, so it serves each pattern) and the pool switches →
- *              planned (with `background`, → switching first). After `recordLimit` iterations without
+ *              planned (with `background`, → training first). After `recordLimit` iterations without
  *              a stable window the attempt is abandoned → planned (or unplanned), and the next attempt
  *              waits twice as long.
  *   planned    each iteration's off-plan allocations (OS fallbacks, oversize requests, borrows the plan's
  *              schedule did not call for) are counted. When they exceed `replanThreshold` of its
  *              allocations for `replanAfter` iterations in a row (not counting the `cooldownIterations`
  *              after a switch), the pool records again → recording.
- *   switching  the new plan's arena is being mapped and pre-faulted on a worker thread while the old
+ *   training   the plan is trained on a worker thread (lib/background-training.ts) while the old classes go
+ *              on serving; the first markIteration() after it finished takes the plan → switching.
+ *   switching  the new plan's arena is being mapped and pre-faulted on a libuv thread while the old
  *              classes go on serving; the first markIteration() after it is ready installs it → planned.
  *   unplanned  no plan yet and the last attempt was abandoned: the default classes serve; recording
  *              starts again after the cooldown.
@@ -38,6 +40,7 @@ import { toNativePlan } from './plan-spec.js';
 import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
 import type { Trace } from './trace/trace.js';
 import { train, type TrainOptions } from './train.js';
+import { BackgroundTraining } from './background-training.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
 export interface AdaptiveOptions {
@@ -61,17 +64,18 @@ export interface AdaptiveOptions {
   /** How plans are trained (train()'s interval, order, candidates). Default: interval and order 'auto'. */
   train?: Omit<TrainOptions, 'iteration'>;
   /**
-   * Build a new plan's arena (map and pre-fault it) on a worker thread while the serving classes go on
-   * serving, and switch at the first markIteration() after it is ready: no iteration stalls. false: switch
-   * inside the markIteration() that completed the window, which then waits for the arena (about a second
-   * per GiB pre-faulted). Default true.
+   * Train the plan on a worker thread, then build its arena (map and pre-fault it) on a libuv thread, while
+   * the serving classes go on serving; switch at the first markIteration() after it is ready: no iteration
+   * stalls. false: train and switch inside the markIteration() that completed the window, which then waits
+   * for both (training takes up to seconds on long recordings; pre-faulting about a second per GiB).
+   * Default true.
    */
   background?: boolean;
   /** Called after every switch, from the markIteration() that made it. */
   onSwitch?: (event: PlanSwitch) => void;
 }
 
-export type AdaptiveMode = 'warm-up' | 'recording' | 'switching' | 'planned' | 'unplanned';
+export type AdaptiveMode = 'warm-up' | 'recording' | 'training' | 'switching' | 'planned' | 'unplanned';
 
 /** One iteration as the drift check saw it. */
 export interface IterationReport {
@@ -89,7 +93,8 @@ export interface PlanSwitch {
   generation: number;
   /** Iterations completed when the pool switched: the plan serves from the next one. */
   iteration: number;
-  /** Iterations the previous classes served while the new arena was built in the background (0 when not). */
+  /** Iterations the previous classes served while the plan was trained and its arena built in the background
+   *  (0 when not). */
   waitedIterations: number;
   /** Whether the arena was built in the background (options.adaptive.background). */
   background: boolean;
@@ -101,8 +106,10 @@ export interface PlanSwitch {
   plan: Plan;
   /** The recorded iterations it was trained on. */
   trace: Trace;
-  /** Training (on the JS thread). */
+  /** Training, on the thread named by `trainedOn`. */
   trainMs: number;
+  /** 'worker': a worker thread trained the plan (background); 'thread': the pool's own thread did. */
+  trainedOn: 'worker' | 'thread';
   /** Time the JS thread spent switching: mapping and pre-faulting the arena, or only queueing that work in
    *  the background. */
   switchMs: number;
@@ -129,6 +136,9 @@ export interface AdaptiveStats {
   history: Omit<PlanSwitch, 'plan' | 'trace'>[];
   /** Why the last attempt was abandoned, or null. */
   lastError: string | null;
+  /** Training or switching: the work the mode waits for (the worker's training, or building the arena) is
+   *  done, so the next markIteration() moves on. false in the other modes. */
+  ready: boolean;
 }
 
 const ADAPTIVE_OPTIONS = [
@@ -202,12 +212,22 @@ interface PendingSwitch {
   reason: PlanSwitch['reason'];
   trigger: IterationReport | null;
   trainMs: number;
+  trainedOn: PlanSwitch['trainedOn'];
   switchMs: number;
-  /** performance.now() when training ended, and the iterations completed then. */
+  /** performance.now() when training ended, and the iterations completed when it started. */
   started: number;
   iteration: number;
   /** Why building the arena failed, once it did. */
   error: string | null;
+}
+
+/** Training under way on a worker thread: the recorded trace, what the plan will say of it, and the
+ *  iterations completed when it started. */
+interface RunningTraining {
+  job: BackgroundTraining;
+  trace: Trace;
+  training: Record<string, unknown>;
+  iteration: number;
 }
 
 const HISTORY = 32;
@@ -233,6 +253,7 @@ export class Adaptation {
   #lastSwitch: PlanSwitch | null = null;
   #history: Omit<PlanSwitch, 'plan' | 'trace'>[] = [];
   #lastError: string | null = null;
+  #training: RunningTraining | null = null;
   #pending: PendingSwitch | null = null;
 
   /** `plan`: the pool's starting plan, if it was given one (the pool starts planned, after the warm-up). */
@@ -276,6 +297,8 @@ export class Adaptation {
         return null;
       case 'recording':
         return this.#collect(s, started);
+      case 'training':
+        return this.#collectTraining();
       case 'switching':
         if (this.#pending!.error) {
           const why = this.#pending!.error;
@@ -299,7 +322,18 @@ export class Adaptation {
       lastSwitch: this.#lastSwitch,
       history: [...this.#history],
       lastError: this.#lastError,
+      ready:
+        (this.#mode === 'training' && this.#training!.job.settled) ||
+        (this.#mode === 'switching' && (this.#pending!.error !== null || this.#native.stats().preparedGeneration !== 0)),
     };
+  }
+
+  /** The pool closed: training under way stops (a switch being built is dropped by the native pool). */
+  close(): void {
+    if (!this.#training) return;
+    this.#training.job.cancel();
+    this.#training = null;
+    this.#abandon('the pool closed while the plan was trained');
   }
 
   #report(s: NativeIterationSummary): IterationReport {
@@ -357,6 +391,10 @@ export class Adaptation {
     return null;
   }
 
+  /**
+   * Trains on the window: with `background`, on a worker thread (→ training; the mark that takes its plan
+   * switches), else here, switching at once.
+   */
   #trainAndSwitch(): PlanSwitch | null {
     const window = this.#window!;
     const last = this.#iteration;
@@ -364,15 +402,48 @@ export class Adaptation {
       this.#native.copyRecording(window.from),
       `recorded iterations ${last - window.iterations + 1}-${last}`,
     );
+    const options: TrainOptions = { order: 'auto', ...this.#settings.train };
+    const training = { adaptive: true, patterns: window.patterns };
+    if (this.#settings.background && BackgroundTraining.available) {
+      try {
+        this.#training = { job: new BackgroundTraining(trace, options), trace, training, iteration: last };
+      } catch (error) {
+        this.#abandon(`the training worker did not start: ${(error as Error).message}`);
+        return null;
+      }
+      this.#stopRecording();
+      this.#mode = 'training';
+      return null;
+    }
     const started = performance.now();
     let plan: Plan;
     try {
-      plan = withTraining(train(trace, { order: 'auto', ...this.#settings.train }), { adaptive: true, patterns: window.patterns });
+      plan = train(trace, options);
     } catch (error) {
       this.#abandon(`training failed: ${(error as Error).message}`);
       return null;
     }
-    const trainMs = performance.now() - started;
+    return this.#switchTo(withTraining(plan, training), trace, performance.now() - started, last, 'thread');
+  }
+
+  /** The mark after the worker finished training takes its plan and switches to it. */
+  #collectTraining(): PlanSwitch | null {
+    const { job, trace, training, iteration } = this.#training!;
+    const outcome = job.poll();
+    if (!outcome) return null;
+    this.#training = null;
+    if ('error' in outcome) {
+      this.#abandon(`training failed: ${outcome.error}`);
+      return null;
+    }
+    return this.#switchTo(withTraining(outcome.plan, training), trace, outcome.trainMs, iteration, 'worker');
+  }
+
+  /**
+   * Switches to `plan`, trained on `trace` from the iterations completed at `iteration`: in the background
+   * (→ switching) or at once.
+   */
+  #switchTo(plan: Plan, trace: Trace, trainMs: number, iteration: number, trainedOn: PlanSwitch['trainedOn']): PlanSwitch | null {
     if (this.#plan && sameClasses(this.#plan, plan)) {
       this.#abandon('the re-trained plan is the serving plan: re-planning cannot help');
       return null;
@@ -383,9 +454,10 @@ export class Adaptation {
       reason: this.#trigger ? 'drift' : 'warm-up',
       trigger: this.#trigger,
       trainMs,
+      trainedOn,
       switchMs: 0,
       started: performance.now(),
-      iteration: last,
+      iteration,
       error: null,
     };
     try {
@@ -422,6 +494,7 @@ export class Adaptation {
       plan: pending.plan,
       trace: pending.trace,
       trainMs: pending.trainMs,
+      trainedOn: pending.trainedOn,
       switchMs: pending.switchMs,
       readyMs: performance.now() - pending.started,
     };

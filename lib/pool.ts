@@ -300,6 +300,7 @@ export class Pool {
   close(): void {
     this.#closed = true;
     this.#cache?.clear();
+    this.#control.adaptation?.close();
     this.#native.close();
   }
 

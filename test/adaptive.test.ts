@@ -21,14 +21,14 @@ interface IterationCost {
 }
 
 /**
- * Stands for an iteration's compute, long enough for a switch prepared in the background: spins (the arena
- * is built on a libuv thread, not this one) until the pool holds the prepared arena. Proves the work went
- * on while this thread ran.
+ * Stands for an iteration's compute, long enough for what adaptive mode does in the background: spins while
+ * a worker thread trains the plan and a libuv thread builds its arena, until the next mark can move on.
+ * Proves the work went on while this thread ran.
  */
 function waitWhileSwitching(pool: Pool): void {
   const deadline = Date.now() + 30_000;
-  while (pool.stats().adaptive!.mode === 'switching' && pool.stats().preparedGeneration === 0) {
-    if (Date.now() > deadline) throw new Error('the background switch was never prepared');
+  for (let s = pool.stats().adaptive!; (s.mode === 'training' || s.mode === 'switching') && !s.ready; s = pool.stats().adaptive!) {
+    if (Date.now() > deadline) throw new Error(`the background ${s.mode} never finished`);
   }
 }
 
@@ -63,7 +63,7 @@ describe('adaptive pool: record, train, switch', () => {
     const trace = syntheticTrainingTrace({ layers: 24, iterations: 12, seed: 5, carryGradients: true });
     const switches: PlanSwitch[] = [];
     const pool = new Pool({ adaptive: { background, onSwitch: (event) => switches.push(event) }, prefault: false });
-    const waited = background ? 1 : 0; // the iteration that ran while the arena was built
+    const waited = background ? 2 : 0; // the iterations that ran while the plan was trained, then its arena built
     // Weights made before the first iteration: they live through the switch and go back afterwards.
     const weights = [3000, 70_000, 1 << 20, 5 << 20].map((bytes, i) => {
       const block = new Uint8Array(pool.alloc(bytes));
@@ -76,15 +76,15 @@ describe('adaptive pool: record, train, switch', () => {
     expect(switches).toHaveLength(1);
     const [first] = switches;
     // The loop's iterations 1 and 2 are the stable window (same sizes; the first frees no gradients, which
-    // patterns ignore): the plan serves from the loop's iteration 3 on (4, built in the background).
-    expect(first).toMatchObject({ iteration: 3 + waited, waitedIterations: waited, background, reason: 'warm-up', trigger: null, generation: 2 });
+    // patterns ignore): the plan serves from the loop's iteration 3 on (5, trained and built in the background).
+    expect(first).toMatchObject({ iteration: 3 + waited, waitedIterations: waited, background, trainedOn: background ? 'worker' : 'thread', reason: 'warm-up', trigger: null, generation: 2 });
     expect(first.readyMs).toBeGreaterThanOrEqual(first.switchMs);
     expect(first.trace.iterations).toBe(2);
     // One schedule per recorded iteration: the pool follows each in turn, then repeats the last.
     expect(first.plan.schedule!.sizes.length).toBe(first.trace.bufferCount);
     expect(Array.from(first.plan.schedule!.iterations!)).toEqual(first.trace.iterationFirstBuffers());
     expect(first.plan.training).toMatchObject({ adaptive: true, patterns: 1 });
-    expect(costs.slice(0, 2 + waited).map((c) => c.mode)).toEqual(['recording', ...(background ? ['switching'] : []), 'planned']);
+    expect(costs.slice(0, 2 + waited).map((c) => c.mode)).toEqual(['recording', ...(background ? ['training', 'switching'] : []), 'planned']);
     for (const [i, cost] of costs.entries()) {
       if (i >= 2 + waited) expect(cost, `iteration ${i + 1}`).toMatchObject({ mode: 'planned', generation: 2, osFallbacks: 0 });
     }
@@ -137,8 +137,9 @@ describe('adaptive pool: record, train, switch', () => {
   it.each([true, false])('re-plans once when the batch size changes, then serves the new pattern without fallbacks (background %s)', (background) => {
     const small = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 7 });
     const large = syntheticTrainingTrace({ layers: 24, iterations: 14, seed: 7, batchScale: 2 });
-    const pool = new Pool({ adaptive: { background }, prefault: false });
-    const waited = background ? 1 : 0;
+    // A cooldown of 3 ends before the first large iteration, with or without the background's two iterations.
+    const pool = new Pool({ adaptive: { background, cooldownIterations: 3 }, prefault: false });
+    const waited = background ? 2 : 0;
     const before = runIterations(pool, small);
     const after = runIterations(pool, large, before.live);
     const s = pool.stats().adaptive!;
@@ -234,10 +235,26 @@ describe('adaptive pool: record, train, switch', () => {
       const pool = new Pool({ adaptive: true, prefault: false });
       const { costs, live } = runIterations(pool, trace);
       expect(pool.stats().adaptive!.switches, name).toBe(1);
-      for (const cost of costs.slice(3)) expect(cost, name).toMatchObject({ mode: 'planned', osFallbacks: 0 });
+      for (const cost of costs.slice(4)) expect(cost, name).toMatchObject({ mode: 'planned', osFallbacks: 0 });
       releaseAll(pool, live);
       pool.close();
     }
+  });
+
+  it('trains on a worker thread; closing the pool while it trains stops the worker and switches to nothing', () => {
+    const trace = syntheticTrainingTrace({ layers: 16, iterations: 4, seed: 4 });
+    const pool = new Pool({ adaptive: true, prefault: false });
+    const modes: string[] = [];
+    for (let k = 1; k <= 4 && pool.stats().adaptive!.mode !== 'training'; k++) {
+      runTrace(pool, trace.iteration(k));
+      pool.markIteration();
+      modes.push(pool.stats().adaptive!.mode);
+    }
+    expect(modes).toEqual(['recording', 'recording', 'training']);
+    pool.close();
+    expect(pool.stats().adaptive).toMatchObject({ mode: 'unplanned', switches: 0, abandoned: 1, ready: false });
+    expect(pool.stats().adaptive!.lastError).toBe('the pool closed while the plan was trained');
+    expect(pool.stats().generation).toBe(1);
   });
 
   it('builds a switch off the JS thread: installed by the next mark, replaced by a newer one, dropped by close', async () => {

@@ -72,6 +72,16 @@ describe('the preload library: the process allocator', () => {
     expect(planned.out.osFallbacks).toBeLessThanOrEqual(planned.out.liveBefore);
   });
 
+  it('tensorpool run --adaptive: a worker thread trains the plan while malloc goes on serving; no OS fallback once it serves', () => {
+    const r = underPool(['--adaptive'], ['adaptive', transformer]);
+    expect(r.code).toBe(0);
+    expect(r.out.pool.mode).toBe('adaptive');
+    // Warm-up, two recorded iterations, one trained on the worker thread, one building the arena, then planned.
+    expect(r.out.modes).toEqual(['recording', 'recording', 'training', 'switching', 'planned', 'planned', 'planned', 'planned']);
+    expect(r.out.adaptive).toEqual({ switches: 1, trainedOn: 'worker', lastError: null });
+    expect(r.out.osFallbacks.slice(4)).toEqual([0, 0, 0, 0]);
+  });
+
   it('bad configuration prints one line and leaves the host on the C library', () => {
     const malformed = path.join(tmp, 'malformed.plan.json');
     fs.writeFileSync(malformed, '{"format": "tensorpool-plan", "version": 1, "interval": 4096, "classes": [{"size": 4096}]}');

@@ -132,7 +132,7 @@ export class TraceBuilder {
   }
 }
 
-interface TraceParts {
+export interface TraceParts {
   name: string;
   format: TraceFormat;
   ops: Uint8Array;

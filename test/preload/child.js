@@ -65,5 +65,24 @@ if (task === 'float32') {
   out.allocs = after.allocs - before.allocs;
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
   out.liveBefore = before.liveBlocks;
+} else if (task === 'adaptive') {
+  // tensorpool run --adaptive: the trace replayed through malloc/free as iterations, marked from here; between
+  // iterations the loop waits for what adaptive mode does in the background (training on a worker thread
+  // that allocates through this same process pool, then building the arena).
+  const { replayer } = replayerOf(process.argv[3]);
+  out.modes = [];
+  out.osFallbacks = [];
+  for (let i = 0; i < 8; i++) {
+    const before = pool.stats();
+    replayer.run(false);
+    pool.markIteration();
+    const after = pool.stats();
+    out.modes.push(after.adaptive.mode);
+    out.osFallbacks.push(after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize);
+    const deadline = Date.now() + 60_000;
+    for (let s = after.adaptive; (s.mode === 'training' || s.mode === 'switching') && !s.ready && Date.now() < deadline; s = pool.stats().adaptive);
+  }
+  const { switches, lastSwitch, lastError } = pool.stats().adaptive;
+  out.adaptive = { switches, trainedOn: lastSwitch && lastSwitch.trainedOn, lastError };
 }
 console.log(JSON.stringify(out));
