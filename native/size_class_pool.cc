@@ -338,13 +338,25 @@ Source SizeClassPool::reuse(BlockHeader* header, uint64_t bytes) {
 
 BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
   if (shared_) {
-    // Its header may have been written over while it was free (the taker set its slot).
+    // Its header may have been written over while it was free (the taker set its slot): every field is
+    // written, each straight into the header (a copy from a temporary stalls on store forwarding).
     const uint32_t r = header->slot;
     const size_t cls = records_[r].classIndex;
-    writeHeader(header, cls, capacityOf(cls), r);
+    header->check = secret_ ^ reinterpret_cast<uintptr_t>(header);
+    header->origin = Origin::Arena;
+    header->state = BlockState::Live;
+    header->classIndex = static_cast<uint16_t>(cls);
+    header->arenaId = id_;
+    header->capacity = capacityOf(cls);
+    header->requested = bytes;
+    header->serial = 0;
+    header->next = nullptr;
+    header->osLength = 0;
+    header->lent = table_.isOwn(cls, bytes) ? 0 : 1;
     setLiveBit(r, true);
+  } else {
+    setLive(header, bytes);
   }
-  setLive(header, bytes);
   outstanding_++;
   return header;
 }
