@@ -33,6 +33,7 @@
  * asked for as many times, in any order), compared by count, total bytes and a 53-bit order-independent
  * hash of the sizes (native/pool.h IterationSummary).
  */
+import { BackgroundTraining } from './background-training.js';
 import { fromNative } from './errors.js';
 import type { NativeControlledPool, NativeIterationSummary } from './native.js';
 import { Plan } from './plan.js';
@@ -40,7 +41,6 @@ import { toNativePlan } from './plan-spec.js';
 import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
 import type { Trace } from './trace/trace.js';
 import { train, type TrainOptions } from './train.js';
-import { BackgroundTraining } from './background-training.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
 export interface AdaptiveOptions {

@@ -16,7 +16,8 @@ whole process, from any thread, is served by one process pool. Smaller requests 
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start)
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
                    allocating thread as the stream) at exit
-  --adaptive       in Node, processPool() records, trains and switches at its markIteration() calls
+  --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
+                   markIteration() calls
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --stats          print the pool's counters on stderr at exit
 The command's exit code is returned (128 + the signal number when a signal ended it).
