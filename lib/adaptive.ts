@@ -404,13 +404,11 @@ export class Adaptation {
     );
     const options: TrainOptions = { order: 'auto', ...this.#settings.train };
     const training = { adaptive: true, patterns: window.patterns };
-    if (this.#settings.background && BackgroundTraining.available) {
-      try {
-        this.#training = { job: new BackgroundTraining(trace, options), trace, training, iteration: last };
-      } catch (error) {
-        this.#abandon(`the training worker did not start: ${(error as Error).message}`);
-        return null;
-      }
+    // Where no worker can start (the compiled entry is missing, or Node's permission model refuses
+    // worker_threads), training runs here.
+    const job = this.#settings.background ? BackgroundTraining.start(trace, options) : null;
+    if (job) {
+      this.#training = { job, trace, training, iteration: last };
       this.#stopRecording();
       this.#mode = 'training';
       return null;

@@ -40,13 +40,21 @@ export class BackgroundTraining {
   readonly #done = new Int32Array(new SharedArrayBuffer(4));
   #exited: string | null = null;
 
-  /** Whether training can run on a worker here: the compiled worker entry exists (it does in a built package). */
-  static get available(): boolean {
-    return fs.existsSync(WORKER);
+  /**
+   * Starts training `trace` (copied to the worker) with `options`; null when no worker can start here: the
+   * compiled entry is missing (the sources run unbuilt), or Node refuses worker_threads (its permission
+   * model without --allow-worker).
+   */
+  static start(trace: Trace, options: TrainOptions): BackgroundTraining | null {
+    if (!fs.existsSync(WORKER)) return null;
+    try {
+      return new BackgroundTraining(trace, options);
+    } catch {
+      return null;
+    }
   }
 
-  /** Starts training `trace` (copied to the worker) with `options`. Throws when the worker cannot start. */
-  constructor(trace: Trace, options: TrainOptions) {
+  private constructor(trace: Trace, options: TrainOptions) {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
     const { name, format, ops, eventBuffer, eventStream, sizes, starts, ends, iterationStarts, anomalies, duration } = trace;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -255,6 +256,32 @@ describe('adaptive pool: record, train, switch', () => {
     expect(pool.stats().adaptive).toMatchObject({ mode: 'unplanned', switches: 0, abandoned: 1, ready: false });
     expect(pool.stats().adaptive!.lastError).toBe('the pool closed while the plan was trained');
     expect(pool.stats().generation).toBe(1);
+  });
+
+  it("trains on the pool's own thread where Node's permission model refuses worker_threads", () => {
+    // A child under the permission model (reading files and loading the addon allowed, workers not).
+    const permission = Number(process.versions.node.split('.')[0]) >= 22 ? '--permission' : '--experimental-permission';
+    const script = `
+      const { Pool, syntheticTrainingTrace } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+      const trace = syntheticTrainingTrace({ layers: 8, iterations: 5, seed: 1 });
+      const pool = new Pool({ adaptive: true, prefault: false });
+      for (let k = 1; k <= trace.iterations; k++) {
+        const iteration = trace.iteration(k);
+        const live = new Map();
+        for (let e = 0; e < iteration.eventCount; e++) {
+          const b = iteration.eventBuffer[e];
+          if (iteration.ops[e] === 0) live.set(b, pool.alloc(iteration.sizes[b]));
+          else if (iteration.ops[e] === 1 && live.has(b)) { pool.release(live.get(b)); live.delete(b); }
+        }
+        for (const buffer of live.values()) pool.release(buffer);
+        pool.markIteration();
+        for (let s = pool.stats().adaptive; s.mode === 'switching' && !s.ready; s = pool.stats().adaptive);
+      }
+      const { switches, history, lastError } = pool.stats().adaptive;
+      console.log(JSON.stringify({ switches, trainedOn: history.map((h) => h.trainedOn), lastError }));`;
+    const r = spawnSync(process.execPath, [permission, '--allow-fs-read=*', '--allow-addons', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').pop()!)).toEqual({ switches: 1, trainedOn: ['thread'], lastError: null });
   });
 
   it('builds a switch off the JS thread: installed by the next mark, replaced by a newer one, dropped by close', async () => {
