@@ -110,12 +110,10 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
     return allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
   }
   header->serial = nextSerial_++;
-  Allocation served = counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled));
-  served.classIndex = header->classIndex;
-  // A lent block is not: served again from the cache it would take its lender class's place, which a
-  // schedule gives to another request.
-  served.cacheable = !offsetArena_ && !serving.timeShared() && !header->lent;
-  return served;
+  // A lent block is not cacheable: served again from the cache it would take its lender class's place,
+  // which a schedule gives to another request.
+  const bool cacheable = !offsetArena_ && !serving.timeShared() && !header->lent;
+  return counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled), header->classIndex, cacheable);
 }
 
 // Called with mu_ held: counts where an arena block came from; `scheduled`: where the schedule put it.
@@ -135,7 +133,7 @@ Route Pool::countSourceLocked(Source source, bool scheduled) {
 }
 
 // Called with mu_ held: the counters every served allocation updates.
-Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route) {
+Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex, bool cacheable) {
   tally_.allocs++;
   tally_.bytes += bytes;
   // Summed over an iteration's sizes, the mix gives an order-independent hash of the multiset in which no
@@ -146,7 +144,7 @@ Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route rout
   counters_.liveBlocks++;
   counters_.bytesLive += bytes;
   if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
-  return {AllocStatus::Ok, data, serial, route};
+  return {AllocStatus::Ok, data, serial, route, classIndex, cacheable};
 }
 
 // Called with mu_ held.

@@ -215,7 +215,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
  private:
   Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret) {}
   Allocation allocFromOs(uint64_t bytes, Route route);
-  Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route);
+  // Counts a served allocation; returns it whole (built once, in place: a result patched field by field
+  // afterwards is copied out through a store-forwarding stall).
+  Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex = -1, bool cacheable = false);
   Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);
