@@ -72,6 +72,7 @@ if (task === 'float32') {
   const { replayer } = replayerOf(process.argv[3]);
   out.modes = [];
   out.osFallbacks = [];
+  out.allocs = [];
   for (let i = 0; i < 8; i++) {
     const before = pool.stats();
     replayer.run(false);
@@ -79,6 +80,7 @@ if (task === 'float32') {
     const after = pool.stats();
     out.modes.push(after.adaptive.mode);
     out.osFallbacks.push(after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize);
+    out.allocs.push(after.allocs - before.allocs);
     const deadline = Date.now() + 60_000;
     for (let s = after.adaptive; (s.mode === 'training' || s.mode === 'switching') && !s.ready && Date.now() < deadline; s = pool.stats().adaptive);
   }
