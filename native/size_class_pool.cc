@@ -181,14 +181,18 @@ void SizeClassPool::unlink(uint32_t r) {
   record.listed = false;
 }
 
-void SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint64_t capacity, uint32_t record) const {
-  *header = BlockHeader{};
+void SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint32_t record, BlockState state, uint64_t requested) const {
   header->check = secret_ ^ reinterpret_cast<uintptr_t>(header);
   header->origin = Origin::Arena;
-  header->state = BlockState::Free;
+  header->state = state;
   header->classIndex = static_cast<uint16_t>(cls);
   header->arenaId = id_;
-  header->capacity = capacity;
+  header->capacity = capacityOf(cls);
+  header->requested = requested;
+  header->serial = 0;
+  header->next = nullptr;
+  header->osLength = 0;
+  header->lent = requested != 0 && !table_.isOwn(cls, requested) ? 1 : 0;
   header->slot = record;
 }
 
@@ -196,7 +200,7 @@ BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
   char* start = arena_->carve(strideOf(table_.size(cls)), error);
   if (!start) return nullptr;
   BlockHeader* header = reinterpret_cast<BlockHeader*>(start);
-  writeHeader(header, cls, capacityOf(cls), shared_ ? addRecord(header, cls) : 0);
+  writeHeader(header, cls, shared_ ? addRecord(header, cls) : 0, BlockState::Free, 0);
   counters_[cls].blocks++;
   return header;
 }
@@ -338,21 +342,9 @@ Source SizeClassPool::reuse(BlockHeader* header, uint64_t bytes) {
 
 BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
   if (shared_) {
-    // Its header may have been written over while it was free (the taker set its slot): every field is
-    // written, each straight into the header (a copy from a temporary stalls on store forwarding).
+    // Its header may have been written over while it was free (the taker set its slot).
     const uint32_t r = header->slot;
-    const size_t cls = records_[r].classIndex;
-    header->check = secret_ ^ reinterpret_cast<uintptr_t>(header);
-    header->origin = Origin::Arena;
-    header->state = BlockState::Live;
-    header->classIndex = static_cast<uint16_t>(cls);
-    header->arenaId = id_;
-    header->capacity = capacityOf(cls);
-    header->requested = bytes;
-    header->serial = 0;
-    header->next = nullptr;
-    header->osLength = 0;
-    header->lent = table_.isOwn(cls, bytes) ? 0 : 1;
+    writeHeader(header, records_[r].classIndex, r, BlockState::Live, bytes);
     setLiveBit(r, true);
   } else {
     setLive(header, bytes);
