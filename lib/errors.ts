@@ -18,7 +18,9 @@ export type TensorPoolErrorCode =
   | 'ERR_TP_ONNXRUNTIME'
   | 'ERR_TP_RELEASED'
   | 'ERR_TP_OUTPUT_SHAPE'
-  | 'ERR_TP_BUSY';
+  | 'ERR_TP_BUSY'
+  | 'ERR_TP_NOT_SHARED'
+  | 'ERR_TP_NOT_OWNER';
 
 export class TensorPoolError extends Error {
   readonly code: TensorPoolErrorCode;

@@ -170,6 +170,8 @@ export interface NativePool extends NativeControlledPool {
   reclaim(): number;
   setEventPooling(pooling: boolean): void;
   close(): void;
+  /** The number another environment of this process attaches with (`new NativePool(id, ...)`). */
+  share(): number;
 }
 
 /** The preload library's process pool, as the addon describes it (native/napi/process_pool_object.h). */
@@ -194,10 +196,14 @@ export interface NativeRepetition {
   releases: number;
   minorFaults: number;
   majorFaults: number;
+  /** touch 'verify': blocks whose stamps had changed by their release. */
+  corruptions: number;
 }
 
 export interface NativeReplayer {
   run(timeOperations: boolean): NativeRepetition;
+  /** run() on a libuv thread; until it settles every other call throws ERR_TP_BUSY. */
+  runAsync(timeOperations: boolean): Promise<NativeRepetition>;
   /** Runs the events from where the last step stopped up to `to`, leaving their blocks live. */
   runUntil(to: number, timeOperations: boolean): NativeRepetition;
   /** Releases what runUntil left live and starts over. */
@@ -248,9 +254,13 @@ export interface NativeAddon {
     ops: Uint8Array,
     buffers: Int32Array,
     sizes: Float64Array,
-    options: { touch: 'none' | 'pages' | 'full'; iterationMarks: boolean },
+    options: { touch: 'none' | 'pages' | 'full' | 'verify'; iterationMarks: boolean; unmarked?: boolean },
   ) => NativeReplayer;
-  NativePool: new (plan: NativePlanSpec | null, options: NativePoolOptions) => NativePool;
+  NativePool: {
+    new (plan: NativePlanSpec | null, options: NativePoolOptions): NativePool;
+    /** Another handle on the pool shared as `id`: ERR_TP_NOT_SHARED when there is none, ERR_TP_CLOSED when it is closed. */
+    new (id: number, options: { frontCacheEntries?: number }): NativePool;
+  };
   /** Throws ERR_TP_NO_PROCESS_POOL without the preload library, ERR_TP_PRELOAD_MISMATCH for another build's. */
   NativeProcessPool: new () => NativeControlledPool;
   /** The preload library's process pool, or null when this process does not preload it. */

@@ -73,6 +73,38 @@ export interface PoolStats extends ControlStats {
   frontCache: FrontCacheStats | null;
 }
 
+/**
+ * What Pool.share() returns: plain data naming the pool, to send to a worker_thread of this process
+ * (`workerData`, `postMessage`) for Pool.attach().
+ */
+export interface SharedPool {
+  readonly kind: 'tensorpool.SharedPool';
+  /** The pool's number in this process. */
+  readonly id: number;
+  /** The process it belongs to: a pool is shared between the threads of one process, not between processes. */
+  readonly pid: number;
+  /** The options the pool was made with. */
+  readonly options: Pool['options'];
+  /** Whether the pool runs in offsets mode (handles attached to it then have no front cache). */
+  readonly offsets: boolean;
+  /** One word every handle reads: the owner's close() raises it, so attached handles stop serving from their caches too. */
+  readonly closedFlag: SharedArrayBuffer;
+}
+
+export interface AttachOptions {
+  /** This handle's own front cache (PoolOptions.frontCache). Default true, except on a pool in offsets mode. */
+  frontCache?: boolean | FrontCacheOptions;
+}
+
+// The private road into Pool's constructor, for Pool.attach().
+class Attachment {
+  constructor(
+    readonly native: NativePool,
+    readonly shared: SharedPool,
+    readonly frontCache: Required<FrontCacheOptions> | null,
+  ) {}
+}
+
 /** Typed-array constructors pool.allocArray accepts. */
 export interface TypedArrayConstructor<T extends ArrayBufferView> {
   new (buffer: ArrayBuffer, byteOffset?: number, length?: number): T;
@@ -108,11 +140,31 @@ export class Pool {
   readonly #control: PoolControl;
   #cache: FrontCache | null = null;
   #closed = false;
-  /** The offset plan of offsets mode, or null. */
+  #poolClosed: Int32Array | null = null; // SharedPool.closedFlag, once shared
+  /** The offset plan of offsets mode, or null (also on an attached handle). */
   readonly offsetPlan: OffsetPlan | null;
   readonly options: Readonly<Required<Omit<PoolOptions, 'plan' | 'offsets' | 'adaptive' | 'frontCache'>>>;
+  /**
+   * Whether this handle was attached to a pool another thread shared (Pool.attach): it allocates, releases
+   * and reads the stats of that pool; iteration marks, recording and the plan belong to the handle that made
+   * the pool, and close() closes this handle only.
+   */
+  readonly attached: boolean;
 
   constructor(options?: PoolOptions) {
+    if (options instanceof Attachment) {
+      this.#native = options.native;
+      this.options = options.shared.options;
+      this.offsetPlan = null;
+      this.attached = true;
+      this.#poolClosed = new Int32Array(options.shared.closedFlag);
+      this.#control = new PoolControl(this.#native, null, null);
+      const log = options.frontCache && this.#native.frontCacheLog();
+      if (log) this.#cache = new FrontCache(this.#native, log, options.frontCache!);
+      handles.set(this, this.#native);
+      return;
+    }
+    this.attached = false;
     const o = checkOptions<PoolOptions>(options, 'options', POOL_OPTIONS);
     const plan =
       o.plan === undefined ? null : typeof o.plan === "string" ? Plan.read(o.plan) : o.plan instanceof Plan ? o.plan : checkPlanSpec(o.plan);
@@ -158,8 +210,67 @@ export class Pool {
   }
 
   /**
+   * Another handle on a pool that a thread of this process shared (`pool.share()` there, sent here as
+   * `workerData` or in a message): a worker_thread allocating from its parent's pool. Blocks come from the
+   * same arena, the stats count every handle's traffic, and a buffer is released through the handle that
+   * allocated it (buffers stay in the thread that made them). Once the pool is closed by its owner, alloc()
+   * throws ERR_TP_CLOSED here too; a pool stays mapped until the last handle and buffer of every thread
+   * are gone.
+   */
+  static attach(shared: SharedPool, options?: AttachOptions): Pool {
+    if (typeof shared !== 'object' || shared === null || (shared as { kind?: unknown }).kind !== 'tensorpool.SharedPool') {
+      throw invalidArgument('type', `Pool.attach() takes what pool.share() returned, got ${describe(shared)}`);
+    }
+    const id = checkInteger(shared.id, 'shared.id', 1);
+    if (shared.pid !== process.pid) {
+      throw new TensorPoolError(
+        'ERR_TP_NOT_SHARED',
+        `this pool was shared by process ${String(shared.pid)}, not this one (${process.pid}): pools are shared between the threads of one process`,
+      );
+    }
+    if (!(shared.closedFlag instanceof SharedArrayBuffer) || shared.closedFlag.byteLength !== 4) {
+      throw invalidArgument('type', `shared.closedFlag must be the SharedArrayBuffer pool.share() made, got ${describe(shared.closedFlag)}`);
+    }
+    const o = checkOptions<AttachOptions>(options, 'options', ['frontCache']);
+    const frontCache = checkFrontCacheOptions(o.frontCache, shared.offsets === true);
+    try {
+      const handle = new native.NativePool(id, { frontCacheEntries: frontCache && FRONT_CACHE_SUPPORTED ? FRONT_CACHE_LOG_ENTRIES : 0 });
+      const attachedOptions = Object.freeze({ ...(shared.options as Pool['options']) });
+      return new Pool(new Attachment(handle, { ...shared, options: attachedOptions }, frontCache) as PoolOptions);
+    } catch (error) {
+      throw fromNative(error);
+    }
+  }
+
+  /**
+   * Names this pool for Pool.attach() in another thread of this process (a worker_thread). The answer is
+   * plain data, to send as `workerData` or in a message. Sharing keeps nothing alive: attaching fails once
+   * the pool is gone.
+   */
+  share(): SharedPool {
+    if (this.#isClosed()) throw closedError();
+    this.#poolClosed ??= new Int32Array(new SharedArrayBuffer(4));
+    return {
+      kind: 'tensorpool.SharedPool',
+      id: this.#native.share(),
+      pid: process.pid,
+      options: { ...this.options },
+      offsets: this.offsetPlan !== null,
+      closedFlag: this.#poolClosed.buffer as SharedArrayBuffer,
+    };
+  }
+
+  // This handle closed, or (attached) the pool closed by its owner.
+  #isClosed(): boolean {
+    if (this.#closed) return true;
+    if (this.#poolClosed === null || Atomics.load(this.#poolClosed, 0) === 0) return false;
+    if (this.attached) this.#cache?.clear();
+    return true;
+  }
+
+  /**
    * The plan serving now: the one the pool was built with, or the last one adaptive mode trained (a Plan:
-   * write() it and start the next run with it). Null while the default classes serve.
+   * write() it and start the next run with it). Null while the default classes serve, and on an attached handle.
    */
   get plan(): PlanSpec | null {
     return this.#control.plan;
@@ -170,7 +281,7 @@ export class Pool {
    * whatever the block held before (like malloc, unlike `new ArrayBuffer`). Give it back with release().
    */
   alloc(bytes: number): ArrayBuffer {
-    if (this.#closed) throw closedError();
+    if (this.#isClosed()) throw closedError();
     checkInteger(bytes, 'bytes', 1, MAX_ALLOC_BYTES);
     const cache = this.#cache;
     if (cache !== null) {
@@ -224,7 +335,7 @@ export class Pool {
    * blocks whose events have passed; reclaim() does it on demand.
    */
   release(buffer: ArrayBuffer | ArrayBufferView, options?: { stream?: Stream }): void {
-    if (options === undefined && this.#cache !== null && !this.#closed && typeof buffer === 'object' && buffer !== null) {
+    if (options === undefined && this.#cache !== null && !this.#isClosed() && typeof buffer === 'object' && buffer !== null) {
       if (this.#cache.put((ArrayBuffer.isView(buffer) ? buffer.buffer : buffer) as ArrayBuffer)) return;
     }
     const o = checkOptions<{ stream?: Stream }>(options, 'options', ['stream']);
@@ -259,6 +370,7 @@ export class Pool {
    */
   markIteration(): void {
     if (this.#closed) throw closedError();
+    if (this.attached) throw notOwnerError('markIteration()');
     this.#cache?.markIteration();
     this.#control.markIteration();
   }
@@ -271,6 +383,7 @@ export class Pool {
    */
   record(options?: { maxEvents?: number }): void {
     if (this.#closed) throw closedError();
+    if (this.attached) throw notOwnerError('record()');
     this.#control.record(options);
   }
 
@@ -280,6 +393,7 @@ export class Pool {
    * in trace.anomalies.freeOfUnknown); blocks still live count as never freed.
    */
   stopRecording(name = 'recorded'): Trace {
+    if (this.attached) throw notOwnerError('stopRecording()');
     return this.#control.stopRecording(name);
   }
 
@@ -295,17 +409,21 @@ export class Pool {
   /**
    * Stops serving: alloc() throws ERR_TP_CLOSED from now on. Memory is never unmapped under a live buffer:
    * an arena is unmapped as soon as none of its blocks is live (at once when all were released), otherwise
-   * when the last live block is released or its buffer is garbage-collected. Idempotent.
+   * when the last live block is released or its buffer is garbage-collected. Idempotent. On an attached
+   * handle it closes that handle only (its front cache goes back to the pool).
    */
   close(): void {
     this.#closed = true;
     this.#cache?.clear();
+    if (this.attached) return;
+    if (this.#poolClosed) Atomics.store(this.#poolClosed, 0, 1);
     this.#control.adaptation?.close();
     this.#native.close();
   }
 
+  /** This handle is closed, or (attached) the pool's owner closed it. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#isClosed();
   }
 }
 
@@ -317,6 +435,13 @@ function checkFrontCacheOptions(value: unknown, offsetsMode: boolean): Required<
     maxBytes: o.maxBytes === undefined ? 256 * 2 ** 20 : checkInteger(o.maxBytes, 'options.frontCache.maxBytes', 0),
     maxPerSize: o.maxPerSize === undefined ? 64 : checkInteger(o.maxPerSize, 'options.frontCache.maxPerSize', 0, 2 ** 20),
   };
+}
+
+function notOwnerError(what: string): TensorPoolError {
+  return new TensorPoolError(
+    'ERR_TP_NOT_OWNER',
+    `${what} belongs to the Pool that made this pool: an attached handle allocates and releases, the owner marks iterations and records`,
+  );
 }
 
 function closedError(): TensorPoolError {

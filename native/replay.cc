@@ -35,6 +35,48 @@ inline void touch(void* p, uint64_t bytes, Touch how, uint8_t value) {
   }
 }
 
+// Touch::Verify's stamp for buffer `b` of a repetition: differs between buffers, repetitions and cursors
+// (several replays may share a pool).
+inline uint64_t stampOf(const ReplayCursor& cursor, size_t b) {
+  uint64_t x = (reinterpret_cast<uintptr_t>(&cursor) ^ (cursor.repetitions << 40)) + b * 0x9e3779b97f4a7c15ull;
+  x ^= x >> 31;
+  return x * 0xbf58476d1ce4e5b9ull;
+}
+
+// Where Touch::Verify stamps a block of `bytes`: the start of every page, and its last 8 bytes.
+template <typename Visit>
+inline void forEachStamp(uint64_t bytes, Visit visit) {
+  if (bytes < 8) return visit(0, bytes);
+  for (uint64_t off = 0; off + 8 <= bytes; off += 4096) visit(off, 8);
+  visit(bytes - 8, 8);
+}
+
+inline void stamp(void* p, uint64_t bytes, uint64_t value) {
+  forEachStamp(bytes, [&](uint64_t off, uint64_t n) { std::memcpy(static_cast<uint8_t*>(p) + off, &value, n); });
+}
+
+inline bool stampIntact(const void* p, uint64_t bytes, uint64_t value) {
+  bool intact = true;
+  forEachStamp(bytes, [&](uint64_t off, uint64_t n) {
+    intact = intact && std::memcmp(static_cast<const uint8_t*>(p) + off, &value, n) == 0;
+  });
+  return intact;
+}
+
+// Gives back the block of buffer `b`, checking its stamps first under Touch::Verify.
+void releaseSlot(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
+                 ReplayCursor& cursor, size_t b, Repetition* r) {
+  void*& p = cursor.slots[b];
+  if (options.touch == Touch::Verify && !stampIntact(p, static_cast<uint64_t>(trace.sizes[b]), stampOf(cursor, b))) {
+    r->corruptions++;
+  }
+  const uint64_t t0 = options.timeOperations ? os::monotonicNs() : 0;
+  allocator.release(p);
+  if (options.timeOperations) r->releaseNs += os::monotonicNs() - t0;
+  p = nullptr;
+  r->releases++;
+}
+
 // Runs events [cursor.next, to) into *r (counts and per-operation times; the caller times the whole).
 bool runEvents(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
                ReplayCursor& cursor, size_t to, Repetition* r) {
@@ -43,7 +85,7 @@ bool runEvents(const ReplayTrace& trace, ReplayAllocator& allocator, const Repla
   for (size_t& e = cursor.next; e < to; ++e) {
     const uint8_t op = trace.ops[e];
     if (op == 2) {
-      if (options.iterationMarks) allocator.startIteration();
+      if (options.iterationMarks && !options.unmarked) allocator.startIteration();
       continue;
     }
     const size_t b = static_cast<size_t>(trace.buffers[e]);
@@ -53,29 +95,25 @@ bool runEvents(const ReplayTrace& trace, ReplayAllocator& allocator, const Repla
       void* p = allocator.allocate(bytes);
       if (options.timeOperations) r->allocNs += os::monotonicNs() - t0;
       if (!p) return false;
-      touch(p, bytes, options.touch, static_cast<uint8_t>(e));
+      if (options.touch == Touch::Verify) {
+        stamp(p, bytes, stampOf(cursor, b));
+      } else {
+        touch(p, bytes, options.touch, static_cast<uint8_t>(e));
+      }
       slots[b] = p;
       r->allocs++;
     } else {
-      uint64_t t0 = options.timeOperations ? os::monotonicNs() : 0;
-      allocator.release(slots[b]);
-      if (options.timeOperations) r->releaseNs += os::monotonicNs() - t0;
-      slots[b] = nullptr;
-      r->releases++;
+      releaseSlot(trace, allocator, options, cursor, b, r);
     }
   }
   return true;
 }
 
 // Releases what the cursor holds, into *r.
-void releaseLive(ReplayAllocator& allocator, const ReplayOptions& options, ReplayCursor& cursor, Repetition* r) {
-  for (void*& p : cursor.slots) {
-    if (!p) continue;
-    uint64_t t0 = options.timeOperations ? os::monotonicNs() : 0;
-    allocator.release(p);
-    if (options.timeOperations) r->releaseNs += os::monotonicNs() - t0;
-    p = nullptr;
-    r->releases++;
+void releaseLive(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options, ReplayCursor& cursor,
+                 Repetition* r) {
+  for (size_t b = 0; b < cursor.slots.size(); ++b) {
+    if (cursor.slots[b]) releaseSlot(trace, allocator, options, cursor, b, r);
   }
   cursor.next = 0;
 }
@@ -102,11 +140,11 @@ bool replayOnce(const ReplayTrace& trace, ReplayAllocator& allocator, const Repl
   return measured(meter, out, [&](Repetition* r) {
     // With the trace's marks, the first iteration of the first repetition is the trace's first: a mark
     // before it would put the run one schedule ahead of the plan trained on the trace.
-    if (!options.iterationMarks || cursor.repetitions > 0) allocator.startIteration();
+    if (!options.unmarked && (!options.iterationMarks || cursor.repetitions > 0)) allocator.startIteration();
     cursor.repetitions++;
     const bool ok = runEvents(trace, allocator, options, cursor, trace.events, r);
     // Start the next repetition empty: what the trace never freed (or a refusal left) goes back now.
-    releaseLive(allocator, options, cursor, r);
+    releaseLive(trace, allocator, options, cursor, r);
     return ok;
   });
 }
@@ -116,10 +154,10 @@ bool replayUntil(const ReplayTrace& trace, ReplayAllocator& allocator, const Rep
   return measured(meter, out, [&](Repetition* r) { return runEvents(trace, allocator, options, cursor, to, r); });
 }
 
-void replayRewind(ReplayAllocator& allocator, const ReplayOptions& options, const FaultMeter& meter,
-                  ReplayCursor& cursor, Repetition* out) {
+void replayRewind(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
+                  const FaultMeter& meter, ReplayCursor& cursor, Repetition* out) {
   measured(meter, out, [&](Repetition* r) {
-    releaseLive(allocator, options, cursor, r);
+    releaseLive(trace, allocator, options, cursor, r);
     return true;
   });
 }

@@ -60,7 +60,10 @@ class IdealAllocator final : public ReplayAllocator {
   uint64_t next_ = 0;
 };
 
-enum class Touch : uint8_t { None, Pages, Full };
+// How a replay writes the blocks it gets. Verify writes a stamp of its own (8 bytes, or the block's size
+// below that) at the start of every page and at the end of the block, and checks them all before the
+// release: a block another allocation was handed too, or one written after its release, shows.
+enum class Touch : uint8_t { None, Pages, Full, Verify };
 
 struct ReplayTrace {
   const uint8_t* ops;       // per event: 0 alloc, 1 free, 2 iteration mark
@@ -76,6 +79,8 @@ struct ReplayOptions {
   // Call startIteration() at every iteration mark and between repetitions (the trace's own boundaries),
   // not only at the start of each repetition.
   bool iterationMarks = false;
+  // Never call startIteration(): the replay is one of several threads on a pool that someone else marks.
+  bool unmarked = false;
 };
 
 struct Repetition {
@@ -84,6 +89,7 @@ struct Repetition {
   uint64_t releaseNs = 0;   // inside release() (timeOperations only)
   uint64_t allocs = 0, releases = 0;
   uint64_t minorFaults = 0, majorFaults = 0;
+  uint64_t corruptions = 0;  // Touch::Verify: blocks whose stamps had changed by their release
 };
 
 // A replay that can run a trace in steps, keeping its buffers live between them (an adaptive pool is
@@ -103,7 +109,7 @@ bool replayOnce(const ReplayTrace& trace, ReplayAllocator& allocator, const Repl
 bool replayUntil(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
                  const FaultMeter& meter, ReplayCursor& cursor, size_t to, Repetition* out);
 // Releases every block the cursor holds and rewinds it to the start.
-void replayRewind(ReplayAllocator& allocator, const ReplayOptions& options, const FaultMeter& meter,
-                  ReplayCursor& cursor, Repetition* out);
+void replayRewind(const ReplayTrace& trace, ReplayAllocator& allocator, const ReplayOptions& options,
+                  const FaultMeter& meter, ReplayCursor& cursor, Repetition* out);
 
 }  // namespace tp

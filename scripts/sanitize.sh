@@ -3,9 +3,9 @@
 # libubsan1); any report fails the run:
 #  1. the native unit tests (test/native), built with both sanitizers;
 #  2. the addon built with both sanitizers (cmake-js), loaded into Node with the runtimes preloaded, under
-#     the vitest suites that drive the core in-process (pool, streams, training, traces, planners, adaptive mode);
-#  3. the same addon on Node 22 (scripts/node-bin.sh), whose pools have a front cache, under the pool and
-#     front-cache suites.
+#     the vitest suites that drive the core in-process (pool, streams, training, traces, planners, adaptive mode, a pool shared with worker_threads);
+#  3. the same addon on Node 22 (scripts/node-bin.sh), whose pools have a front cache, under the pool,
+#     front-cache and shared-pool suites.
 set -eu
 cd "$(dirname "$0")/.."
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
@@ -25,8 +25,8 @@ sanitized() {
   TENSORPOOL_ADDON="$PWD/build-asan-addon/Release/tensorpool.node" \
     "$@"
 }
-sanitized npx vitest run test/pool.test.ts test/streams.test.ts test/train.test.ts test/trace.test.ts test/planner.test.ts test/adaptive.test.ts
-echo "sanitize: the addon is clean under ASan + UBSan in the pool, stream, training, trace, planner and adaptive suites"
+sanitized npx vitest run test/pool.test.ts test/streams.test.ts test/train.test.ts test/trace.test.ts test/planner.test.ts test/adaptive.test.ts test/shared-pool.test.ts
+echo "sanitize: the addon is clean under ASan + UBSan in the pool, stream, training, trace, planner, adaptive and shared-pool suites"
 node22=$(sh scripts/node-bin.sh 22)
-sanitized "$node22/node" node_modules/vitest/vitest.mjs run test/front-cache.test.ts test/pool.test.ts test/train.test.ts
-echo "sanitize: the addon is clean under ASan + UBSan on $("$node22/node" --version) with the front cache (front-cache, pool, training suites)"
+sanitized "$node22/node" node_modules/vitest/vitest.mjs run test/front-cache.test.ts test/pool.test.ts test/train.test.ts test/shared-pool.test.ts
+echo "sanitize: the addon is clean under ASan + UBSan on $("$node22/node" --version) with the front cache (front-cache, pool, training, shared-pool suites)"

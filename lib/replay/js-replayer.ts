@@ -35,7 +35,7 @@ export class JsReplayer {
     const { ops, eventBuffer, sizes } = this.#trace;
     const pool = this.#pool;
     const buffers = this.#buffers;
-    const r: NativeRepetition = { ns: 0, allocNs: 0, releaseNs: 0, allocs: 0, releases: 0, minorFaults: 0, majorFaults: 0 };
+    const r: NativeRepetition = { ns: 0, allocNs: 0, releaseNs: 0, allocs: 0, releases: 0, minorFaults: 0, majorFaults: 0, corruptions: 0 };
     const faultsBefore = this.#meter.read();
     const start = process.hrtime.bigint();
     pool.markIteration();

@@ -6,6 +6,7 @@
 #include "args.h"
 #include "async_work.h"
 #include "pool_values.h"
+#include "shared_pools.h"
 #include "stream_object.h"
 
 namespace tp::napi {
@@ -78,6 +79,7 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::FrontCacheLogView>("frontCacheLog"),
                          InstanceMethod<&PoolObject::ReturnCached>("returnCached"),
                          InstanceMethod<&PoolObject::Settle>("settle"),
+                         InstanceMethod<&PoolObject::Share>("share"),
                      });
 }
 
@@ -89,6 +91,18 @@ PoolObject* PoolObject::From(const Napi::Value& value) {
 }
 
 PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolObject>(info) {
+  if (info[0].IsNumber()) {
+    const uint64_t id = requireUintArg(info, 0, "id");
+    Napi::Object optionsArg = requireObjectArg(info, 1, "options");
+    pool_ = findSharedPool(id);
+    if (!pool_) {
+      throw errorWithCode(info.Env(), "ERR_TP_NOT_SHARED",
+                          "no pool of this process is shared as " + std::to_string(id) + " (never shared, or gone)");
+    }
+    if (pool_->stats().closed) throw errorWithCode(info.Env(), "ERR_TP_CLOSED", "the shared pool is closed");
+    startFrontCache(optionalUint(optionsArg, "frontCacheEntries", 0));
+    return;
+  }
   PlanSpec plan = info[0].IsNull() ? defaultPlan() : readPlan(info[0]);
   Napi::Object optionsArg = requireObjectArg(info, 1, "options");
 
@@ -108,10 +122,17 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   std::string error;
   pool_ = Pool::create(plan, options, &error, &offsets);
   if (!pool_) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
-  if (const uint64_t entries = optionalUint(optionsArg, "frontCacheEntries", 0)) {
-    log_ = std::make_shared<FrontCacheLog>(std::min<uint64_t>(entries, 1 << 20));
-    log_->publish(*pool_, pool_->stats().generation);
-  }
+  startFrontCache(optionalUint(optionsArg, "frontCacheEntries", 0));
+}
+
+void PoolObject::startFrontCache(uint64_t entries) {
+  if (entries == 0) return;
+  log_ = std::make_shared<FrontCacheLog>(std::min<uint64_t>(entries, 1 << 20));
+  log_->publish(*pool_, pool_->stats().generation);
+}
+
+Napi::Value PoolObject::Share(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(sharePool(pool_)));
 }
 
 Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {

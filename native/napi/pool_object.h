@@ -18,6 +18,8 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   //                { prefault, hugePages, lock, grow, growReserve, osMapThreshold,
   //                  offsets?: { height, sizes: Float64Array, offsets: Float64Array } (offsets mode),
   //                  frontCacheEntries?: the front cache's log capacity (0 or absent: no front cache) })
+  // new NativePool(id: a number from share(), { frontCacheEntries? }): another handle on a pool that an
+  // environment of this process shared (a worker_thread attaching to its parent's pool)
   explicit PoolObject(const Napi::CallbackInfo& info);
 
   // The PoolObject behind a JS value, or nullptr when it is not one.
@@ -54,6 +56,8 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   Napi::Value FrontCacheLogView(const Napi::CallbackInfo& info);  // -> Float64Array over the log, or null
   Napi::Value Settle(const Napi::CallbackInfo& info);  // applies the log, publishes what the schedule expects
   Napi::Value ReturnCached(const Napi::CallbackInfo& info);  // (ArrayBuffer held by the cache) -> ReleaseCode
+  Napi::Value Share(const Napi::CallbackInfo& info);  // -> the number other environments attach with
+  void startFrontCache(uint64_t entries);
 
   std::shared_ptr<Pool> pool_;
   std::shared_ptr<FrontCacheLog> log_;

@@ -16,12 +16,17 @@ class ReplayerObject : public Napi::ObjectWrap<ReplayerObject> {
   static Napi::Function Define(Napi::Env env);
   // allocator: a NativePool, 'libc' (this process's malloc) or { ideal: { height, sizes, offsets } } (the
   // yardstick, replay.h IdealAllocator). ops: Uint8Array, buffers: Int32Array,
-  // sizes: Float64Array, options: { touch: 'none' | 'pages' | 'full', iterationMarks: boolean }.
+  // sizes: Float64Array, options: { touch: 'none' | 'pages' | 'full' | 'verify', iterationMarks: boolean,
+  // unmarked?: boolean (never mark the pool: one of several replays on a shared pool) }.
   explicit ReplayerObject(const Napi::CallbackInfo& info);
 
  private:
-  // (timeOperations: boolean) -> { ns, allocNs, releaseNs, allocs, releases, minorFaults, majorFaults }
+  // (timeOperations: boolean) -> { ns, allocNs, releaseNs, allocs, releases, minorFaults, majorFaults,
+  // corruptions }
   Napi::Value Run(const Napi::CallbackInfo& info);
+  // The same on a libuv thread (several replayers drive one pool from as many threads) -> Promise of it.
+  // The replayer is busy until the promise settles: any other call throws ERR_TP_BUSY.
+  Napi::Value RunAsync(const Napi::CallbackInfo& info);
   // (to: event index, timeOperations) -> the same, for events [where the last step stopped, to): the
   // blocks they allocate stay live for the next step
   Napi::Value RunUntil(const Napi::CallbackInfo& info);
@@ -29,15 +34,22 @@ class ReplayerObject : public Napi::ObjectWrap<ReplayerObject> {
   Napi::Value Rewind(const Napi::CallbackInfo& info);
   Napi::Value FaultSourceName(const Napi::CallbackInfo& info);
   ReplayOptions optionsFor(const Napi::CallbackInfo& info, size_t timeOperationsArg) const;
-  ReplayTrace trace() const { return {ops_.data(), buffers_.data(), ops_.size(), sizes_.data(), sizes_.size()}; }
+  void checkIdle(Napi::Env env) const;
 
-  std::unique_ptr<ReplayAllocator> allocator_;
-  std::vector<uint8_t> ops_;
-  std::vector<int32_t> buffers_;
-  std::vector<double> sizes_;
-  ReplayCursor cursor_;
+  // What a replay runs on, shared with a RunAsync in flight (which may outlive this object when its
+  // environment goes).
+  struct State {
+    std::unique_ptr<ReplayAllocator> allocator;
+    std::vector<uint8_t> ops;
+    std::vector<int32_t> buffers;
+    std::vector<double> sizes;
+    ReplayCursor cursor;
+    FaultMeter meter;
+    ReplayTrace trace() const { return {ops.data(), buffers.data(), ops.size(), sizes.data(), sizes.size()}; }
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
   ReplayOptions options_;
-  FaultMeter meter_;
+  bool busy_ = false;  // a RunAsync in flight owns the state
 };
 
 }  // namespace tp::napi

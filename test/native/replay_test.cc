@@ -1,4 +1,5 @@
 // Native tests of the replay loop with the pool and with the C library's allocator.
+#include <memory>
 #include <vector>
 
 #include "check.h"
@@ -60,7 +61,7 @@ TEST(replay_runs_against_the_pool_and_libc_and_counts_everything) {
   FaultMeter meter;
   ReplayCursor cursor;
   for (ReplayAllocator* allocator : {static_cast<ReplayAllocator*>(&poolAllocator), static_cast<ReplayAllocator*>(&libc)}) {
-    for (Touch touch : {Touch::None, Touch::Pages, Touch::Full}) {
+    for (Touch touch : {Touch::None, Touch::Pages, Touch::Full, Touch::Verify}) {
       for (bool timed : {false, true}) {
         ReplayOptions options;
         options.touch = touch;
@@ -70,12 +71,55 @@ TEST(replay_runs_against_the_pool_and_libc_and_counts_everything) {
         CHECK(replayOnce(trace, *allocator, options, meter, cursor, &r));
         CHECK(r.allocs == e.sizes.size() && r.releases == e.sizes.size());  // the never-freed one included
         CHECK(r.ns > 0 && (timed ? r.allocNs > 0 : r.allocNs == 0));
+        CHECK(r.corruptions == 0);
       }
     }
   }
   const PoolStats s = pool->stats();
   // A mark between repetitions and at each of the trace's marks: none before the very first iteration.
-  CHECK(s.liveBlocks == 0 && s.osFallbacks == 0 && s.iterations == 6 * 3 - 1);
+  CHECK(s.liveBlocks == 0 && s.osFallbacks == 0 && s.iterations == 8 * 3 - 1);
+}
+
+namespace {
+
+// Hands out one block to every request: each allocation writes over the live ones.
+class OneBlockAllocator final : public ReplayAllocator {
+ public:
+  void* allocate(uint64_t bytes) override { return bytes <= sizeof(block_) ? block_ : nullptr; }
+  void release(void*) override {}
+
+ private:
+  alignas(64) unsigned char block_[4 << 20];
+};
+
+}  // namespace
+
+TEST(replay_verify_counts_blocks_written_by_another_allocation_and_unmarked_replays_leave_marks_alone) {
+  Events e = steps();
+  const ReplayTrace trace{e.ops.data(), e.buffers.data(), e.ops.size(), e.sizes.data(), e.sizes.size()};
+  FaultMeter meter;
+  ReplayOptions options;
+  options.touch = Touch::Verify;
+  options.unmarked = true;
+  {
+    auto broken = std::make_unique<OneBlockAllocator>();
+    ReplayCursor cursor;
+    Repetition r;
+    CHECK(replayOnce(trace, *broken, options, meter, cursor, &r));
+    // Buffers written over by later allocations show it at their release.
+    CHECK(r.corruptions > 0 && r.corruptions <= r.releases);
+  }
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), [] { PoolOptions o; o.growth = Growth::BeforeBorrowing; return o; }(), &error);
+  CHECK(pool != nullptr);
+  PoolAllocator allocator(pool);
+  ReplayCursor cursor;
+  for (int rep = 0; rep < 3; ++rep) {
+    Repetition r;
+    CHECK(replayOnce(trace, allocator, options, meter, cursor, &r));
+    CHECK(r.corruptions == 0 && r.allocs == e.sizes.size());
+  }
+  CHECK(pool->stats().iterations == 0);
 }
 
 TEST(replay_reports_an_allocator_that_refuses) {
@@ -117,7 +161,7 @@ TEST(replay_in_steps_keeps_buffers_live_between_steps) {
   allocs += r.allocs;
   releases += r.releases;
   CHECK(allocs == e.sizes.size() && pool->stats().liveBlocks == 1);  // the never-freed buffer
-  replayRewind(allocator, options, meter, cursor, &r);
+  replayRewind(trace, allocator, options, meter, cursor, &r);
   CHECK(r.releases == 1 && cursor.next == 0 && pool->stats().liveBlocks == 0);
 }
 
