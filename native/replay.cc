@@ -43,11 +43,12 @@ inline uint64_t stampOf(const ReplayCursor& cursor, size_t b) {
   return x * 0xbf58476d1ce4e5b9ull;
 }
 
-// Where Touch::Verify stamps a block of `bytes`: the start of every page, and its last 8 bytes.
+// Where Touch::Verify stamps a block of `bytes`: the start of every page, and its last 8 bytes (a page's
+// stamp that would overlap those is left out: two copies written at different offsets would not both hold).
 template <typename Visit>
 inline void forEachStamp(uint64_t bytes, Visit visit) {
   if (bytes < 8) return visit(0, bytes);
-  for (uint64_t off = 0; off + 8 <= bytes; off += 4096) visit(off, 8);
+  for (uint64_t off = 0; off + 16 <= bytes; off += 4096) visit(off, 8);
   visit(bytes - 8, 8);
 }
 

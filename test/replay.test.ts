@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { OffsetPlan, Plan, readTrace, replay, syntheticTrainingTrace, train } from '../lib/index.js';
+import { OffsetPlan, Plan, readTrace, replay, syntheticTrainingTrace, train, type Pool } from '../lib/index.js';
+import { JsReplayer } from '../lib/replay/js-replayer.js';
 import { findLibrary, isAvailable, missingMessage, resolveAllocator } from '../lib/replay/allocators.js';
 import { replayReportHtml } from '../lib/report/html.js';
 import { expectUsageError, run, traceFixture } from './helpers.js';
@@ -80,6 +81,18 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     expect(fitted.results[0].available).toBe(true);
   });
 
+  it("touch 'verify': every route's buffers keep their stamps; a block handed out twice shows", async () => {
+    const synthetic = syntheticTrainingTrace({ layers: 8, iterations: 2, seed: 9 });
+    const report = await replay(synthetic, { allocators: ['tensorpool', 'tensorpool-js', 'malloc', 'ideal'], reps: 2, touch: 'verify' });
+    for (const r of report.results) expect({ allocator: r.allocator, available: r.available, corruptions: r.corruptions }).toEqual({ allocator: r.allocator, available: true, corruptions: 0 });
+    // The JS loop's stamps, against an "allocator" that hands every request the same memory.
+    const trace = readTrace(transformer);
+    const shared = new ArrayBuffer(Math.max(...trace.sizes));
+    const oneBlock = { alloc: () => shared, release() {}, markIteration() {} };
+    const r = new JsReplayer(oneBlock as unknown as Pool, trace, { touch: 'verify', iterationMarks: false }).run(false);
+    expect(r.corruptions).toBeGreaterThan(0);
+  });
+
   it('finds the peers it can, and names the package of one that is missing', () => {
     expect(findLibrary('libtensorpool-no-such-allocator.so.9')).toBeUndefined();
     const missing = { ...resolveAllocator('jemalloc'), library: undefined };
@@ -131,6 +144,15 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
     for (const name of ['tensorpool', 'malloc']) expect(page).toContain(`>${name}<`);
     // Self-contained: nothing is fetched (the SVG namespace is a name, not a request).
     expect(page.replace(/xmlns="http:\/\/www\.w3\.org\/2000\/svg"/g, '')).not.toMatch(/https?:|<script|<link|@import|src=/);
+  });
+
+  it("replay --touch verify: a column of corrupt buffers, exit 0 when there are none", () => {
+    const r = run('replay', transformer, '--reps', '2', '--allocators', 'tensorpool,malloc', '--touch', 'verify');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/touch verify/);
+    expect(r.stdout).toMatch(/allocator\s+corrupt\s+ns\/op/);
+    expect(r.stdout).toMatch(/^tensorpool\s+0\s/m);
+    expect(r.stdout).toMatch(/^malloc\s+0\s/m);
   });
 
   it('the report escapes what it prints', () => {

@@ -32,7 +32,9 @@ const optionHelp = `  --allocators LIST   comma-separated, from ${ALLOCATOR_NAME
                       bookkeeping, so its ns/op is the cost of touching the memory alone
   --reps N            repetitions per allocator, each from empty (default ${DEFAULT_REPS}); the steady state is the
                       last half
-  --touch MODE        pages: one write per 4 KiB of every block (default), full: memset, none
+  --touch MODE        pages: one write per 4 KiB of every block (default), full: memset, none, or verify:
+                      a stamp of the buffer's own at every page and at its end, checked before its free
+                      (a block handed out twice or written while live counts as corrupt; exit 1)
   --plan FILE         tensorpool's plan (default: trained from the trace itself, order and interval auto,
                       time-shared blocks where they save memory); tensorpool-classes always trains its own
                       size-class plan (time-shared blocks off), for comparison
@@ -67,10 +69,12 @@ function printReport(report: ReplayReport): void {
   console.log(`measured     ${report.reps} repetitions per allocator, interleaved, touch ${report.touch}; medians of the steady state (last half)`);
   console.log(`machine      ${describeMachine(report.machine)}`);
   console.log('');
+  const verify = report.touch === 'verify';
   const rows = report.results.map((r) =>
     r.available
       ? [
           r.allocator,
+          ...(verify ? [r.corruptions] : []),
           round(r.nsPerOp, 0),
           r.allocNs === null ? null : round(r.allocNs, 0),
           r.releaseNs === null ? null : round(r.releaseNs, 0),
@@ -80,9 +84,9 @@ function printReport(report: ReplayReport): void {
           formatBytes(r.rssGrowthBytes),
           round(r.rssVsLowerBound, 3),
         ]
-      : [r.allocator, null, null, null, null, null, null, null, null],
+      : [r.allocator, ...(verify ? [null] : []), null, null, null, null, null, null, null, null],
   );
-  console.log(formatTable(['allocator', 'ns/op', 'alloc ns', 'release ns', 'x best peer', 'faults/rep', 'peak RSS', 'RSS growth', 'x LB'], rows));
+  console.log(formatTable(['allocator', ...(verify ? ['corrupt'] : []), 'ns/op', 'alloc ns', 'release ns', 'x best peer', 'faults/rep', 'peak RSS', 'RSS growth', 'x LB'], rows));
   for (const r of report.results) if (!r.available) console.log(`  ${r.error}`);
   for (const r of report.results) {
     const p = r.pool;
@@ -122,15 +126,17 @@ async function runReplay(tracePath: string, values: Record<string, string | unde
   }
   // The table says what each failure was; the exit code says that nothing was measured.
   if (!report.results.some((r) => r.available)) throw new CliError('every allocator failed: nothing was measured', 1);
+  const corrupting = report.results.filter((r) => r.corruptions > 0).map((r) => `${r.allocator} (${r.corruptions})`);
+  if (corrupting.length) throw new CliError(`buffers found corrupt at their free: ${corrupting.join(', ')}`, 1);
 }
 
-const replayUsage = `usage: tensorpool replay <trace> [--allocators a,b,...] [--reps N] [--touch pages|full|none] [--plan FILE]
-                         [--json FILE] [--report FILE.html]
+const replayUsage = `usage: tensorpool replay <trace> [--allocators a,b,...] [--reps N] [--touch pages|full|none|verify]
+                         [--plan FILE] [--json FILE] [--report FILE.html]
 
 Replays a trace (its allocations and frees, in order; each repetition from empty) against tensorpool and
 real allocators, each in a process of its own, interleaved, and prints ns per operation, page faults per
 repetition, peak RSS and its growth, against the trace's lower bound. Exits 1 when no allocator measured
-anything.
+anything, or when --touch verify found a buffer corrupt.
 
 ${optionHelp}`;
 
@@ -153,8 +159,8 @@ export function bundledTrace(name: string): string | undefined {
 
 export const DEFAULT_TRACE = 'resnet18_train';
 
-const benchUsage = `usage: tensorpool bench [--trace NAME|FILE] [--allocators a,b,...] [--reps N] [--touch pages|full|none]
-                        [--plan FILE] [--json FILE] [--report FILE.html]
+const benchUsage = `usage: tensorpool bench [--trace NAME|FILE] [--allocators a,b,...] [--reps N]
+                        [--touch pages|full|none|verify] [--plan FILE] [--json FILE] [--report FILE.html]
 
 The main job: replays the bundled default trace (${DEFAULT_TRACE}, a real resnet18 training step) against
 tensorpool and every allocator available here. Same measurements as 'tensorpool replay'.

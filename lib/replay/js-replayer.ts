@@ -13,12 +13,14 @@ const PAGE = 4096;
 export class JsReplayer {
   readonly #pool: Pool;
   readonly #trace: Trace;
-  readonly #touch: 'none' | 'pages' | 'full';
+  readonly #touch: 'none' | 'pages' | 'full' | 'verify';
   readonly #iterationMarks: boolean;
   readonly #meter: NativeFaultMeter = new native.NativeFaultMeter();
   readonly #buffers: (ArrayBuffer | undefined)[];
 
-  constructor(pool: Pool, trace: Trace, options: { touch: 'none' | 'pages' | 'full'; iterationMarks: boolean }) {
+  #repetitions = 0;
+
+  constructor(pool: Pool, trace: Trace, options: { touch: 'none' | 'pages' | 'full' | 'verify'; iterationMarks: boolean }) {
     this.#pool = pool;
     this.#trace = trace;
     this.#touch = options.touch;
@@ -50,30 +52,55 @@ export class JsReplayer {
         const t0 = timeOperations ? process.hrtime.bigint() : 0n;
         const buffer = pool.alloc(sizes[b]);
         if (timeOperations) r.allocNs += Number(process.hrtime.bigint() - t0);
-        this.#write(buffer, e & 0xff);
+        if (this.#touch === 'verify') this.#stamp(buffer, b, false);
+        else this.#write(buffer, e & 0xff);
         buffers[b] = buffer;
         r.allocs++;
       } else {
-        const t0 = timeOperations ? process.hrtime.bigint() : 0n;
-        pool.release(buffers[b]!);
-        if (timeOperations) r.releaseNs += Number(process.hrtime.bigint() - t0);
-        buffers[b] = undefined;
-        r.releases++;
+        this.#release(b, r, timeOperations);
       }
     }
     // Start the next repetition empty, as the native loop does.
     for (let b = 0; b < buffers.length; b++) {
-      const buffer = buffers[b];
-      if (buffer === undefined) continue;
-      pool.release(buffer);
-      buffers[b] = undefined;
-      r.releases++;
+      if (buffers[b] !== undefined) this.#release(b, r, timeOperations);
     }
+    this.#repetitions++;
     r.ns = Number(process.hrtime.bigint() - start);
     const faultsAfter = this.#meter.read();
     r.minorFaults = faultsAfter.minor - faultsBefore.minor;
     r.majorFaults = faultsAfter.major - faultsBefore.major;
     return r;
+  }
+
+  #release(b: number, r: NativeRepetition, timeOperations: boolean): void {
+    const buffer = this.#buffers[b]!;
+    if (this.#touch === 'verify' && !this.#stamp(buffer, b, true)) r.corruptions++;
+    const t0 = timeOperations ? process.hrtime.bigint() : 0n;
+    this.#pool.release(buffer);
+    if (timeOperations) r.releaseNs += Number(process.hrtime.bigint() - t0);
+    this.#buffers[b] = undefined;
+    r.releases++;
+  }
+
+  // touch 'verify', as native/replay.cc does it: writes (or, with `check`, checks) buffer b's stamp at the
+  // start of every page and in its last 4 bytes (a page's stamp that would overlap those left out); answers
+  // whether every place held it.
+  #stamp(buffer: ArrayBuffer, b: number, check: boolean): boolean {
+    const stamp = (Math.imul(b + 1, 2654435761) ^ Math.imul(this.#repetitions + 1, 40503)) >>> 0;
+    if (buffer.byteLength < 4) {
+      const bytes = new Uint8Array(buffer);
+      if (check) return bytes[0] === (stamp & 0xff);
+      bytes[0] = stamp;
+      return true;
+    }
+    const view = new DataView(buffer);
+    const last = buffer.byteLength - 4;
+    for (let at = 0; at + 4 <= last; at += PAGE) {
+      if (!check) view.setUint32(at, stamp, true);
+      else if (view.getUint32(at, true) !== stamp) return false;
+    }
+    if (!check) view.setUint32(last, stamp, true);
+    return !check || view.getUint32(last, true) === stamp;
   }
 
   #write(buffer: ArrayBuffer, value: number): void {

@@ -7,7 +7,7 @@ export interface WorkerInit {
   allocator: 'pool' | 'pool-js' | 'offsets' | 'libc' | 'preload' | 'ideal';
   /** The size-class plan (pool, pool-js) or the offset plan (offsets, ideal). */
   planPath?: string;
-  touch: 'none' | 'pages' | 'full';
+  touch: 'none' | 'pages' | 'full' | 'verify';
   iterationMarks: boolean;
   /** A library name that must appear in /proc/self/maps (the preloaded allocator), checked at start. */
   mapsName?: string;

@@ -21,15 +21,19 @@ import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } fro
 import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, usesClassPlan, usesOffsetPlan, type AllocatorName, type AllocatorSpec } from './allocators.js';
 import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';
 
-export type TouchMode = 'pages' | 'full' | 'none';
-export const TOUCH_MODES: readonly TouchMode[] = ['pages', 'full', 'none'];
+export type TouchMode = 'pages' | 'full' | 'none' | 'verify';
+export const TOUCH_MODES: readonly TouchMode[] = ['pages', 'full', 'none', 'verify'];
 
 export interface ReplayOptions {
   /** Allocators to measure. Default: every one available here. */
   allocators?: AllocatorName[];
   /** Repetitions per allocator (each starts empty). Default 20. */
   reps?: number;
-  /** How each allocation is touched: one write per 4 KiB page (default), all of it, or not at all. */
+  /**
+   * How each allocation is touched: one write per 4 KiB page (default), all of it, or not at all; 'verify'
+   * writes a stamp of the buffer's own at every page and at its end and checks them before the free, so a
+   * block handed out twice, or written by someone else while live, counts in `corruptions`.
+   */
   touch?: TouchMode;
   /** tensorpool's plan (a Plan or a plan file). Default: trained from the trace itself (order and interval 'auto'). */
   plan?: Plan | string;
@@ -51,6 +55,8 @@ export interface AllocatorResult {
   releaseNs: number | null;
   /** Median time of one whole repetition. */
   repetitionMs: number;
+  /** touch 'verify': buffers whose stamps had changed by their free, over every repetition (else 0). */
+  corruptions: number;
   /** Page faults per repetition in the steady state (mean over the last half). */
   steadyMinorFaultsPerRep: number;
   steadyMajorFaultsPerRep: number;
@@ -306,6 +312,7 @@ function summarise(p: Participant, lowerBoundBytes: number): AllocatorResult {
     allocNs: timed.length ? median(timed.map((r) => r.allocNs / r.allocs)) : null,
     releaseNs: timed.length ? median(timed.map((r) => r.releaseNs / r.releases)) : null,
     repetitionMs: median(steady.map((r) => r.ns / 1e6)),
+    corruptions: p.records.reduce((sum, r) => sum + r.corruptions, 0),
     steadyMinorFaultsPerRep: mean(steady.map((r) => r.minorFaults)),
     steadyMajorFaultsPerRep: mean(steady.map((r) => r.majorFaults)),
     peakRssBytes: p.finished?.peakRssBytes ?? Number.NaN,
