@@ -1,54 +1,85 @@
 /**
- * Soak (issue 14): bench/native/soak.cc drives one pool from 4 native threads for 10^8 operations (alloc or
- * release), sizes drawn from real traces, a quarter of the releases stream-ordered on two streams, and a
- * re-plan (record, train, prepare, install at a mark, discard the retired arena's free pages) every 10^7;
- * every block stamped at allocation and checked at release. Prints operations per second, corruptions and
- * the RSS after warm-up against the RSS at the end.
+ * Soak (issue 14): 10^8 operations (alloc or release) against one pool from native threads and
+ * worker_threads at once, sizes from real traces, stream-ordered releases, a re-plan every 10^7 operations,
+ * every block stamped and checked; prints operations per second, corruptions and the RSS after warm-up
+ * against the RSS at the end.
+ *
+ * The default driver runs in this Node.js process, against the package's own pool:
+ * - native threads: replays of the real traces on libuv threads (`NativeReplayer.runAsync`, one trace per
+ *   thread, cycling), their blocks stamped at every page and checked at release (touch 'verify');
+ * - worker_threads (bench/soak-worker.cjs): `Pool.attach()` to the same pool, 16 live blocks each replaced at
+ *   random, stamped and checked, a quarter of the releases stream-ordered behind a fill of the block;
+ * - this thread: every `--replan` operations a re-plan as adaptive mode makes one (record a window of 200k
+ *   events, train size classes from it, prepare the switch off this thread, install it at a mark, the
+ *   retired arena's free pages given back), and RSS sampled every second.
+ * `--driver native` runs bench/native/soak.cc instead: the core alone, `--threads` native threads each
+ * allocating at random with stream-ordered releases of their own, no Node.js in between.
  *
  * RSS growth compares the median of the last 10 one-second samples with the median of the 10 samples that
  * follow the warm-up (the first quarter of the run, which holds the first re-plans); as every re-plan sizes a
  * new arena from its own window, RSS steps with the plan, and the trend (least squares) is printed too.
  *
- *   npm run build && npx tsx bench/soak.ts [--ops 1e8] [--threads 4] [--replan 1e7] [--json out.json] [trace ...]
+ *   npm run build && npx tsx bench/soak.ts [--ops 1e8] [--threads 4] [--workers 2] [--replan 1e7]
+ *                                          [--driver node|native] [--json out.json] [trace ...]
  * Traces default to the repository's fixtures (resnet18 training, five torch inference passes, six OCR shapes).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 
-import { readTrace } from '../dist/index.js';
+import { Pool, readTrace, train, type Trace } from '../dist/index.js';
+import { native } from '../dist/native.js';
+import { toNativePlan } from '../dist/plan-spec.js';
+import { nativePoolOf } from '../dist/pool.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
-const args = benchArgs(1, { ops: { type: 'string' }, threads: { type: 'string' }, replan: { type: 'string' } });
+const args = benchArgs(1, {
+  ops: { type: 'string' },
+  threads: { type: 'string' },
+  workers: { type: 'string' },
+  replan: { type: 'string' },
+  driver: { type: 'string' },
+});
 const ops = Number(args.values.ops ?? 1e8);
 const threads = Number(args.values.threads ?? 4);
+const workers = Number(args.values.workers ?? 2);
 const replan = Number(args.values.replan ?? 1e7);
-for (const [flag, value] of [['--ops', ops], ['--threads', threads], ['--replan', replan]] as const) {
-  if (!Number.isFinite(value) || value < 1) {
-    console.error(`${flag} must be a positive number, got ${String(args.values[flag.slice(2)])}`);
+const driver = String(args.values.driver ?? 'node');
+for (const [flag, value, min] of [['--ops', ops, 1], ['--threads', threads, 1], ['--workers', workers, 0], ['--replan', replan, 1]] as const) {
+  if (!Number.isFinite(value) || value < min || (flag !== '--ops' && flag !== '--replan' && !Number.isInteger(value))) {
+    console.error(`${flag} must be ${min === 0 ? 'a non-negative' : 'a positive'} number, got ${String(args.values[flag.slice(2)])}`);
     process.exit(2);
   }
 }
-const machine = printHeader(`soak: ${ops.toExponential(0)} operations from ${threads} threads on one pool`);
+if (driver !== 'node' && driver !== 'native') {
+  console.error(`--driver must be node or native, got ${driver}`);
+  process.exit(2);
+}
+// The replays and the switch preparation each hold a libuv thread: the pool must have room for all of them,
+// and its size is read once, at its first use, so this process starts again with it set.
+const uvThreads = threads + 2;
+if (driver === 'node' && Number(process.env.UV_THREADPOOL_SIZE ?? 4) < uvThreads) {
+  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, UV_THREADPOOL_SIZE: String(uvThreads) },
+  });
+  process.exit(child.status ?? 1);
+}
+const who = driver === 'node' ? `${threads} native threads and ${workers} worker_threads` : `${threads} native threads (core only)`;
+const machine = printHeader(`soak: ${ops.toExponential(0)} operations from ${who} on one pool`);
 
 const root = path.resolve(__dirname, '..');
-const program = path.join(root, 'build-native/tp_soak');
-if (!fs.existsSync(program)) {
-  execFileSync('cmake', ['-S', root, '-B', path.join(root, 'build-native'), '-DCMAKE_BUILD_TYPE=RelWithDebInfo'], { stdio: 'ignore' });
-  execFileSync('cmake', ['--build', path.join(root, 'build-native'), '--target', 'tp_soak'], { stdio: 'ignore' });
-}
-
 const fixtures = path.join(root, 'test/fixtures/traces');
-const traces = args.positionals.length
+const traceFiles = args.positionals.length
   ? args.positionals
   : ['resnet18_train/trace.json.gz', ...fs.readdirSync(path.join(fixtures, 'torch_infer')).map((f) => `torch_infer/${f}`),
      ...fs.readdirSync(path.join(fixtures, 'ocr_det_infer')).map((f) => `ocr_det_infer/${f}`)].map((f) => path.join(fixtures, f));
+const traces = traceFiles.map((file) => readTrace(file));
 const sizes: number[] = [];
-for (const file of traces) for (const size of readTrace(file).sizes) sizes.push(size);
-const sizesFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tp-soak-')), 'sizes.txt');
-fs.writeFileSync(sizesFile, sizes.join('\n') + '\n');
+for (const trace of traces) for (const size of trace.sizes) sizes.push(size);
 console.log(`# ${sizes.length} sizes from ${traces.length} traces (${round(Math.max(...sizes) / 2 ** 20, 1)} MiB largest)`);
 
 interface SoakResult {
@@ -66,42 +97,192 @@ interface SoakResult {
   peakLiveMiB: number;
   rssMiB: number[];
   poolMiB: number[];
-}
-let result: SoakResult;
-try {
-  result = JSON.parse(execFileSync(program, [sizesFile, String(ops), String(threads), String(replan)], { encoding: 'utf8' }));
-} catch (error) {
-  const out = (error as { stdout?: string }).stdout;
-  if (!out) throw error;
-  result = JSON.parse(out);  // exit 1: corruptions or failures, reported below
-} finally {
-  fs.rmSync(path.dirname(sizesFile), { recursive: true, force: true });
+  /** The node driver: operations by the replays (native threads) and by the workers. */
+  byNativeThreads?: number;
+  byWorkers?: number;
 }
 
-const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
-const rss = result.rssMiB;
-const warm = Math.floor(rss.length / 4);
-const after = median(rss.slice(warm, warm + 10)), end = median(rss.slice(-10));
-// Each re-plan sizes the arena anew from its own window, so RSS steps with the serving plan; the trend
-// (least squares over the samples after warm-up) separates growth from those steps.
-const tail = rss.slice(warm);
-const meanX = (tail.length - 1) / 2, meanY = tail.reduce((a, b) => a + b, 0) / tail.length;
-const slope = tail.reduce((a, y, x) => a + (x - meanX) * (y - meanY), 0) / tail.reduce((a, _, x) => a + (x - meanX) ** 2, 0);
-// Too few samples (a short run) give no trend worth printing.
-const trendGrowth = tail.length >= 20 ? (slope * (tail.length - 1)) / after : NaN;
-console.log(
-  formatTable(
-    ['operations', 'seconds', 'ops/s', 'corruptions', 'failures', 're-plans', 'OS fallbacks', 'peak live MiB', 'RSS max in warm-up MiB'],
-    [[result.operations, round(result.seconds, 1), Math.round(result.operations / result.seconds), result.corruptions, result.failures,
-      `${result.replans} (${result.replanFailures} failed)`, result.osFallbacks, round(result.peakLiveMiB, 1), round(Math.max(...rss.slice(0, warm + 1)), 0)]],
-  ),
-);
-console.log(
-  formatTable(
-    ['RSS after warm-up MiB', 'RSS at end MiB', 'growth (medians)', 'trend over the run after warm-up', 'min-max after warm-up MiB'],
-    [[round(after, 1), round(end, 1), `${round((end / after - 1) * 100, 2)}%`, Number.isNaN(trendGrowth) ? 'n/a (under 20 samples)' : `${round(trendGrowth * 100, 2)}%`, `${round(Math.min(...tail), 0)}-${round(Math.max(...tail), 0)}`]],
-  ),
-);
-console.log(`# blocks live at the end ${result.liveBlocksAtEnd}, deferred ${result.deferredAtEnd}; ${rss.length} RSS samples; warm-up: the first ${warm}`);
-writeJson(args.json, { benchmark: 'soak', machine, threads, ops, replan, traces, result, rss: { after, end, trendGrowth } });
-process.exitCode = result.corruptions === 0 && result.failures === 0 ? 0 : 1;
+// bench/native/soak.cc, given the sizes in a file.
+function nativeSoak(): SoakResult {
+  const program = path.join(root, 'build-native/tp_soak');
+  if (!fs.existsSync(program)) {
+    execFileSync('cmake', ['-S', root, '-B', path.join(root, 'build-native'), '-DCMAKE_BUILD_TYPE=RelWithDebInfo'], { stdio: 'ignore' });
+    execFileSync('cmake', ['--build', path.join(root, 'build-native'), '--target', 'tp_soak'], { stdio: 'ignore' });
+  }
+  const sizesFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tp-soak-')), 'sizes.txt');
+  fs.writeFileSync(sizesFile, sizes.join('\n') + '\n');
+  try {
+    return JSON.parse(execFileSync(program, [sizesFile, String(ops), String(threads), String(replan)], { encoding: 'utf8' }));
+  } catch (error) {
+    const out = (error as { stdout?: string }).stdout;
+    if (!out) throw error;
+    return JSON.parse(out); // exit 1: corruptions or failures, reported below
+  } finally {
+    fs.rmSync(path.dirname(sizesFile), { recursive: true, force: true });
+  }
+}
+
+async function nodeSoak(): Promise<SoakResult> {
+  const MiB = 2 ** 20;
+  const pool = new Pool({ growReserve: 16 * 2 ** 30 });
+  const handle = nativePoolOf(pool);
+  const stop = new SharedArrayBuffer(4);
+  const counters = Array.from({ length: workers }, () => new SharedArrayBuffer(3 * 8));
+  const finished = counters.map(
+    (counter, i) =>
+      new Promise<void>((resolve, reject) => {
+        const worker = new Worker(path.join(__dirname, 'soak-worker.cjs'), {
+          workerData: { shared: pool.share(), sizes, seed: 0x9e3779b9 + i, stop, counters: counter },
+        });
+        worker.on('message', (m: { done: boolean; error?: string }) => (m.done ? resolve() : reject(new Error(m.error))));
+        worker.on('error', reject);
+      }),
+  );
+  const workerCounts = () => counters.map((c) => new Float64Array(c)).reduce((t, c) => t.map((v, k) => v + c[k]!), [0, 0, 0]);
+
+  let stopped = false;
+  let replayOps = 0, replayCorruptions = 0, failures = 0;
+  const replays = Array.from({ length: threads }, async (_, i) => {
+    const trace = traces[i % traces.length]!;
+    const replayer = new native.NativeReplayer(handle, trace.ops, trace.eventBuffer, trace.sizes, { touch: 'verify', iterationMarks: false, unmarked: true });
+    while (!stopped) {
+      try {
+        const r = await replayer.runAsync(false);
+        replayOps += r.allocs + r.releases;
+        replayCorruptions += r.corruptions;
+      } catch {
+        failures++;
+      }
+    }
+  });
+
+  let replans = 0, replanFailures = 0, replanning = false, nextReplan = replan;
+  const replanOnce = async (): Promise<void> => {
+    pool.record({ maxEvents: 400_000 });
+    while (!stopped && pool.stats().recording.on && pool.stats().recording.events < 200_000) await sleep(5);
+    const window = pool.stopRecording('soak window');
+    if (window.sizes.length === 0) return;
+    // Threads interleave differently in every window: classes only, no schedule.
+    const plan = train(window, { interval: 4096, order: 'alloc-time', share: false });
+    await handle.prepareSwitch(toNativePlan({ interval: plan.interval, classes: plan.classes }));
+    pool.markIteration(); // installs it; the retired arena's free pages go back off this thread
+  };
+
+  const rssMiB: number[] = [], poolMiB: number[] = [];
+  const start = process.hrtime.bigint();
+  let nextSample = 0;
+  for (;;) {
+    const stats = pool.stats();
+    const done = stats.allocs + stats.releases;
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    if (seconds >= nextSample) {
+      rssMiB.push(process.memoryUsage.rss() / MiB);
+      poolMiB.push((stats.committedBytes + stats.osLiveBytes) / MiB);
+      nextSample++;
+      process.stdout.write(`\r# ${round(seconds, 0)} s: ${(done / 1e6).toFixed(1)}M operations, ${replans} re-plans   `);
+    }
+    if (done >= ops) break;
+    if (!replanning && done >= nextReplan) {
+      replanning = true;
+      nextReplan += replan;
+      replanOnce().then(
+        () => void replans++,
+        (error: unknown) => {
+          replanFailures++;
+          console.error(`\n# re-plan failed: ${String(error)}`);
+        },
+      ).finally(() => (replanning = false));
+    }
+    await sleep(100);
+  }
+  stopped = true;
+  Atomics.store(new Int32Array(stop), 0, 1);
+  await Promise.all(replays);
+  await Promise.all(finished);
+  while (replanning) await sleep(10);
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  process.stdout.write('\n');
+  const [workerOps, workerCorruptions, workerFailures] = workerCounts() as [number, number, number];
+  pool.reclaim(); // the workers' last stream-ordered releases: their streams have passed them
+  const stats = pool.stats();
+  pool.close();
+  return {
+    operations: stats.allocs + stats.releases,
+    seconds,
+    corruptions: replayCorruptions + workerCorruptions,
+    failures: failures + workerFailures,
+    replans,
+    replanFailures,
+    allocs: stats.allocs,
+    osFallbacks: stats.osFallbacks,
+    liveBlocksAtEnd: stats.liveBlocks,
+    deferredAtEnd: stats.deferredPending,
+    switches: stats.switches,
+    peakLiveMiB: stats.peakBytesLive / MiB,
+    rssMiB,
+    poolMiB,
+    byNativeThreads: replayOps,
+    byWorkers: workerOps,
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function report(result: SoakResult): void {
+  const rss = result.rssMiB;
+  const warm = Math.floor(rss.length / 4);
+  // Each re-plan sizes the arena anew from its own window, so RSS steps with the serving plan. What the pool
+  // does not hold (RSS less its committed arenas and live OS blocks: the runtime, the C heap, anything
+  // leaked) has no reason to step: its growth is the leak measure. Both are printed.
+  const rssGrowth = growth(rss, warm);
+  const unheld = growth(rss.map((v, k) => v - (result.poolMiB[k] ?? 0)), warm);
+  console.log(
+    formatTable(
+      ['operations', 'seconds', 'ops/s', 'corruptions', 'failures', 're-plans', 'OS fallbacks', 'peak live MiB', 'RSS max in warm-up MiB'],
+      [[result.operations, round(result.seconds, 1), Math.round(result.operations / result.seconds), result.corruptions, result.failures,
+        `${result.replans} (${result.replanFailures} failed)`, result.osFallbacks, round(result.peakLiveMiB, 1), round(Math.max(...rss.slice(0, warm + 1)), 0)]],
+    ),
+  );
+  console.log(
+    formatTable(
+      ['MiB', 'after warm-up', 'at end', 'growth (medians)', 'trend over the run after warm-up', 'min-max after warm-up'],
+      [['RSS', ...growthRow(rssGrowth)], ['RSS not held by the pool', ...growthRow(unheld)]],
+    ),
+  );
+  console.log(`# blocks live at the end ${result.liveBlocksAtEnd}, deferred ${result.deferredAtEnd}; ${rss.length} RSS samples; warm-up: the first ${warm}`);
+  if (result.byNativeThreads !== undefined) {
+    console.log(`# operations by the native threads (replays) ${result.byNativeThreads}, by the worker_threads ${result.byWorkers}`);
+  }
+  const { after, end, trendGrowth } = rssGrowth;
+  writeJson(args.json, { benchmark: 'soak', machine, driver, threads, workers: driver === 'node' ? workers : 0, ops, replan, traces: traceFiles, result, rss: { after, end, trendGrowth }, rssNotHeldByPool: unheld });
+  process.exitCode = result.corruptions === 0 && result.failures === 0 ? 0 : 1;
+}
+
+interface Growth {
+  after: number; // median of the 10 samples after the warm-up
+  end: number; // median of the last 10
+  trendGrowth: number; // least squares over the samples after warm-up, as a fraction of `after`; NaN under 20 samples
+  min: number;
+  max: number;
+}
+
+function growth(samples: number[], warm: number): Growth {
+  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
+  const after = median(samples.slice(warm, warm + 10)), end = median(samples.slice(-10));
+  const tail = samples.slice(warm);
+  const meanX = (tail.length - 1) / 2, meanY = tail.reduce((a, b) => a + b, 0) / tail.length;
+  const slope = tail.reduce((a, y, x) => a + (x - meanX) * (y - meanY), 0) / tail.reduce((a, _, x) => a + (x - meanX) ** 2, 0);
+  return { after, end, trendGrowth: tail.length >= 20 ? (slope * (tail.length - 1)) / after : NaN, min: Math.min(...tail), max: Math.max(...tail) };
+}
+
+function growthRow(g: Growth): (string | number)[] {
+  return [round(g.after, 1), round(g.end, 1), `${round((g.end / g.after - 1) * 100, 2)}%`,
+          Number.isNaN(g.trendGrowth) ? 'n/a (under 20 samples)' : `${round(g.trendGrowth * 100, 2)}%`, `${round(g.min, 0)}-${round(g.max, 0)}`];
+}
+
+(driver === 'node' ? nodeSoak() : Promise.resolve(nativeSoak())).then(report, (error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
