@@ -228,6 +228,9 @@ export class Pool {
         `this pool was shared by process ${String(shared.pid)}, not this one (${process.pid}): pools are shared between the threads of one process`,
       );
     }
+    if (typeof shared.options !== 'object' || shared.options === null) {
+      throw invalidArgument('type', `shared.options must be the options object pool.share() made, got ${describe(shared.options)}`);
+    }
     if (!(shared.closedFlag instanceof SharedArrayBuffer) || shared.closedFlag.byteLength !== 4) {
       throw invalidArgument('type', `shared.closedFlag must be the SharedArrayBuffer pool.share() made, got ${describe(shared.closedFlag)}`);
     }
@@ -235,7 +238,7 @@ export class Pool {
     const frontCache = checkFrontCacheOptions(o.frontCache, shared.offsets === true);
     try {
       const handle = new native.NativePool(id, { frontCacheEntries: frontCache && FRONT_CACHE_SUPPORTED ? FRONT_CACHE_LOG_ENTRIES : 0 });
-      const attachedOptions = Object.freeze({ ...(shared.options as Pool['options']) });
+      const attachedOptions = Object.freeze({ ...shared.options });
       return new Pool(new Attachment(handle, { ...shared, options: attachedOptions }, frontCache) as PoolOptions);
     } catch (error) {
       throw fromNative(error);

@@ -219,6 +219,7 @@ describe('a pool shared with worker_threads', () => {
         [{ ...shared, kind: 'x' }, 'ERR_TP_INVALID_ARGUMENT'],
         [{ ...shared, id: 1.5 }, 'ERR_TP_INVALID_ARGUMENT'],
         [{ ...shared, closedFlag: new ArrayBuffer(4) }, 'ERR_TP_INVALID_ARGUMENT'],
+        [{ ...shared, options: null }, 'ERR_TP_INVALID_ARGUMENT'],
         [{ ...shared, pid: process.pid + 1 }, 'ERR_TP_NOT_SHARED'],
         [{ ...shared, id: shared.id + 1000 }, 'ERR_TP_NOT_SHARED'],
       ];
