@@ -17,12 +17,40 @@ namespace {
 class CountTree {
  public:
   explicit CountTree(size_t points) {
-    while (size_ < points) size_ <<= 1;
+    while (size_ < points) {
+      size_ <<= 1;
+      height_++;
+    }
     max_.assign(2 * size_, 0);
     add_.assign(2 * size_, 0);
   }
-  void add(size_t from, size_t to, int32_t delta) { add(1, 0, size_, from, to, delta); }
-  int32_t max(size_t from, size_t to) const { return max(1, 0, size_, from, to); }
+  // Bottom-up (the refinement asks millions of these): the nodes that cover [from, to), then their
+  // ancestors rebuilt.
+  void add(size_t from, size_t to, int32_t delta) {
+    if (from >= to) return;
+    size_t l = from + size_, r = to + size_;
+    const size_t l0 = l, r0 = r - 1;
+    for (; l < r; l >>= 1, r >>= 1) {
+      if (l & 1) apply(l++, delta);
+      if (r & 1) apply(--r, delta);
+    }
+    rebuild(l0);
+    rebuild(r0);
+  }
+  // The adds pending above the two boundary leaves are pushed down first, so that every node the query
+  // reads holds its whole subtree's count.
+  int32_t max(size_t from, size_t to) {
+    if (from >= to) return INT32_MIN / 2;
+    size_t l = from + size_, r = to + size_;
+    pushDown(l);
+    pushDown(r - 1);
+    int32_t result = INT32_MIN / 2;
+    for (; l < r; l >>= 1, r >>= 1) {
+      if (l & 1) result = std::max(result, max_[l++]);
+      if (r & 1) result = std::max(result, max_[--r]);
+    }
+    return result;
+  }
   int32_t peak() const { return max_[1]; }
   // The first point >= from whose count is >= value, or -1.
   long firstAtLeast(size_t from, int32_t value) const { return first(1, 0, size_, from, value, 0); }
@@ -34,23 +62,25 @@ class CountTree {
   }
 
  private:
-  void add(size_t node, size_t lo, size_t hi, size_t from, size_t to, int32_t delta) {
-    if (to <= lo || hi <= from) return;
-    if (from <= lo && hi <= to) {
-      max_[node] += delta;
-      add_[node] += delta;
-      return;
-    }
-    const size_t mid = (lo + hi) / 2;
-    add(2 * node, lo, mid, from, to, delta);
-    add(2 * node + 1, mid, hi, from, to, delta);
-    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + add_[node];
+  // Node p's subtree gains delta: its max at once, its children through add_ (leaves have none).
+  void apply(size_t p, int32_t delta) {
+    max_[p] += delta;
+    if (p < size_) add_[p] += delta;
   }
-  int32_t max(size_t node, size_t lo, size_t hi, size_t from, size_t to) const {
-    if (to <= lo || hi <= from) return INT32_MIN / 2;
-    if (from <= lo && hi <= to) return max_[node];
-    const size_t mid = (lo + hi) / 2;
-    return std::max(max(2 * node, lo, mid, from, to), max(2 * node + 1, mid, hi, from, to)) + add_[node];
+  void rebuild(size_t p) {
+    while (p > 1) {
+      p >>= 1;
+      max_[p] = std::max(max_[2 * p], max_[2 * p + 1]) + add_[p];
+    }
+  }
+  void pushDown(size_t leaf) {
+    for (unsigned s = height_; s > 0; --s) {
+      const size_t p = leaf >> s;
+      if (add_[p] == 0) continue;
+      apply(2 * p, add_[p]);
+      apply(2 * p + 1, add_[p]);
+      add_[p] = 0;
+    }
   }
   // `above`: what the ancestors add to this subtree.
   long first(size_t node, size_t lo, size_t hi, size_t from, int32_t value, int32_t above) const {
@@ -63,8 +93,9 @@ class CountTree {
   }
 
   size_t size_ = 1;
+  unsigned height_ = 0;       // levels above the leaves
   std::vector<int32_t> max_;  // max over the subtree, its own pending add included
-  std::vector<int32_t> add_;  // added to the whole subtree
+  std::vector<int32_t> add_;  // added to the whole subtree, not yet to its children's max_ (internal nodes)
 };
 
 struct Move {
@@ -170,27 +201,45 @@ class Refiner {
   // added cost less than the one taken away. All or nothing.
   bool lowerPeak(uint32_t c) {
     const int32_t peak = trees_[c].peak();
+    const std::vector<uint32_t>& members = members_[c];
+    // The peak points only move forward: the members living at each are found by a sweep over the members
+    // in start order. A member is named by its position in `members`, which breaks ties as a scan of
+    // `members` in order would.
+    std::vector<uint32_t> byStart(members.size());
+    std::iota(byStart.begin(), byStart.end(), 0u);
+    std::stable_sort(byStart.begin(), byStart.end(), [&](uint32_t a, uint32_t b) { return first_[members[a]] < first_[members[b]]; });
+    std::vector<uint32_t> started, living;  // positions: started by the point, and of those living at it in c
+    size_t next = 0;
     std::vector<Move> moves;
     uint64_t added = 0;  // bytes of the blocks other classes gained in this round
     for (long p = trees_[c].firstAtLeast(0, peak); p >= 0; p = trees_[c].firstAtLeast(static_cast<size_t>(p), peak)) {
-      const auto livesAt = [&](uint32_t t) {
-        return class_[t] == c && first_[t] <= static_cast<uint32_t>(p) && static_cast<uint32_t>(p) < last_[t];
-      };
+      const uint32_t at = static_cast<uint32_t>(p);
+      while (next < byStart.size() && first_[members[byStart[next]]] <= at) started.push_back(byStart[next++]);
+      started.erase(std::remove_if(started.begin(), started.end(), [&](uint32_t i) { return last_[members[i]] <= at; }), started.end());
+      living.clear();
+      for (uint32_t i : started) {
+        if (class_[members[i]] == c) living.push_back(i);
+      }
       // Of the tensors of c living at p that can go elsewhere, the one living longest clears most peaks.
+      std::sort(living.begin(), living.end(), [&](uint32_t a, uint32_t b) {
+        return last_[members[a]] != last_[members[b]] ? last_[members[a]] > last_[members[b]] : a < b;
+      });
       uint32_t chosen = UINT32_MAX, target = 0;
-      for (uint32_t t : members_[c]) {
-        if (!livesAt(t) || (chosen != UINT32_MAX && last_[t] <= last_[chosen])) continue;
-        const long k = roomFor(t, c);
+      for (uint32_t i : living) {
+        const long k = roomFor(members[i], c);
         if (k >= 0) {
-          chosen = t;
+          chosen = members[i];
           target = static_cast<uint32_t>(k);
+          break;
         }
       }
       if (chosen == UINT32_MAX) {
-        // No room anywhere: the smallest class that fits a tensor living here, one block larger.
-        for (uint32_t t : members_[c]) {
-          if (!livesAt(t) || fit_[t] >= c) continue;
-          if (chosen == UINT32_MAX || sizes_[fit_[t]] < sizes_[target] || (fit_[t] == target && last_[t] > last_[chosen])) {
+        // No room anywhere: the smallest class that fits a tensor living here, one block larger (of those,
+        // the tensor living longest).
+        for (uint32_t i : living) {
+          const uint32_t t = members[i];
+          if (fit_[t] >= c) continue;
+          if (chosen == UINT32_MAX || fit_[t] < target) {
             chosen = t;
             target = fit_[t];
           }
@@ -214,7 +263,7 @@ class Refiner {
 
   // The smallest class other than c, at least t's own size, that holds t throughout its lifetime without
   // raising its peak; or -1.
-  long roomFor(uint32_t t, uint32_t c) const {
+  long roomFor(uint32_t t, uint32_t c) {
     for (size_t k = fit_[t]; k < sizes_.size(); ++k) {
       if (k == c) continue;
       const int32_t peak = trees_[k].peak();
