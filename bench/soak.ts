@@ -9,9 +9,10 @@
  *   thread, cycling), their blocks stamped at every page and checked at release (touch 'verify');
  * - worker_threads (bench/soak-worker.cjs): `Pool.attach()` to the same pool, 16 live blocks each replaced at
  *   random, stamped and checked, a quarter of the releases stream-ordered behind a fill of the block;
- * - this thread: every `--replan` operations a re-plan as adaptive mode makes one (record a window of 200k
- *   events, train size classes from it, prepare the switch off this thread, install it at a mark, the
- *   retired arena's free pages given back), and RSS sampled every second.
+ * - this thread: every `--replan` operations a re-plan as adaptive mode makes one (record a window of
+ *   `--window` events, 10^6 by default, train size classes from it, prepare the switch off this thread,
+ *   install it at a mark, the retired arena's free pages given back), and RSS sampled every second. A
+ *   shorter window sees fewer of the threads' phases together, and its plans vary more from one to the next.
  * `--driver native` runs bench/native/soak.cc instead: the core alone, `--threads` native threads each
  * allocating at random with stream-ordered releases of their own, no Node.js in between.
  *
@@ -20,7 +21,7 @@
  * new arena from its own window, RSS steps with the plan, and the trend (least squares) is printed too.
  *
  *   npm run build && npx tsx bench/soak.ts [--ops 1e8] [--threads 4] [--workers 2] [--replan 1e7]
- *                                          [--driver node|native] [--json out.json] [trace ...]
+ *                                          [--window 1e6] [--driver node|native] [--json out.json] [trace ...]
  * Traces default to the repository's fixtures (resnet18 training, five torch inference passes, six OCR shapes).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -42,14 +43,16 @@ const args = benchArgs(1, {
   workers: { type: 'string' },
   replan: { type: 'string' },
   driver: { type: 'string' },
+  window: { type: 'string' },
 });
 const ops = Number(args.values.ops ?? 1e8);
 const threads = Number(args.values.threads ?? 4);
 const workers = Number(args.values.workers ?? 2);
 const replan = Number(args.values.replan ?? 1e7);
 const driver = String(args.values.driver ?? 'node');
-for (const [flag, value, min] of [['--ops', ops, 1], ['--threads', threads, 1], ['--workers', workers, 0], ['--replan', replan, 1]] as const) {
-  if (!Number.isFinite(value) || value < min || (flag !== '--ops' && flag !== '--replan' && !Number.isInteger(value))) {
+const replanWindow = Number(args.values.window ?? 1e6);
+for (const [flag, value, min] of [['--ops', ops, 1], ['--threads', threads, 1], ['--workers', workers, 0], ['--replan', replan, 1], ['--window', replanWindow, 1]] as const) {
+  if (!Number.isFinite(value) || value < min || ((flag === '--threads' || flag === '--workers' || flag === '--window') && !Number.isInteger(value))) {
     console.error(`${flag} must be ${min === 0 ? 'a non-negative' : 'a positive'} number, got ${String(args.values[flag.slice(2)])}`);
     process.exit(2);
   }
@@ -158,8 +161,8 @@ async function nodeSoak(): Promise<SoakResult> {
 
   let replans = 0, replanFailures = 0, replanning = false, nextReplan = replan;
   const replanOnce = async (): Promise<void> => {
-    pool.record({ maxEvents: 400_000 });
-    while (!stopped && pool.stats().recording.on && pool.stats().recording.events < 200_000) await sleep(5);
+    pool.record({ maxEvents: 2 * replanWindow });
+    while (!stopped && pool.stats().recording.on && pool.stats().recording.events < replanWindow) await sleep(5);
     const window = pool.stopRecording('soak window');
     if (window.sizes.length === 0) return;
     // Threads interleave differently in every window: classes only, no schedule.
