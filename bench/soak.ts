@@ -52,8 +52,9 @@ const replan = Number(args.values.replan ?? 1e7);
 const driver = String(args.values.driver ?? 'node');
 const replanWindow = Number(args.values.window ?? 1e6);
 for (const [flag, value, min] of [['--ops', ops, 1], ['--threads', threads, 1], ['--workers', workers, 0], ['--replan', replan, 1], ['--window', replanWindow, 1]] as const) {
-  if (!Number.isFinite(value) || value < min || ((flag === '--threads' || flag === '--workers' || flag === '--window') && !Number.isInteger(value))) {
-    console.error(`${flag} must be ${min === 0 ? 'a non-negative' : 'a positive'} number, got ${String(args.values[flag.slice(2)])}`);
+  const integer = flag === '--threads' || flag === '--workers' || flag === '--window';
+  if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
+    console.error(`${flag} must be ${min === 0 ? 'a non-negative' : 'a positive'} ${integer ? 'integer' : 'number'}, got ${String(args.values[flag.slice(2)])}`);
     process.exit(2);
   }
 }
