@@ -133,7 +133,8 @@ Napi::Value ReplayerObject::RunAsync(const Napi::CallbackInfo& info) {
     bool ok = false;
   };
   auto outcome = std::make_shared<Outcome>();
-  queueWork(
+  try {
+    queueWork(
       env, "tensorpool.replay",
       [state = state_, options, outcome] {
         outcome->ok = replayOnce(state->trace(), *state->allocator, options, state->meter, state->cursor, &outcome->r);
@@ -153,6 +154,10 @@ Napi::Value ReplayerObject::RunAsync(const Napi::CallbackInfo& info) {
         } catch (...) {
         }
       });
+  } catch (...) {
+    napi_delete_reference(env, self);
+    throw;
+  }
   busy_ = true;
   return Napi::Value(env, promise);
 }

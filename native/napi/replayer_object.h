@@ -25,7 +25,9 @@ class ReplayerObject : public Napi::ObjectWrap<ReplayerObject> {
   // corruptions }
   Napi::Value Run(const Napi::CallbackInfo& info);
   // The same on a libuv thread (several replayers drive one pool from as many threads) -> Promise of it.
-  // The replayer is busy until the promise settles: any other call throws ERR_TP_BUSY.
+  // The replayer is busy until the promise settles: any other call throws ERR_TP_BUSY. Its page-fault
+  // counts are not the replay's own: the counters follow one thread (perf_event: the one that made the
+  // replayer), and the replay runs on another.
   Napi::Value RunAsync(const Napi::CallbackInfo& info);
   // (to: event index, timeOperations) -> the same, for events [where the last step stopped, to): the
   // blocks they allocate stay live for the next step
