@@ -159,9 +159,7 @@ export class Pool {
       this.attached = true;
       this.#poolClosed = new Int32Array(options.shared.closedFlag);
       this.#control = new PoolControl(this.#native, null, null);
-      const log = options.frontCache && this.#native.frontCacheLog();
-      if (log) this.#cache = new FrontCache(this.#native, log, options.frontCache!);
-      handles.set(this, this.#native);
+      this.#serve(options.frontCache);
       return;
     }
     this.attached = false;
@@ -204,8 +202,14 @@ export class Pool {
     }
     const adaptation = adaptive && new Adaptation(this.#native, adaptive, plan && (plan instanceof Plan ? plan : new Plan(plan)));
     this.#control = new PoolControl(this.#native, plan, adaptation);
+    this.#serve(frontCache);
+  }
+
+  // The last step of either constructor: the front cache over the native log (when asked for and the binding
+  // made one), and the handle other lib/ code reaches the native pool by.
+  #serve(frontCache: Required<FrontCacheOptions> | null): void {
     const log = frontCache && this.#native.frontCacheLog();
-    if (log) this.#cache = new FrontCache(this.#native, log, frontCache);
+    if (log) this.#cache = new FrontCache(this.#native, log, frontCache!);
     handles.set(this, this.#native);
   }
 
