@@ -11,6 +11,8 @@
  *
  *   npm run build && npx tsx bench/alloc.ts [--reps 15] [--json out.json]
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Pool, measureFaults } from '../dist/index.js';
 import { native, type NativeReplayer } from '../dist/native.js';
 import { nativePoolOf } from '../dist/pool.js';
@@ -18,11 +20,21 @@ import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
+// Every timed batch starts from a collected heap, so that no variant pays for the garbage of the one before
+// it (a batch of `new Float32Array` leaves megabytes of dead buffers that the next batch's scavenges would
+// sweep), and after a 20 ms pause, so that the collector's concurrent sweeping is done before the clock
+// starts. Each variant's own garbage is collected inside its own batch, which is long enough for that (tens
+// of ms and more; with short batches one variant's debts decided another's median: 4 KiB through the front
+// cache measured 410-530 ns in the bench and 230 ns alone, the same day).
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
 const KiB = 1024;
 const MiB = 1024 * KiB;
 const SIZES = [64, KiB, 4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB];
-// Operations per timed batch: enough that a batch takes milliseconds, not microseconds.
-const OPS: Record<number, number> = { 64: 50000, [KiB]: 50000, [4 * KiB]: 20000, [64 * KiB]: 5000, [MiB]: 500, [16 * MiB]: 40, [64 * MiB]: 12 };
+// Operations per timed batch: enough that a batch of the pool's takes tens of milliseconds.
+const OPS: Record<number, number> = { 64: 200000, [KiB]: 200000, [4 * KiB]: 100000, [64 * KiB]: 20000, [MiB]: 500, [16 * MiB]: 40, [64 * MiB]: 12 };
 
 function touchPages(x: Float32Array): void {
   for (let i = 0; i < x.length; i += 1024) x[i] = i;
@@ -107,6 +119,8 @@ for (const bytes of SIZES) {
   for (let rep = 0; rep < args.reps; rep++) {
     for (let k = 0; k < variants.length; k++) {
       const v = variants[(rep + k) % variants.length];
+      collectGarbage();
+      Atomics.wait(pause, 0, 0, 20);
       const start = process.hrtime.bigint();
       const measured = measureFaults(() => v.run(bytes, ops));
       const ns = Number(process.hrtime.bigint() - start) / ops;
