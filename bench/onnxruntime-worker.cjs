@@ -92,7 +92,7 @@ function finish() {
     type: 'finished',
     peakRssBytes: memory.peakRss,
     baseRssBytes,
-    pool: s && { hits: s.hits, borrows: s.borrows, osFallbacks: s.osFallbacks, osOversize: s.osOversize, arenaBytes: s.arenaBytes, peakBytesLive: s.peakBytesLive },
+    pool: s && { hits: s.hits, borrows: s.borrows, grown: s.grown, unplannedBorrows: s.unplannedBorrows, scheduleMisses: s.scheduleMisses, osFallbacks: s.osFallbacks, osOversize: s.osOversize, arenaBytes: s.arenaBytes, peakBytesLive: s.peakBytesLive },
   });
   process.disconnect();
 }

@@ -259,7 +259,7 @@ async function main(): Promise<void> {
     ),
   );
   for (const r of results) {
-    if (r.pool) console.log(`  ${r.config}: pool ${r.pool.hits} hits, ${r.pool.borrows} borrows, ${r.pool.osFallbacks} OS fallbacks, ${r.pool.osOversize} oversize; arena ${formatBytes(r.pool.arenaBytes)}`);
+    if (r.pool) console.log(`  ${r.config}: pool ${r.pool.hits} hits, ${r.pool.borrows} borrows (${r.pool.unplannedBorrows} unplanned), ${r.pool.grown} grown (pre-faulted), ${r.pool.scheduleMisses} schedule misses, ${r.pool.osFallbacks} OS fallbacks, ${r.pool.osOversize} oversize; arena ${formatBytes(r.pool.arenaBytes)}`);
   }
   console.log(`  per shape, ms (median): ${shapes.map((s) => s.join('x')).join(' | ')}`);
   for (const r of results) if (r.perShapeMs) console.log(`  ${r.config.padEnd(24)} ${Object.values(r.perShapeMs).map((v) => round(v, 1)).join(' | ')}`);
