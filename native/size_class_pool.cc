@@ -93,15 +93,18 @@ bool SizeClassPool::placeLayout(const PlanSpec& plan, uint64_t height, std::stri
   }
   for (uint32_t r = 0; r < count; ++r) {
     std::sort(sharing[r].begin(), sharing[r].end());
-    records_[r].sharersBegin = static_cast<uint32_t>(sharerWords_.size());
+    std::vector<SharerWord> words;
     for (uint32_t sharer : sharing[r]) {
-      if (sharerWords_.size() == records_[r].sharersBegin || sharerWords_.back().word != sharer / 64) {
-        sharerWords_.push_back({0, sharer / 64});
-      }
-      sharerWords_.back().mask |= uint64_t{1} << (sharer % 64);
+      if (words.empty() || words.back().word != sharer / 64) words.push_back({0, sharer / 64});
+      words.back().mask |= uint64_t{1} << (sharer % 64);
     }
-    records_[r].sharersEnd = static_cast<uint32_t>(sharerWords_.size());
-    pushRecord(r);
+    Record& record = records_[r];
+    const size_t nearCount = std::min(words.size(), std::size(record.near));
+    std::copy(words.begin(), words.begin() + nearCount, record.near);
+    record.sharersBegin = static_cast<uint32_t>(sharerWords_.size());
+    sharerWords_.insert(sharerWords_.end(), words.begin() + nearCount, words.end());
+    record.sharersEnd = static_cast<uint32_t>(sharerWords_.size());
+    pushRecord(r, record.classIndex);
   }
   return true;
 }
@@ -126,6 +129,10 @@ void SizeClassPool::setLiveBit(uint32_t r, bool live) {
 bool SizeClassPool::available(uint32_t r) const {
   if (isLive(r)) return false;
   const Record& record = records_[r];
+  // The near words are tested unconditionally: an unused one has an empty mask.
+  if ((liveBits_[record.near[0].word] & record.near[0].mask) | (liveBits_[record.near[1].word] & record.near[1].mask)) {
+    return false;
+  }
   for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
     if (liveBits_[sharerWords_[i].word] & sharerWords_[i].mask) return false;
   }
@@ -206,15 +213,14 @@ BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
 }
 
 void SizeClassPool::push(size_t cls, BlockHeader* header) {
-  if (shared_) return pushRecord(header->slot);
+  if (shared_) return pushRecord(header->slot, cls);
   counters_[cls].freeBlocks++;
   setNonEmpty(cls, true);
   header->next = heads_[cls];
   heads_[cls] = header;
 }
 
-void SizeClassPool::pushRecord(uint32_t r) {
-  const size_t cls = records_[r].classIndex;
+void SizeClassPool::pushRecord(uint32_t r, size_t cls) {
   counters_[cls].freeBlocks++;
   setNonEmpty(cls, true);
   setLiveBit(r, false);
@@ -365,12 +371,9 @@ void SizeClassPool::give(BlockHeader* header) {
     if (shared_) {
       const Record& record = records_[header->slot];
       setLiveBit(header->slot, false);
-      for (uint32_t i = record.sharersBegin; i < record.sharersEnd; ++i) {
-        for (uint64_t bits = sharerWords_[i].mask; bits; bits &= bits - 1) {
-          const uint32_t s = sharerWords_[i].word * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
-          if (available(s)) arena_->discard(records_[s].header->data(), capacityOf(records_[s].classIndex));
-        }
-      }
+      forEachSharer(record, [&](uint32_t s) {
+        if (available(s)) arena_->discard(records_[s].header->data(), capacityOf(records_[s].classIndex));
+      });
     }
   }
   push(header->classIndex, header);
