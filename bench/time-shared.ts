@@ -1,0 +1,68 @@
+/**
+ * What a time-shared block costs to serve (issue 13's "replay speed unchanged within 5%"): each trace's
+ * time-shared plan (`train(trace, { share: true })`) against its size-class plan (`share: false`), both
+ * served by the native replay loop with no touching (the pool's own work and the loop), in one process,
+ * repetitions interleaved in alternating order; the table shows medians over the second half.
+ *
+ * Blocks of a time-shared plan may share memory, so taking one tests its sharers' live bits and writes its
+ * header again (another block's data may have covered it); a size-class block is popped off a list.
+ *
+ *   npm run build && npx tsx bench/time-shared.ts [--reps 2000] [--json out.json] [--traces DIR] [trace ...]
+ */
+import path from 'node:path';
+
+import { Pool, readTrace, train, type Trace } from '../dist/index.js';
+import { native, type NativeReplayer } from '../dist/native.js';
+import { nativePoolOf } from '../dist/pool.js';
+import { formatTable, round } from '../dist/report/table.js';
+import { median } from '../dist/report/stats.js';
+import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
+
+const args = benchArgs(2000, { traces: { type: 'string' } });
+const machine = printHeader('time-shared: serving a time-shared plan against a size-class plan (native loop, touch none)');
+const ocr = path.resolve(__dirname, '../test/fixtures/traces/ocr_det_infer');
+const files = args.positionals.length
+  ? args.positionals
+  : [...benchTraces(args.values.traces as string | undefined), path.join(ocr, 'ocr-736x1280.csv.gz'), path.join(ocr, 'ocr-cycle.csv.gz')];
+const reps = args.quick ? Math.max(10, args.reps >> 4) : args.reps;
+
+interface Served {
+  pool: Pool;
+  replayer: NativeReplayer;
+  nsPerOp: number[];
+}
+
+function serve(trace: Trace, share: boolean): Served {
+  const pool = new Pool({ plan: train(trace, { share }), frontCache: false });
+  const replayer = new native.NativeReplayer(nativePoolOf(pool), trace.ops, trace.eventBuffer, trace.sizes, {
+    touch: 'none',
+    iterationMarks: true,
+  });
+  return { pool, replayer, nsPerOp: [] };
+}
+
+const rows = [];
+const results = [];
+for (const file of files) {
+  const trace = readTrace(file);
+  const shared = serve(trace, true);
+  const classes = serve(trace, false);
+  for (let rep = 0; rep < reps; rep++) {
+    for (const s of rep % 2 ? [shared, classes] : [classes, shared]) {
+      const start = process.hrtime.bigint();
+      s.replayer.run(false);
+      s.nsPerOp.push(Number(process.hrtime.bigint() - start) / trace.ops.length);
+    }
+  }
+  const steady = (s: Served) => median(s.nsPerOp.slice(s.nsPerOp.length >> 1));
+  const sharedNs = steady(shared);
+  const classesNs = steady(classes);
+  const fallbacks = shared.pool.stats().osFallbacks + classes.pool.stats().osFallbacks;
+  rows.push([traceLabel(file), trace.ops.length, round(sharedNs, 1), round(classesNs, 1), round(sharedNs / classesNs, 3), fallbacks]);
+  results.push({ trace: file, events: trace.ops.length, timeSharedNsPerOp: sharedNs, sizeClassesNsPerOp: classesNs, ratio: sharedNs / classesNs, osFallbacks: fallbacks });
+  shared.pool.close();
+  classes.pool.close();
+}
+console.log(formatTable(['trace', 'events', 'time-shared ns/op', 'size classes ns/op', 'ratio', 'OS fallbacks'], rows));
+console.log(`# ${reps} repetitions each, interleaved; medians of the second half; ns/op = a repetition's time / its events`);
+writeJson(args.json, { benchmark: 'time-shared', machine, reps, results });
