@@ -19,6 +19,8 @@
  * RSS growth compares the median of the last 10 one-second samples with the median of the 10 samples that
  * follow the warm-up (the first quarter of the run, which holds the first re-plans); as every re-plan sizes a
  * new arena from its own window, RSS steps with the plan, and the trend (least squares) is printed too.
+ * RSS not held by the pool (the leak measure) is broken down (node driver) into glibc's heap, its blocks in
+ * use and the memory it holds free (memoryUsage()), and V8's heaps.
  *
  *   npm run build && npx tsx bench/soak.ts [--ops 1e8] [--threads 4] [--workers 2] [--replan 1e7]
  *                                          [--window 1e6] [--driver node|native] [--json out.json] [trace ...]
@@ -101,6 +103,9 @@ interface SoakResult {
   peakLiveMiB: number;
   rssMiB: number[];
   poolMiB: number[];
+  /** The node driver: what RSS not held by the pool is made of, sampled with RSS (glibc's heap: blocks in
+   * use and held free; V8's heaps). */
+  parts?: { cHeapInUseMiB: number[]; cHeapFreeMiB: number[]; v8HeapMiB: number[] };
   /** The node driver: operations by the replays (native threads) and by the workers. */
   byNativeThreads?: number;
   byWorkers?: number;
@@ -173,6 +178,7 @@ async function nodeSoak(): Promise<SoakResult> {
   };
 
   const rssMiB: number[] = [], poolMiB: number[] = [];
+  const parts = { cHeapInUseMiB: [] as number[], cHeapFreeMiB: [] as number[], v8HeapMiB: [] as number[] };
   const start = process.hrtime.bigint();
   let nextSample = 0;
   for (;;) {
@@ -182,6 +188,10 @@ async function nodeSoak(): Promise<SoakResult> {
     if (seconds >= nextSample) {
       rssMiB.push(process.memoryUsage.rss() / MiB);
       poolMiB.push((stats.committedBytes + stats.osLiveBytes) / MiB);
+      const memory = native.memory();
+      parts.cHeapInUseMiB.push(memory.cHeapInUse / MiB);
+      parts.cHeapFreeMiB.push(memory.cHeapFree / MiB);
+      parts.v8HeapMiB.push(process.memoryUsage().heapTotal / MiB);
       nextSample++;
       process.stdout.write(`\r# ${round(seconds, 0)} s: ${(done / 1e6).toFixed(1)}M operations, ${replans} re-plans   `);
     }
@@ -225,6 +235,7 @@ async function nodeSoak(): Promise<SoakResult> {
     peakLiveMiB: stats.peakBytesLive / MiB,
     rssMiB,
     poolMiB,
+    parts,
     byNativeThreads: replayOps,
     byWorkers: workerOps,
   };
@@ -252,7 +263,18 @@ function report(result: SoakResult): void {
   console.log(
     formatTable(
       ['MiB', 'after warm-up', 'at end', 'growth (medians)', 'trend over the run after warm-up', 'min-max after warm-up'],
-      [['RSS', ...growthRow(rssGrowth)], ['RSS not held by the pool', ...growthRow(unheld)]],
+      [
+        ['RSS', ...growthRow(rssGrowth)],
+        ['RSS not held by the pool', ...growthRow(unheld)],
+        // Of which (the C heap also holds the pool's small OS fallbacks, counted as held by the pool):
+        ...(result.parts
+          ? [
+              ['  C heap, in use', ...growthRow(growth(result.parts.cHeapInUseMiB, warm))],
+              ['  C heap, held free', ...growthRow(growth(result.parts.cHeapFreeMiB, warm))],
+              ['  V8 heaps', ...growthRow(growth(result.parts.v8HeapMiB, warm))],
+            ]
+          : []),
+      ],
     ),
   );
   console.log(`# blocks live at the end ${result.liveBlocksAtEnd}, deferred ${result.deferredAtEnd}; ${rss.length} RSS samples; warm-up: the first ${warm}`);

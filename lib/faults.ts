@@ -3,7 +3,7 @@
  * of fresh anonymous memory: what every `new Float32Array(n)` of a few MiB costs); a major fault reads a
  * page from disk.
  */
-import { native } from './native.js';
+import { native, type MemoryUsage } from './native.js';
 import { checkFunction, checkOneOf, checkOptions } from './validate.js';
 
 export interface FaultCounts {
@@ -69,7 +69,10 @@ export function measureFaults<T>(
   return finish(result);
 }
 
-/** Resident set size of the process now and its high-water mark, in bytes. */
-export function memoryUsage(): { rss: number; peakRss: number } {
+/**
+ * Resident set size of the process now and its high-water mark, and the C library's heap (in use, and held
+ * free: what a pool's RSS is not), in bytes.
+ */
+export function memoryUsage(): MemoryUsage {
   return native.memory();
 }

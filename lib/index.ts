@@ -5,7 +5,7 @@ export { Pool, MAX_ALLOC_BYTES } from './pool.js';
 export { ProcessPool, processPool, preloadLibrary } from './process-pool.js';
 export type { ProcessPoolMode } from './process-pool.js';
 export type { PoolOptions, PoolStats, ClassStats, TypedArrayConstructor, FrontCacheOptions, FrontCacheStats, SharedPool, AttachOptions } from './pool.js';
-export type { PoolCounters } from './native.js';
+export type { PoolCounters, MemoryUsage } from './native.js';
 export type { AdaptiveOptions, AdaptiveStats, AdaptiveMode, PlanSwitch, IterationReport } from './adaptive.js';
 export { Plan, PLAN_FORMAT, PLAN_VERSION } from './plan.js';
 export type { PlanJson, PlanSource, PlanTraining } from './plan.js';

@@ -5,6 +5,18 @@
  */
 import path from 'node:path';
 
+/** The process's memory (memoryUsage()), in bytes. */
+export interface MemoryUsage {
+  /** Resident set size now. */
+  rss: number;
+  /** Its high-water mark since start. */
+  peakRss: number;
+  /** The C library's heap (every arena): bytes in blocks handed out, its own mapped ones included. 0 where the C library cannot say (not glibc >= 2.33). */
+  cHeapInUse: number;
+  /** Bytes the C library's heap holds free: memory freed by the program that it has not given back to the OS. */
+  cHeapFree: number;
+}
+
 export interface NativeFaultCounts {
   minor: number;
   major: number;
@@ -268,7 +280,7 @@ export interface NativeAddon {
   NativeFaultMeter: new () => NativeFaultMeter;
   processFaults(): NativeFaultCounts;
   /** With `true`, resets the peak to the current RSS first. */
-  memory(resetPeak?: boolean): { rss: number; peakRss: number };
+  memory(resetPeak?: boolean): MemoryUsage;
   bufferAddress(buffer: ArrayBuffer): number;
   /** Lends `pool` to the ONNX Runtime loaded from `libraryPath`; its version. Throws ERR_TP_ONNXRUNTIME. */
   registerOrtAllocator(libraryPath: string, pool: NativePool): string;

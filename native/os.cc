@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,15 @@ uint64_t residentBytes() {
   char* end = nullptr;
   strtoull(buf, &end, 10);  // first field: total program size; the second is the resident set
   return strtoull(end, nullptr, 10) * pageSize();
+}
+
+CHeapBytes cHeapBytes() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  const struct mallinfo2 info = mallinfo2();
+  return {info.uordblks + info.hblkhd, info.fordblks};
+#else
+  return {};
+#endif
 }
 
 uint64_t peakResidentBytes() {

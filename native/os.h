@@ -116,6 +116,14 @@ uint64_t peakResidentBytes();
 // Resets the high-water mark to the current RSS (writes 5 to /proc/self/clear_refs). Returns 0 or -1.
 int resetPeakResident();
 
+// The C library's heap, all its arenas: bytes in blocks handed out (mapped ones included) and bytes it
+// holds free. Both 0 where the C library cannot say (not glibc >= 2.33).
+struct CHeapBytes {
+  uint64_t inUse = 0;
+  uint64_t free = 0;
+};
+CHeapBytes cHeapBytes();
+
 // Monotonic clock in nanoseconds (vDSO; no system call on x86-64).
 uint64_t monotonicNs();
 

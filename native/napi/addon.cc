@@ -62,12 +62,15 @@ Napi::Value Addon::ProcessFaults(const Napi::CallbackInfo& info) {
   return faultCountsObject(info.Env(), os::processFaults());
 }
 
-// -> { rss, peakRss } in bytes; with `true`, the peak is reset to the current RSS first.
+// -> { rss, peakRss, cHeapInUse, cHeapFree } in bytes; with `true`, the peak is reset to the current RSS first.
 Napi::Value Addon::Memory(const Napi::CallbackInfo& info) {
   if (info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value()) os::resetPeakResident();
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("rss", Napi::Number::New(info.Env(), static_cast<double>(os::residentBytes())));
   o.Set("peakRss", Napi::Number::New(info.Env(), static_cast<double>(os::peakResidentBytes())));
+  const os::CHeapBytes heap = os::cHeapBytes();
+  o.Set("cHeapInUse", Napi::Number::New(info.Env(), static_cast<double>(heap.inUse)));
+  o.Set("cHeapFree", Napi::Number::New(info.Env(), static_cast<double>(heap.free)));
   return o;
 }
 
