@@ -12,7 +12,8 @@ namespace {
 // The plan with its layout's blocks renumbered in the order of their offsets (the schedule's block names
 // follow). A block's record number is its layout index, and the blocks that share a block's memory are
 // then mostly its neighbours in that order: their live bits fall into one or two words, where the order of
-// training scattered them (a plan over six shapes of the OCR model: up to 8 words a block).
+// training scattered them (a plan over six shapes of the OCR model: 5.6 words a block on average as
+// trained, 2.3 by offset).
 PlanSpec withLayoutInOffsetOrder(const PlanSpec& plan) {
   const size_t count = plan.layout.size();
   std::vector<uint32_t> byOffset(count);
