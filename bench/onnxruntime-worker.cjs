@@ -22,9 +22,9 @@ const values = new Map(); // "name:type:dims" -> a typed array of the input's va
 function valuesOf({ name, type, dims }) {
   const key = `${name}:${type}:${dims.join('x')}`;
   if (!values.has(key)) {
-    const Array = ARRAYS[type];
-    if (!Array) throw new Error(`input ${name} is of type ${type}, which this benchmark does not fill`);
-    const array = new Array(dims.reduce((a, b) => a * b, 1));
+    const TypedArray = ARRAYS[type];
+    if (!TypedArray) throw new Error(`input ${name} is of type ${type}, which this benchmark does not fill`);
+    const array = new TypedArray(dims.reduce((a, b) => a * b, 1));
     for (let i = 0; i < array.length; i++) {
       const hash = (i * 2654435761) % 4093;
       if (type === 'bool') array[i] = i % 2;
