@@ -30,9 +30,10 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { getHeapStatistics } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 
-import { Pool, readTrace, train, type Trace } from '../dist/index.js';
+import { Pool, memoryUsage, readTrace, train, type Trace } from '../dist/index.js';
 import { native } from '../dist/native.js';
 import { toNativePlan } from '../dist/plan-spec.js';
 import { nativePoolOf } from '../dist/pool.js';
@@ -186,12 +187,12 @@ async function nodeSoak(): Promise<SoakResult> {
     const done = stats.allocs + stats.releases;
     const seconds = Number(process.hrtime.bigint() - start) / 1e9;
     if (seconds >= nextSample) {
-      rssMiB.push(process.memoryUsage.rss() / MiB);
+      const memory = memoryUsage();
+      rssMiB.push(memory.rss / MiB);
       poolMiB.push((stats.committedBytes + stats.osLiveBytes) / MiB);
-      const memory = native.memory();
       parts.cHeapInUseMiB.push(memory.cHeapInUse / MiB);
       parts.cHeapFreeMiB.push(memory.cHeapFree / MiB);
-      parts.v8HeapMiB.push(process.memoryUsage().heapTotal / MiB);
+      parts.v8HeapMiB.push(getHeapStatistics().total_heap_size / MiB);
       nextSample++;
       process.stdout.write(`\r# ${round(seconds, 0)} s: ${(done / 1e6).toFixed(1)}M operations, ${replans} re-plans   `);
     }

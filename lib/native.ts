@@ -17,6 +17,9 @@ export interface MemoryUsage {
   cHeapFree: number;
 }
 
+/** How a replay touches each allocation (replay()'s `touch` option). */
+export type TouchMode = 'pages' | 'full' | 'none' | 'verify';
+
 export interface NativeFaultCounts {
   minor: number;
   major: number;
@@ -266,7 +269,7 @@ export interface NativeAddon {
     ops: Uint8Array,
     buffers: Int32Array,
     sizes: Float64Array,
-    options: { touch: 'none' | 'pages' | 'full' | 'verify'; iterationMarks: boolean; unmarked?: boolean },
+    options: { touch: TouchMode; iterationMarks: boolean; unmarked?: boolean },
   ) => NativeReplayer;
   NativePool: {
     new (plan: NativePlanSpec | null, options: NativePoolOptions): NativePool;

@@ -4,7 +4,7 @@
  * free a `pool.release()`. What a JS program pays per tensor (with the front cache on Node.js >= 22), next
  * to the native loop's cost of the same pool.
  */
-import { native, type NativeFaultMeter, type NativeRepetition } from '../native.js';
+import { native, type NativeFaultMeter, type NativeRepetition, type TouchMode } from '../native.js';
 import type { Pool } from '../pool.js';
 import { EventOp, type Trace } from '../trace/trace.js';
 
@@ -13,14 +13,14 @@ const PAGE = 4096;
 export class JsReplayer {
   readonly #pool: Pool;
   readonly #trace: Trace;
-  readonly #touch: 'none' | 'pages' | 'full' | 'verify';
+  readonly #touch: TouchMode;
   readonly #iterationMarks: boolean;
   readonly #meter: NativeFaultMeter = new native.NativeFaultMeter();
   readonly #buffers: (ArrayBuffer | undefined)[];
 
   #repetitions = 0;
 
-  constructor(pool: Pool, trace: Trace, options: { touch: 'none' | 'pages' | 'full' | 'verify'; iterationMarks: boolean }) {
+  constructor(pool: Pool, trace: Trace, options: { touch: TouchMode; iterationMarks: boolean }) {
     this.#pool = pool;
     this.#trace = trace;
     this.#touch = options.touch;

@@ -1,5 +1,5 @@
 /** Messages between a replay and its workers (one child process per allocator). */
-import type { NativeRepetition } from '../native.js';
+import type { NativeRepetition, TouchMode } from '../native.js';
 
 export interface WorkerInit {
   type: 'init';
@@ -7,7 +7,7 @@ export interface WorkerInit {
   allocator: 'pool' | 'pool-js' | 'offsets' | 'libc' | 'preload' | 'ideal';
   /** The size-class plan (pool, pool-js) or the offset plan (offsets, ideal). */
   planPath?: string;
-  touch: 'none' | 'pages' | 'full' | 'verify';
+  touch: TouchMode;
   iterationMarks: boolean;
   /** A library name that must appear in /proc/self/maps (the preloaded allocator), checked at start. */
   mapsName?: string;

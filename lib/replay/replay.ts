@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { TensorPoolError } from '../errors.js';
-import { packageRoot } from '../native.js';
+import { packageRoot, type TouchMode } from '../native.js';
 import { OffsetPlan } from '../offset-plan.js';
 import { Plan } from '../plan.js';
 import { machineInfo, type MachineInfo } from '../report/machine.js';
@@ -21,7 +21,7 @@ import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } fro
 import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, usesClassPlan, usesOffsetPlan, type AllocatorName, type AllocatorSpec } from './allocators.js';
 import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';
 
-export type TouchMode = 'pages' | 'full' | 'none' | 'verify';
+export type { TouchMode };
 export const TOUCH_MODES: readonly TouchMode[] = ['pages', 'full', 'none', 'verify'];
 
 export interface ReplayOptions {
