@@ -285,6 +285,8 @@ export interface NativeAddon {
   /** With `true`, resets the peak to the current RSS first. */
   memory(resetPeak?: boolean): MemoryUsage;
   bufferAddress(buffer: ArrayBuffer): number;
+  /** Detaches `buffer`, so that V8 frees its memory now if no other handle shares it; false if it cannot be detached. */
+  freeBuffer(buffer: ArrayBuffer): boolean;
   /** Lends `pool` to the ONNX Runtime loaded from `libraryPath`; its version. Throws ERR_TP_ONNXRUNTIME. */
   registerOrtAllocator(libraryPath: string, pool: NativePool): string;
   unregisterOrtAllocator(): void;

@@ -13,6 +13,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { types } from 'node:util';
 
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
 
@@ -206,7 +207,9 @@ export class PooledSession {
   readonly #marked: { markIteration(): void }[];
   // Output shapes by input signature, learned from the first run with those inputs; null: data-dependent.
   readonly #outputShapes = new Map<string, Map<string, OutputShape> | null>();
+  // Outputs ONNX Runtime allocated (onnxruntime-node's ArrayBuffers in the C heap), and those released.
   readonly #runtimeOutputs = new WeakSet<Tensor>();
+  readonly #freedOutputs = new WeakSet<Tensor>();
   // The buffers each run in flight reads or writes, and its promise.
   readonly #inFlight = new Set<{ settled: Promise<unknown>; buffers: Set<ArrayBufferLike> }>();
   readonly #releasing = new WeakSet<ArrayBufferLike>();
@@ -295,8 +298,16 @@ export class PooledSession {
     } finally {
       this.#inFlight.delete(flight);
     }
-    if (fetches) Object.assign(result, fetches);
-    else this.#learn(key, result);
+    if (fetches) {
+      // onnxruntime-node returns a copy of each output written into `fetches`, in a new ArrayBuffer of the C
+      // heap that nobody will see. Left to the garbage collector, such copies are freed in bursts, glibc
+      // gives its heap back to the OS and the next runs fault it in again: free each one now.
+      const kept = new Set([...Object.values(fetches), ...Object.values(feeds)].map((t) => (t.data as ArrayBufferView).buffer));
+      for (const [name, tensor] of Object.entries(result)) if (name in fetches) freeOwnBuffer(tensor, kept);
+      Object.assign(result, fetches);
+    } else {
+      this.#learn(key, result);
+    }
     for (const [name, tensor] of Object.entries(result)) if (!fetches || !(name in fetches)) this.#runtimeOutputs.add(tensor);
     return result;
   }
@@ -308,31 +319,37 @@ export class PooledSession {
   }
 
   /**
-   * Gives tensors back to the pool. A tensor that a run in flight reads or writes goes back (and its buffer
-   * is detached) once that run has settled; others at once. Outputs ONNX Runtime allocated itself are left
-   * to it (freed with their JS object). Throws for a tensor already released or not from the pool.
+   * Gives tensors back: a pool tensor to the pool, an output ONNX Runtime allocated itself to the C heap
+   * (its buffer freed now rather than at a garbage collection). Either way the buffer is detached. A tensor
+   * that a run in flight reads or writes goes back once that run has settled; others at once. Throws for a
+   * tensor already released or neither from the pool nor a run's output.
    */
   release(...tensors: Tensor[]): void {
     for (const tensor of tensors) {
       if (!tensor || typeof tensor !== 'object' || !ArrayBuffer.isView((tensor as Tensor).data)) {
         throw invalidArgument('type', `release() takes tensors, got ${describe(tensor)}`);
       }
-      if (this.#runtimeOutputs.has(tensor)) continue;
       const view = tensor.data as ArrayBufferView;
       const buffer = view.buffer;
-      if (this.#releasing.has(buffer)) {
+      if (this.#releasing.has(buffer) || this.#freedOutputs.has(tensor)) {
         throw new TensorPoolError('ERR_TP_DOUBLE_RELEASE', 'this tensor was already released (it goes back once its run settles)');
+      }
+      let giveBack = (): void => this.pool.release(view);
+      if (this.#runtimeOutputs.has(tensor)) {
+        this.#runtimeOutputs.delete(tensor);
+        this.#freedOutputs.add(tensor);
+        giveBack = () => freeOwnBuffer(tensor, new Set());
       }
       const runs = [...this.#inFlight].filter((run) => run.buffers.has(buffer)).map((run) => run.settled);
       if (runs.length === 0) {
-        this.pool.release(view);
+        giveBack();
         continue;
       }
       this.#releasing.add(buffer);
       void Promise.all(runs).then(() => {
         this.#releasing.delete(buffer);
         try {
-          this.pool.release(view);
+          giveBack();
         } catch (error) {
           process.emitWarning(`tensorpool: a tensor released during a run could not go back: ${(error as Error).message}`);
         }
@@ -409,3 +426,13 @@ export class PooledSession {
 }
 
 function nothing(): void {}
+
+/**
+ * Frees a tensor's memory at once by detaching its ArrayBuffer, when the tensor views the whole of it and
+ * `kept` does not hold it (a buffer shared with another tensor is left to the garbage collector).
+ */
+function freeOwnBuffer(tensor: Tensor | undefined, kept: ReadonlySet<ArrayBufferLike>): void {
+  const view = tensor?.data;
+  if (!ArrayBuffer.isView(view) || !types.isArrayBuffer(view.buffer) || kept.has(view.buffer)) return;
+  if (view.byteOffset === 0 && view.byteLength === view.buffer.byteLength) native.freeBuffer(view.buffer);
+}

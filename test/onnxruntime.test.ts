@@ -98,6 +98,37 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     pool.close();
   });
 
+  it("release() frees ONNX Runtime's own outputs, and run() frees the copy onnxruntime-node makes of a pre-allocated one", async () => {
+    const expected = await reference();
+    const pool = new Pool();
+    const session = await PooledSession.create(pool, modelFile, { activations: 'runtime', sessionOptions: { intraOpNumThreads: 1 } });
+    // What onnxruntime-node itself returns, before PooledSession puts the pooled outputs in its place.
+    const returned: Record<string, ort.Tensor>[] = [];
+    const ortRun = session.session.run.bind(session.session) as (...args: unknown[]) => Promise<Record<string, ort.Tensor>>;
+    (session.session as unknown as { run: unknown }).run = async (...args: unknown[]) => {
+      const result = await ortRun(...args);
+      returned.push({ ...result });
+      return result;
+    };
+    const x = session.tensor('float32', dims);
+    (x.data as Float32Array).set(inputValues(BATCH));
+    const first = (await session.run({ x })).y; // its shape not known yet: ONNX Runtime's own output
+    expect(first).toBe(returned[0].y);
+    expect(Float32Array.from(first.data as Float32Array)).toEqual(expected);
+    session.release(first);
+    expect((first.data as Float32Array).length).toBe(0); // detached, its memory freed
+    expectCode(() => session.release(first), 'ERR_TP_DOUBLE_RELEASE');
+
+    const second = (await session.run({ x })).y; // pre-allocated in the pool
+    expect(second === returned[1].y).toBe(false); // onnxruntime-node handed back a copy of it...
+    expect((returned[1].y.data as Float32Array).length).toBe(0); // ...which is freed already
+    expect(Float32Array.from(second.data as Float32Array)).toEqual(expected);
+    session.release(x, second);
+    expect(pool.stats().liveBlocks).toBe(0);
+    await session.close();
+    pool.close();
+  });
+
   it("ONNX Runtime's own allocations come from the lent pool: the same outputs, no page fault per run in the steady state", async () => {
     const expected = await reference();
     const pool = new Pool();

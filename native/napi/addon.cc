@@ -32,6 +32,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                            InstanceMethod<&Addon::ProcessFaults>("processFaults"),
                            InstanceMethod<&Addon::Memory>("memory"),
                            InstanceMethod<&Addon::BufferAddress>("bufferAddress"),
+                           InstanceMethod<&Addon::FreeBuffer>("freeBuffer"),
                            InstanceValue("trainSizeClasses", Napi::Function::New(env, TrainSizeClasses)),
                            InstanceValue("trainTimeShared", Napi::Function::New(env, TrainTimeShared)),
                            InstanceValue("planOffsets", Napi::Function::New(env, PlanOffsets)),
@@ -78,6 +79,14 @@ Napi::Value Addon::Memory(const Napi::CallbackInfo& info) {
 Napi::Value Addon::BufferAddress(const Napi::CallbackInfo& info) {
   Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
   return Napi::Number::New(info.Env(), static_cast<double>(reinterpret_cast<uintptr_t>(buffer.Data())));
+}
+
+// (buffer) -> whether it was detached. Detaching drops V8's reference to the backing store, so memory no
+// other handle shares goes back to its allocator now instead of at a garbage collection. false for a
+// buffer that cannot be detached (napi_detachable_arraybuffer_expected); nothing is thrown for that.
+Napi::Value Addon::FreeBuffer(const Napi::CallbackInfo& info) {
+  Napi::ArrayBuffer buffer = requireArrayBufferArg(info, 0, "buffer");
+  return Napi::Boolean::New(info.Env(), napi_detach_arraybuffer(info.Env(), buffer) == napi_ok);
 }
 
 }  // namespace tp::napi

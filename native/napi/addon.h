@@ -30,6 +30,7 @@ class Addon : public Napi::Addon<Addon> {
   Napi::Value ProcessFaults(const Napi::CallbackInfo& info);
   Napi::Value Memory(const Napi::CallbackInfo& info);
   Napi::Value BufferAddress(const Napi::CallbackInfo& info);
+  Napi::Value FreeBuffer(const Napi::CallbackInfo& info);
 
   std::vector<std::shared_ptr<Stream>> streams_;
 };
