@@ -111,7 +111,7 @@ async function runOnce(shape, recordTo) {
   } else {
     const feeds = {};
     for (const input of inputs) feeds[input.name] = session.tensor(input.type, input.dims);
-    if (recordTo) pool.stopRecording('onnxruntime').writeCsv(recordTo);
+    if (recordTo) (config.route === 'process' ? processPool() : pool).stopRecording('onnxruntime').writeCsv(recordTo);
     for (const input of inputs) feeds[input.name].data.set(valuesOf(input));
     const pending = session.run(feeds);
     for (const input of inputs) session.release(feeds[input.name]);

@@ -180,7 +180,7 @@ async function preparePlans(): Promise<{ lend?: string; run?: string }> {
     const p: Participant = { name: 'tensorpool-run-planned', runs: [], rss: [] };
     await initialise(p, {}, file);
     await ask(p, { type: 'cycle' });
-    await ask(p, { type: 'cycle' });
+    await ask(p, { type: 'cycle', record: file });
     await ask(p, { type: 'finish' });
     await new Promise((resolve) => (p.child?.exitCode !== null ? resolve(null) : p.child!.on('exit', resolve)));
     if (p.error) throw new Error(`recording for tensorpool-run-planned: ${p.error}`);

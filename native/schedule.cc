@@ -58,6 +58,7 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
       ahead.erase(taken);
       cursor->at++;
     }
+    cursor->strays = 0;
     return entry;
   }
   // The same order so far: the latest schedule whose sizes since the mark are the run's (later iterations
@@ -66,6 +67,7 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
     for (size_t s = starts_.size() - 1; s-- > 0;) {
       if (k < length(s) && prefixes_[starts_[s] + k] == cursor->hash) {
         cursor->at = starts_[s] + k + 1;
+        cursor->strays = 0;
         return &entries_[starts_[s] + k];
       }
     }
@@ -76,7 +78,8 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   for (size_t s = starts_.size() - 1; !entry && k == 0 && s-- > 0;) {
     if (length(s) > 0 && (entry = takeAhead(cursor, starts_[s], bytes))) cursor->at = starts_[s];
   }
-  if (!entry) cursor->lost = true;
+  if (entry) cursor->strays = 0;
+  else if (++cursor->strays >= kStrays) cursor->lost = true;
   return entry;
 }
 

@@ -25,7 +25,8 @@ class Schedules {
     uint64_t hash = 0;       // of the sizes asked for since the mark
     uint64_t at = 0;         // the entry expected next; past a schedule's end, the next schedule's first
                              // (a run that does not mark its iterations goes on as the trace did)
-    bool lost = false;       // no schedule matches this iteration's sizes so far
+    bool lost = false;       // the run has stopped following any schedule this iteration
+    uint32_t strays = 0;     // allocations in a row that no schedule entry matched
     bool reordered = false;  // an entry was taken ahead of `at`: the run's order departs from the trace's
     std::vector<uint64_t> ahead;  // entries at or after `at` already taken out of order
   };
@@ -35,12 +36,15 @@ class Schedules {
   // iteration of that multiset of sizes, if one did: a run that goes on cycling through input shapes after
   // the recording continues the recording's cycle. Otherwise the last `cycle` schedules in turn.
   void begin(Cursor* cursor, uint64_t iteration, uint64_t endedSizes = 0, uint64_t endedCount = 0) const;
-  // The entry for the next allocation, of `bytes`, or nullptr when no schedule matches the run so far.
+  // The entry for the next allocation, of `bytes`, or nullptr when no schedule has one for it.
   // Threads that allocate side by side (a runtime loading weights in parallel) change the order, not the
   // sizes: an allocation that is not the entry expected takes the first entry of its size within the next
-  // kLookahead that no allocation has taken yet.
+  // kLookahead that no allocation has taken yet. One that no entry matches (a thread or a one-off buffer the
+  // recording did not have) misses alone; after kStrays such in a row the run follows no schedule until
+  // the next mark (it has left the trained patterns: searching on would cost every allocation).
   const ScheduleEntry* next(Cursor* cursor, uint64_t bytes) const;
   static constexpr uint64_t kLookahead = 256;
+  static constexpr uint32_t kStrays = 16;
   // The entries next() returns next while the run asks for their sizes in order, at most `max` of them
   // into `out`; how many. None once the run is lost.
   size_t upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const;

@@ -178,20 +178,43 @@ export function outlivesIteration(trace: Trace): boolean {
 /**
  * How many iterations the trace's pattern repeats after: the smallest p for which each of the last p
  * iterations asked for the same sizes (as a multiset: threads may reorder them) as the iteration p before
- * it. 1 for a training loop's identical steps; the number of
- * input shapes for a recorded cycle of them (the session's creation first); 0 when no such p exists.
+ * it. 1 for a training loop's identical steps; the number of input shapes for a recorded cycle of them (the
+ * session's creation first). Where no p repeats exactly, the smallest p whose iterations differ from those
+ * p before by at most 2% of their allocations: a process recorded from its start (`tensorpool run
+ * --record`) also records its first cycle's one-off allocations (buffers made once and kept, outputs
+ * learned), and only the last p iterations are laid out to repeat. 0 when no such p exists.
  */
 export function repeatingPeriod(trace: Trace): number {
   const firsts = trace.iterationFirstBuffers();
   const n = firsts.length;
-  const patterns = firsts.map((start, i) => {
-    const sizes = Array.from(trace.sizes.subarray(start, i + 1 < n ? firsts[i + 1] : trace.bufferCount));
-    return sizes.sort((a, b) => a - b).join(',');
-  });
-  for (let p = 1; 2 * p <= n; p++) {
-    let repeats = true;
-    for (let i = n - p; i < n && repeats; i++) repeats = patterns[i] === patterns[i - p];
-    if (repeats) return p;
+  const patterns = firsts.map((start, i) => Array.from(trace.sizes.subarray(start, i + 1 < n ? firsts[i + 1] : trace.bufferCount)).sort((a, b) => a - b));
+  const periodWithin = (tolerance: number): number => {
+    for (let p = 1; 2 * p <= n; p++) {
+      let repeats = true;
+      for (let i = n - p; i < n && repeats; i++) {
+        const a = patterns[i];
+        const b = patterns[i - p];
+        repeats = multisetDifference(a, b) <= Math.floor(tolerance * Math.max(a.length, b.length));
+      }
+      if (repeats) return p;
+    }
+    return 0;
+  };
+  return periodWithin(0) || periodWithin(0.02);
+}
+
+/** How many elements two sorted lists do not have in common (the size of their multisets' symmetric difference). */
+function multisetDifference(a: readonly number[], b: readonly number[]): number {
+  let i = 0;
+  let j = 0;
+  let common = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i] === b[j]) {
+      common++;
+      i++;
+      j++;
+    } else if (a[i] < b[j]) i++;
+    else j++;
   }
-  return 0;
+  return a.length + b.length - 2 * common;
 }

@@ -204,6 +204,26 @@ TEST(allocations_in_another_order_still_take_their_scheduled_blocks) {
   }
 }
 
+TEST(stray_allocations_miss_alone_and_the_iteration_keeps_its_schedule) {
+  // A process recorded under the preload library meets allocations its recording did not have (another
+  // thread's, a one-off buffer): each one misses, and the allocations after it still take their blocks.
+  std::mt19937_64 rng(9);
+  std::vector<Pattern> shapes{makePattern(rng, 1.0, 200), makePattern(rng, 0.6, 200)};
+  const PlanSpec plan = trainShared(shapes);
+  auto pool = makePool(plan);
+  Shadow shadow;
+  for (int round = 0; round < 10; ++round) {
+    const Pattern& p = shapes[round % 2];
+    const PoolStats before = pool->stats();
+    run(*pool, shadow, p, rng, 3);  // an extra allocation of a size never planned after one in five
+    const PoolStats after = pool->stats();
+    // Not all: an extra, held a while, may lie on memory a later tensor's block shares (measured: 166-197
+    // of 200 here; 1 when the first stray lost the rest of the iteration).
+    CHECK((after.scheduleHits - before.scheduleHits) * 4 >= p.sizes.size() * 3);
+    CHECK(after.scheduleMisses - before.scheduleMisses > 0);  // the extras
+  }
+}
+
 TEST(time_shared_blocks_never_overlap_while_live_however_the_run_departs) {
   std::mt19937_64 rng(11);
   std::vector<Pattern> shapes;
