@@ -57,7 +57,8 @@ export interface AdaptiveOptions {
   replanAfter?: number;
   /** Iterations after a switch during which drift is not judged. Default 4. */
   cooldownIterations?: number;
-  /** Iterations a recording may take to find a stable window before it is abandoned. Default 16. */
+  /** Iterations a recording may take to find a stable window before it is abandoned. Default 32: a cycle of
+   *  8 input shapes seen twice after a first cycle whose one-off allocations make it differ. */
   recordLimit?: number;
   /** Recorded events held at most (16 bytes each). Default 4 Mi events (64 MiB). */
   maxRecordEvents?: number;
@@ -178,7 +179,7 @@ export function checkAdaptiveOptions(value: unknown): Settings {
     replanThreshold: threshold,
     replanAfter: integer('replanAfter', 2, 1),
     cooldownIterations: integer('cooldownIterations', 4, 0),
-    recordLimit: integer('recordLimit', Math.max(16, stableIterations), stableIterations),
+    recordLimit: integer('recordLimit', Math.max(32, stableIterations), stableIterations),
     maxRecordEvents: integer('maxRecordEvents', DEFAULT_RECORD_EVENTS, 16, 2 ** 40),
     train: o.train,
     background: o.background === undefined ? true : checkBoolean(o.background, 'options.adaptive.background'),
