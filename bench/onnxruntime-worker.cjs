@@ -136,6 +136,11 @@ async function cycle(message) {
   process.send({ type: 'cycle', runs, rssBytes: memoryUsage().rss });
 }
 
+// Where adaptive mode stands at the end: its mode, the iterations it switched at, why it last gave up.
+function adaptiveSummary(a) {
+  return a && { mode: a.mode, switchedAt: a.history.map((h) => h.iteration), abandoned: a.abandoned, lastError: a.lastError };
+}
+
 function finish() {
   const memory = memoryUsage();
   // The pool that serves ONNX Runtime: the process pool on the preload route, else the session's.
@@ -145,7 +150,7 @@ function finish() {
     type: 'finished',
     peakRssBytes: memory.peakRss,
     baseRssBytes,
-    pool: s && { hits: s.hits, borrows: s.borrows, grown: s.grown, unplannedBorrows: s.unplannedBorrows, scheduleMisses: s.scheduleMisses, osFallbacks: s.osFallbacks, osOversize: s.osOversize, arenaBytes: s.arenaBytes, peakBytesLive: s.peakBytesLive },
+    pool: s && { hits: s.hits, borrows: s.borrows, grown: s.grown, unplannedBorrows: s.unplannedBorrows, scheduleMisses: s.scheduleMisses, osFallbacks: s.osFallbacks, osOversize: s.osOversize, arenaBytes: s.arenaBytes, peakBytesLive: s.peakBytesLive, adaptive: adaptiveSummary(s.adaptive) },
   });
   process.disconnect();
 }

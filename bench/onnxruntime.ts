@@ -12,7 +12,7 @@
  *   tensorpool-run-planned ... with TENSORPOOL_PLAN trained from a run recorded with TENSORPOOL_RECORD
  *
  * The first cycle warms up; the table is over the cycles after it: ms per run (median, p95), minor page
- * faults per run (the whole process), RSS at the end of each cycle (median; whole, and above the worker's
+ * faults per run (the whole process; also cycle by cycle), RSS at the end of each cycle (median; whole, and above the worker's
  * RSS before the session and the pool were made: the weights and the tensors) and at its peak. Every
  * configuration's outputs are compared bit for bit with ort-arena's. Writes --json and --html if asked.
  *
@@ -75,6 +75,15 @@ interface Run {
   minorFaults: number;
   hash: string;
 }
+interface AdaptiveSummary {
+  mode: string;
+  switchedAt: number[];
+  abandoned: number;
+  lastError: string | null;
+}
+type PoolSummary = Record<'hits' | 'borrows' | 'grown' | 'unplannedBorrows' | 'scheduleMisses' | 'osFallbacks' | 'osOversize' | 'arenaBytes' | 'peakBytesLive', number> & {
+  adaptive: AdaptiveSummary | null;
+};
 interface Participant {
   name: ConfigName;
   child?: ChildProcess;
@@ -82,7 +91,7 @@ interface Participant {
   rss: number[];
   peakRssBytes?: number;
   baseRssBytes?: number;
-  pool?: Record<string, number>;
+  pool?: PoolSummary;
   error?: string;
   pending?: { resolve: (m: any) => void };
 }
@@ -189,11 +198,19 @@ async function preparePlans(): Promise<{ lend?: string; run?: string }> {
   return plans;
 }
 
+/** Adaptive mode at the end of the run: when it switched, or why it did not. */
+function adaptiveNote(a: AdaptiveSummary | null): string {
+  if (!a) return '';
+  const switched = a.switchedAt.length > 0 ? `switched after iteration ${a.switchedAt.join(', ')}` : 'never switched';
+  return `; adaptive: ${a.mode}, ${switched}${a.abandoned ? `, ${a.abandoned} attempt(s) abandoned (${a.lastError})` : ''}`;
+}
+
 function percentile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 const median = (values: number[]) => percentile(values, 0.5);
+const meanFaults = (runs: Run[]) => runs.reduce((a, r) => a + r.minorFaults, 0) / runs.length;
 
 async function main(): Promise<void> {
   const machine = printHeader('onnxruntime-node: a real model served by ONNX Runtime\'s arena, the peers and tensorpool');
@@ -235,7 +252,9 @@ async function main(): Promise<void> {
       ...(p.error && { error: p.error }),
       msMedian: steady.length ? median(ms) : null,
       msP95: steady.length ? percentile(ms, 0.95) : null,
-      faultsPerRun: steady.length ? steady.reduce((a, r) => a + r.minorFaults, 0) / steady.length : null,
+      faultsPerRun: steady.length ? meanFaults(steady) : null,
+      // Cycle by cycle: where adaptive mode switched, the cycle that built the plan's arena shows.
+      faultsPerCycle: p.runs.slice(1).map(meanFaults),
       steadyRssBytes: p.rss.length > 1 ? median(p.rss.slice(1)) : null,
       // RSS above what the worker held before the session and the pool existed: the weights and tensors.
       tensorRssBytes: p.rss.length > 1 && p.baseRssBytes ? median(p.rss.slice(1)) - p.baseRssBytes : null,
@@ -267,8 +286,10 @@ async function main(): Promise<void> {
     ),
   );
   for (const r of results) {
-    if (r.pool) console.log(`  ${r.config}: pool ${r.pool.hits} hits, ${r.pool.borrows} borrows (${r.pool.unplannedBorrows} unplanned), ${r.pool.grown} grown (pre-faulted), ${r.pool.scheduleMisses} schedule misses, ${r.pool.osFallbacks} OS fallbacks, ${r.pool.osOversize} oversize; arena ${formatBytes(r.pool.arenaBytes)}`);
+    if (r.pool) console.log(`  ${r.config}: pool ${r.pool.hits} hits, ${r.pool.borrows} borrows (${r.pool.unplannedBorrows} unplanned), ${r.pool.grown} grown (pre-faulted), ${r.pool.scheduleMisses} schedule misses, ${r.pool.osFallbacks} OS fallbacks, ${r.pool.osOversize} oversize; arena ${formatBytes(r.pool.arenaBytes)}${adaptiveNote(r.pool.adaptive)}`);
   }
+  console.log('  page faults per run, cycle by cycle:');
+  for (const r of results) if (r.faultsPerCycle.length) console.log(`  ${r.config.padEnd(24)} ${r.faultsPerCycle.map((f) => Math.round(f)).join(' | ')}`);
   console.log(`  per shape, ms (median): ${shapes.map((s) => s.join('x')).join(' | ')}`);
   for (const r of results) if (r.perShapeMs) console.log(`  ${r.config.padEnd(24)} ${Object.values(r.perShapeMs).map((v) => round(v, 1)).join(' | ')}`);
   const report = { model, shapes: shapes.map((s) => s.join('x')), cycles, threads, machine, results };

@@ -31,7 +31,9 @@
  *
  * "Same pattern": the same number of allocations with the same multiset of requested sizes (each size
  * asked for as many times, in any order), compared by count, total bytes and a 53-bit order-independent
- * hash of the sizes (native/pool.h IterationSummary).
+ * hash of the sizes (native/pool.h IterationSummary). Where no window holds its patterns exactly, one whose
+ * iterations are within 2% of each other in allocations and in bytes is taken (a process under the preload
+ * library meets allocations now and then that are no pattern's: another thread's, a one-off buffer).
  */
 import { BackgroundTraining } from './background-training.js';
 import { fromNative } from './errors.js';
@@ -570,10 +572,24 @@ function withTraining(plan: Plan, training: Record<string, unknown>): Plan {
  * window from reaching back past it.)
  */
 function stableWindow(recorded: Recorded[], times: number, maxPatterns: number): Window | null {
+  return windowOf(recorded, times, maxPatterns, samePattern) ?? windowOf(recorded, times, maxPatterns, nearPattern);
+}
+
+/**
+ * Within 2% in allocations and in bytes: an iteration with a stray allocation or two (a thread or a
+ * one-off buffer of a process recorded under the preload library) still counts as its pattern's.
+ * Training lays out what was recorded, and the schedule lets such strays miss alone.
+ */
+function nearPattern(a: Pattern, b: Pattern): boolean {
+  const near = (x: number, y: number) => Math.abs(x - y) <= 0.02 * Math.max(x, y);
+  return near(a.allocs, b.allocs) && near(a.bytes, b.bytes);
+}
+
+function windowOf(recorded: Recorded[], times: number, maxPatterns: number, same: (a: Pattern, b: Pattern) => boolean): Window | null {
   for (let first = 0; first < recorded.length; first++) {
     const counts: { pattern: Pattern; n: number }[] = [];
     for (let i = first; i < recorded.length && counts.length <= maxPatterns; i++) {
-      const seen = counts.find((c) => samePattern(c.pattern, recorded[i].pattern));
+      const seen = counts.find((c) => same(c.pattern, recorded[i].pattern));
       if (seen) seen.n++;
       else counts.push({ pattern: recorded[i].pattern, n: 1 });
     }
