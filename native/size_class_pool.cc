@@ -106,6 +106,7 @@ bool SizeClassPool::placeLayout(const PlanSpec& plan, uint64_t height, std::stri
     addRecord(reinterpret_cast<BlockHeader*>(base + block.offset), block.classIndex);
     counters_[block.classIndex].blocks++;
   }
+  layoutBlocks_ = static_cast<uint32_t>(count);
   // Blocks sorted by offset: block i shares memory with the blocks after it that start before it ends.
   std::vector<uint32_t> byOffset(count);
   for (uint32_t i = 0; i < count; ++i) byOffset[i] = i;
@@ -172,7 +173,7 @@ void SizeClassPool::countTakenShared(size_t cls) {
   if (--counters_[cls].freeBlocks == 0) setNonEmpty(cls, false);
 }
 
-uint32_t SizeClassPool::takeAvailable(size_t cls) {
+uint32_t SizeClassPool::takeAvailable(size_t cls, bool grownOnly) {
   // Bounded: a class whose first free blocks all lie under live ones is treated as busy, not searched.
   constexpr int kSteps = 8;
   uint32_t r = recordHeads_[cls];
@@ -180,7 +181,7 @@ uint32_t SizeClassPool::takeAvailable(size_t cls) {
     const uint32_t next = records_[r].next;
     if (isLive(r)) {
       unlink(r);  // taken by its schedule since it was listed
-    } else if (available(r)) {
+    } else if (available(r) && (!grownOnly || r >= layoutBlocks_)) {
       unlink(r);
       countTakenShared(cls);
       records_[r].header->slot = r;  // an available block's memory is no one's: its header may be written
@@ -284,6 +285,21 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
   const size_t first = static_cast<size_t>(home);
   const bool ownExists = table_.isOwn(first, bytes);
 
+  if (shared_ && growth_ != Growth::Off) {
+    // On a block of the layout, an allocation the schedule did not place makes the scheduled blocks that
+    // share its memory busy for as long as it lives: one that lives on from start-up (a stray, or a weight
+    // displaced by one) costs every later iteration its schedule, whose displaced tensors go on to take
+    // other tensors' blocks.
+    if (ownExists && hasFree(first)) {
+      const uint32_t r = takeAvailable(first, true);
+      if (r != kNoRecord) {
+        counters_[first].hits++;
+        *source = Source::Own;
+        return markLive(records_[r].header, bytes);
+      }
+    }
+    if (BlockHeader* header = grow(first, ownExists, source)) return markLive(header, bytes);
+  }
   if (ownExists && hasFree(first)) {
     if (BlockHeader* header = pop(first)) {
       counters_[first].hits++;

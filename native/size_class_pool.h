@@ -56,7 +56,9 @@ class SizeClassPool {
 
   // A free block for `bytes`, in S0's order: the own class; the larger classes, ascending; nullptr when there
   // is none (the caller asks the OS). A growing pool carves a block in the first class that holds the
-  // request: before borrowing or after it, as its Growth says. The block is marked live.
+  // request: before borrowing or after it, as its Growth says. The block is marked live. A growing
+  // time-shared pool serves what its schedule does not place (the caller's use of take()) from memory no
+  // scheduled block shares first: a free block carved before, else a new one.
   BlockHeader* take(uint64_t bytes, Source* source);
   // A free block of class `cls` for `bytes` (a scheduled placement), or nullptr when the class has none.
   // Pre: cls < table().count() and bytes <= table().size(cls).
@@ -148,8 +150,9 @@ class SizeClassPool {
   void setLiveBit(uint32_t record, bool live);
   // Free, and no block sharing its memory is live.
   bool available(uint32_t record) const;
-  // The first available block on class `cls`'s free list within a few steps, taken off it; else kNoRecord.
-  uint32_t takeAvailable(size_t cls);
+  // The first available block on class `cls`'s free list within a few steps (with `grownOnly`, one carved
+  // past the layout: no schedule names it), taken off it; else kNoRecord.
+  uint32_t takeAvailable(size_t cls, bool grownOnly = false);
   // Counts a free block of a time-shared class taken.
   void countTakenShared(size_t cls);
   // Time-shared pools: block `record`, of class `cls`, is free (push for a block whose header may not be
@@ -175,7 +178,8 @@ class SizeClassPool {
   Schedules schedules_;
   std::unique_ptr<Arena> arena_;
   std::vector<BlockHeader*> heads_;       // free list per class
-  std::vector<Record> records_;           // time-shared pools only
+  std::vector<Record> records_;           // time-shared pools only: the layout's blocks, then those grown
+  uint32_t layoutBlocks_ = 0;             // records [0, layoutBlocks_) are the layout's
   std::vector<uint64_t> liveBits_;        // bit per record: live or deferred
   std::vector<SharerWord> sharerWords_;   // per record, the records whose memory intersects its own (beyond near)
   std::vector<uint32_t> recordHeads_;     // time-shared pools: free list of records per class

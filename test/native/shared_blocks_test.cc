@@ -224,6 +224,37 @@ TEST(stray_allocations_miss_alone_and_the_iteration_keeps_its_schedule) {
   }
 }
 
+TEST(a_growing_pool_keeps_long_lived_strays_off_the_layout) {
+  // Buffers the recording did not have, allocated at start-up and kept (a runtime's one-off state): on
+  // blocks of the layout they would make the scheduled blocks sharing their memory busy in every iteration.
+  std::mt19937_64 rng(13);
+  std::vector<Pattern> shapes{makePattern(rng, 1.0, 150), makePattern(rng, 0.7, 150)};
+  const PlanSpec plan = trainShared(shapes);
+  auto pool = makePool(plan, Growth::AfterBorrowing);
+  Shadow shadow;
+  std::vector<std::pair<void*, uint64_t>> strays;
+  for (size_t k = 0; k < 12; ++k) {
+    const uint64_t size = shapes[0].sizes[k * 7] - 8;  // no entry of the schedule asks for it
+    Allocation a = pool->alloc(size);
+    CHECK(a.status == AllocStatus::Ok);
+    shadow.alloc(a.data, size, static_cast<uint8_t>(k));
+    strays.push_back({a.data, size});
+  }
+  pool->markIteration();
+  for (int round = 0; round < 8; ++round) {
+    const Pattern& p = shapes[round % 2];
+    const PoolStats before = pool->stats();
+    CHECK(run(*pool, shadow, p, rng, 0) == 0);
+    const PoolStats after = pool->stats();
+    CHECK(after.scheduleHits - before.scheduleHits == p.sizes.size());  // 82 of 150 when strays took layout blocks
+  }
+  CHECK(pool->stats().grown == strays.size());
+  for (auto& [data, size] : strays) {
+    shadow.release(data, size);
+    CHECK(pool->release(data) == ReleaseStatus::Ok);
+  }
+}
+
 TEST(time_shared_blocks_never_overlap_while_live_however_the_run_departs) {
   std::mt19937_64 rng(11);
   std::vector<Pattern> shapes;
