@@ -185,42 +185,47 @@ TEST(time_shared_plan_serves_every_trained_shape_exactly_in_any_order) {
   for (const ClassStats& c : pool->classStats()) CHECK(c.counters.busy == 0);
 }
 
+namespace {
+
+// Ten rounds alternating two trained shapes of 200 tensors, each run departing as `departure` says: per
+// round, the allocations served where the schedule put them, and the schedule's misses.
+struct RoundCounts {
+  uint64_t hits, misses, tensors;
+};
+std::vector<RoundCounts> alternateShapes(uint64_t seed, int departure) {
+  std::mt19937_64 rng(seed);
+  std::vector<Pattern> shapes{makePattern(rng, 1.0, 200), makePattern(rng, 0.6, 200)};
+  auto pool = makePool(trainShared(shapes));
+  Shadow shadow;
+  std::vector<RoundCounts> rounds;
+  for (int round = 0; round < 10; ++round) {
+    const Pattern& p = shapes[round % 2];
+    const PoolStats before = pool->stats();
+    run(*pool, shadow, p, rng, departure);
+    const PoolStats after = pool->stats();
+    rounds.push_back({after.scheduleHits - before.scheduleHits, after.scheduleMisses - before.scheduleMisses, p.sizes.size()});
+  }
+  return rounds;
+}
+
+}  // namespace
+
 TEST(allocations_in_another_order_still_take_their_scheduled_blocks) {
   // Threads allocating side by side swap neighbouring allocations: each still finds an entry of its size
   // (the schedule looks ahead), so nearly everything is served where planned; only two allocations of one
   // size swapping blocks can put a block under a later one (measured: 181-200 of 200 here, where without
   // the look-ahead a swapped first allocation lost the whole iteration).
-  std::mt19937_64 rng(5);
-  std::vector<Pattern> shapes{makePattern(rng, 1.0, 200), makePattern(rng, 0.6, 200)};
-  const PlanSpec plan = trainShared(shapes);
-  auto pool = makePool(plan);
-  Shadow shadow;
-  for (int round = 0; round < 10; ++round) {
-    const Pattern& p = shapes[round % 2];
-    const PoolStats before = pool->stats();
-    run(*pool, shadow, p, rng, 1);
-    const PoolStats after = pool->stats();
-    CHECK((after.scheduleHits - before.scheduleHits) * 10 >= p.sizes.size() * 9);
-  }
+  for (const RoundCounts& r : alternateShapes(5, 1)) CHECK(r.hits * 10 >= r.tensors * 9);
 }
 
 TEST(stray_allocations_miss_alone_and_the_iteration_keeps_its_schedule) {
   // A process recorded under the preload library meets allocations its recording did not have (another
   // thread's, a one-off buffer): each one misses, and the allocations after it still take their blocks.
-  std::mt19937_64 rng(9);
-  std::vector<Pattern> shapes{makePattern(rng, 1.0, 200), makePattern(rng, 0.6, 200)};
-  const PlanSpec plan = trainShared(shapes);
-  auto pool = makePool(plan);
-  Shadow shadow;
-  for (int round = 0; round < 10; ++round) {
-    const Pattern& p = shapes[round % 2];
-    const PoolStats before = pool->stats();
-    run(*pool, shadow, p, rng, 3);  // an extra allocation of a size never planned after one in five
-    const PoolStats after = pool->stats();
-    // Not all: an extra, held a while, may lie on memory a later tensor's block shares (measured: 166-197
-    // of 200 here; 1 when the first stray lost the rest of the iteration).
-    CHECK((after.scheduleHits - before.scheduleHits) * 4 >= p.sizes.size() * 3);
-    CHECK(after.scheduleMisses - before.scheduleMisses > 0);  // the extras
+  // Not all of them: an extra, held a while, may lie on memory a later tensor's block shares (measured:
+  // 166-197 of 200 here; 1 when the first stray lost the rest of the iteration).
+  for (const RoundCounts& r : alternateShapes(9, 3)) {  // an extra allocation of a size never planned after one in five
+    CHECK(r.hits * 4 >= r.tensors * 3);
+    CHECK(r.misses > 0);  // the extras
   }
 }
 
