@@ -80,6 +80,7 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
   const size_t classes = pool->table_.count();
   pool->heads_.assign(classes, nullptr);
   pool->recordHeads_.assign(classes, kNoRecord);
+  pool->grownHeads_.assign(classes, kNoRecord);
   pool->nonEmpty_.assign((classes + 63) / 64, 0);
   pool->counters_.assign(classes, ClassCounters{});
   if (pool->shared_) {
@@ -173,15 +174,15 @@ void SizeClassPool::countTakenShared(size_t cls) {
   if (--counters_[cls].freeBlocks == 0) setNonEmpty(cls, false);
 }
 
-uint32_t SizeClassPool::takeAvailable(size_t cls, bool grownOnly) {
+uint32_t SizeClassPool::takeAvailable(size_t cls, bool grown) {
   // Bounded: a class whose first free blocks all lie under live ones is treated as busy, not searched.
   constexpr int kSteps = 8;
-  uint32_t r = recordHeads_[cls];
+  uint32_t r = (grown ? grownHeads_ : recordHeads_)[cls];
   for (int step = 0; r != kNoRecord && step < kSteps;) {
     const uint32_t next = records_[r].next;
     if (isLive(r)) {
       unlink(r);  // taken by its schedule since it was listed
-    } else if (available(r) && (!grownOnly || r >= layoutBlocks_)) {
+    } else if (available(r)) {
       unlink(r);
       countTakenShared(cls);
       records_[r].header->slot = r;  // an available block's memory is no one's: its header may be written
@@ -201,7 +202,7 @@ void SizeClassPool::setNonEmpty(size_t cls, bool nonEmpty) {
 
 void SizeClassPool::link(uint32_t r) {
   Record& record = records_[r];
-  uint32_t& head = recordHeads_[record.classIndex];
+  uint32_t& head = listHead(r);
   record.prev = kNoRecord;
   record.next = head;
   record.listed = true;
@@ -211,7 +212,7 @@ void SizeClassPool::link(uint32_t r) {
 
 void SizeClassPool::unlink(uint32_t r) {
   Record& record = records_[r];
-  uint32_t& head = recordHeads_[record.classIndex];
+  uint32_t& head = listHead(r);
   if (record.prev != kNoRecord) records_[record.prev].next = record.next; else head = record.next;
   if (record.next != kNoRecord) records_[record.next].prev = record.prev;
   record.prev = record.next = kNoRecord;

@@ -56,9 +56,9 @@ class SizeClassPool {
 
   // A free block for `bytes`, in S0's order: the own class; the larger classes, ascending; nullptr when there
   // is none (the caller asks the OS). A growing pool carves a block in the first class that holds the
-  // request: before borrowing or after it, as its Growth says. The block is marked live. A growing
-  // time-shared pool serves what its schedule does not place (the caller's use of take()) from memory no
-  // scheduled block shares first: a free block carved before, else a new one.
+  // request: before borrowing or after it, as its Growth says. The block is marked live. In a time-shared
+  // pool take() serves what the schedule did not place, and a growing one gives it memory no scheduled
+  // block shares first: a free block grown before, else a new one.
   BlockHeader* take(uint64_t bytes, Source* source);
   // A free block of class `cls` for `bytes` (a scheduled placement), or nullptr when the class has none.
   // Pre: cls < table().count() and bytes <= table().size(cls).
@@ -150,9 +150,11 @@ class SizeClassPool {
   void setLiveBit(uint32_t record, bool live);
   // Free, and no block sharing its memory is live.
   bool available(uint32_t record) const;
-  // The first available block on class `cls`'s free list within a few steps (with `grownOnly`, one carved
-  // past the layout: no schedule names it), taken off it; else kNoRecord.
-  uint32_t takeAvailable(size_t cls, bool grownOnly = false);
+  // The first available block on one of class `cls`'s free lists within a few steps, taken off it; else
+  // kNoRecord. `grown`: the list of blocks carved past the layout, which no schedule names.
+  uint32_t takeAvailable(size_t cls, bool grown = false);
+  // The free list record `record` belongs on: its class's list of layout blocks, or of grown ones.
+  uint32_t& listHead(uint32_t record) { return (record < layoutBlocks_ ? recordHeads_ : grownHeads_)[records_[record].classIndex]; }
   // Counts a free block of a time-shared class taken.
   void countTakenShared(size_t cls);
   // Time-shared pools: block `record`, of class `cls`, is free (push for a block whose header may not be
@@ -182,7 +184,8 @@ class SizeClassPool {
   uint32_t layoutBlocks_ = 0;             // records [0, layoutBlocks_) are the layout's
   std::vector<uint64_t> liveBits_;        // bit per record: live or deferred
   std::vector<SharerWord> sharerWords_;   // per record, the records whose memory intersects its own (beyond near)
-  std::vector<uint32_t> recordHeads_;     // time-shared pools: free list of records per class
+  std::vector<uint32_t> recordHeads_;     // time-shared pools: free list of layout records per class
+  std::vector<uint32_t> grownHeads_;      // time-shared pools: free list of grown records per class
   std::vector<uint64_t> nonEmpty_;        // bit per class: it has a free block
   std::vector<ClassCounters> counters_;
   uint64_t outstanding_ = 0;
