@@ -12,9 +12,10 @@
  *   tensorpool-run-planned ... with TENSORPOOL_PLAN trained from a run recorded with TENSORPOOL_RECORD
  *
  * The first cycle warms up; the table is over the cycles after it: ms per run (median, p95), minor page
- * faults per run (the whole process; also cycle by cycle), RSS at the end of each cycle (median; whole, and above the worker's
- * RSS before the session and the pool were made: the weights and the tensors) and at its peak. Every
- * configuration's outputs are compared bit for bit with ort-arena's. Writes --json and --html if asked.
+ * faults per run (the whole process; also cycle by cycle), RSS at the end of each cycle (median; whole, and
+ * above the worker's RSS before the session and the pool were made: the weights and the tensors) and at its
+ * peak. Every configuration's outputs are compared bit for bit with ort-arena's. Writes --json and --html
+ * if asked.
  *
  * Any model: --shapes gives, per run of the cycle, the first input's dims (an image input [N, C, H, W] may be
  * given as H x W: N = 1, C as the model says); the model's other inputs take the values of the dimensions

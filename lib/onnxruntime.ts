@@ -319,10 +319,10 @@ export class PooledSession {
   }
 
   /**
-   * Gives tensors back: a pool tensor to the pool, an output ONNX Runtime allocated itself to the C heap
-   * (its buffer freed now rather than at a garbage collection). Either way the buffer is detached. A tensor
-   * that a run in flight reads or writes goes back once that run has settled; others at once. Throws for a
-   * tensor already released or neither from the pool nor a run's output.
+   * Gives tensors back: a pool tensor to the pool (its buffer detached), an output ONNX Runtime allocated
+   * itself to the C heap (its buffer detached and freed now rather than at a garbage collection, unless
+   * another tensor views it too). A tensor that a run in flight reads or writes goes back once that run has
+   * settled; others at once. Throws for a tensor already released or neither from the pool nor a run's output.
    */
   release(...tensors: Tensor[]): void {
     for (const tensor of tensors) {

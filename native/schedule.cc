@@ -46,9 +46,10 @@ void Schedules::begin(Cursor* cursor, uint64_t iteration, uint64_t endedSizes, u
 }
 
 const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
-  const uint64_t k = cursor->position++;
-  cursor->hash = extend(cursor->hash, bytes);
   if (cursor->lost || entries_.empty()) return nullptr;
+  const uint64_t k = cursor->position++;
+  const uint64_t hashBefore = cursor->hash;
+  cursor->hash = extend(cursor->hash, bytes);
   std::vector<uint64_t>& ahead = cursor->ahead;
   if (cursor->at < entries_.size() && entries_[cursor->at].size == bytes) {
     const ScheduleEntry* entry = &entries_[cursor->at++];
@@ -78,9 +79,16 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   for (size_t s = starts_.size() - 1; !entry && k == 0 && s-- > 0;) {
     if (length(s) > 0 && (entry = takeAhead(cursor, starts_[s], bytes))) cursor->at = starts_[s];
   }
-  if (entry) cursor->strays = 0;
-  else if (++cursor->strays >= kStrays) cursor->lost = true;
-  return entry;
+  if (entry) {
+    cursor->strays = 0;
+    return entry;
+  }
+  // A stray is left out of the sizes matched against the schedules, as if it had not come: the next
+  // allocation may still pick a schedule by its size, as an iteration's first does.
+  cursor->position = k;
+  cursor->hash = hashBefore;
+  if (++cursor->strays >= kStrays) cursor->lost = true;
+  return nullptr;
 }
 
 size_t Schedules::upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const {

@@ -21,8 +21,8 @@ class Schedules {
   // Where one iteration stands: reset at each mark, advanced by each allocation.
   struct Cursor {
     uint64_t iteration = 0;  // marks since the plan began serving
-    uint64_t position = 0;   // allocations since the mark
-    uint64_t hash = 0;       // of the sizes asked for since the mark
+    uint64_t position = 0;   // allocations since the mark (strays left out)
+    uint64_t hash = 0;       // of the sizes asked for since the mark (strays left out)
     uint64_t at = 0;         // the entry expected next; past a schedule's end, the next schedule's first
                              // (a run that does not mark its iterations goes on as the trace did)
     bool lost = false;       // the run has stopped following any schedule this iteration
