@@ -111,7 +111,9 @@ async function runOnce(shape, recordTo) {
   } else {
     const feeds = {};
     for (const input of inputs) feeds[input.name] = session.tensor(input.type, input.dims);
-    if (recordTo) (config.route === 'process' ? processPool() : pool).stopRecording('onnxruntime').writeCsv(recordTo);
+    // Under TENSORPOOL_RECORD the preload library writes the process pool's recording to that file at exit.
+    if (recordTo && config.route === 'process') processPool().stopRecording();
+    else if (recordTo) pool.stopRecording('onnxruntime').writeCsv(recordTo);
     for (const input of inputs) feeds[input.name].data.set(valuesOf(input));
     const pending = session.run(feeds);
     for (const input of inputs) session.release(feeds[input.name]);
