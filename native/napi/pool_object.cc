@@ -32,9 +32,11 @@ void finalizeBlock(napi_env, void* data, void* hint) {
   delete ticket;
 }
 
+}  // namespace
+
 // What Release and ReturnCached answer. The block may be handed out again right away: once it is given
 // back, no view on this buffer may reach it any more.
-Napi::Value answerRelease(Napi::ArrayBuffer& buffer, ReleaseStatus status) {
+Napi::Value PoolObject::answerRelease(Napi::ArrayBuffer& buffer, ReleaseStatus status) {
   Napi::Env env = buffer.Env();
   switch (status) {
     case ReleaseStatus::Ok: break;
@@ -42,11 +44,12 @@ Napi::Value answerRelease(Napi::ArrayBuffer& buffer, ReleaseStatus status) {
     case ReleaseStatus::NotLive:
     case ReleaseStatus::Stale: return Napi::Number::New(env, kNotLive);
   }
+  const size_t bytes = buffer.ByteLength();
   buffer.Detach();
+  if (!credit_.fits(bytes)) setCreditCap();  // the pool may have grown since
+  credit_.afterDetach(env, bytes);
   return Napi::Number::New(env, kReleased);
 }
-
-}  // namespace
 
 OffsetSchedule readOffsetSchedule(const Napi::Value& value, const std::string& name) {
   if (!value.IsObject()) throw Napi::TypeError::New(value.Env(), name + " must be an object");
@@ -100,6 +103,7 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
                           "no pool of this process is shared as " + std::to_string(id) + " (never shared, or gone)");
     }
     if (pool_->stats().closed) throw errorWithCode(info.Env(), "ERR_TP_CLOSED", "the shared pool is closed");
+    setCreditCap();
     startFrontCache(optionalUint(optionsArg, "frontCacheEntries", 0));
     return;
   }
@@ -122,7 +126,15 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   std::string error;
   pool_ = Pool::create(plan, options, &error, &offsets);
   if (!pool_) throw errorWithCode(info.Env(), "ERR_TP_POOL_CREATE", error);
+  setCreditCap();
   startFrontCache(optionalUint(optionsArg, "frontCacheEntries", 0));
+}
+
+PoolObject::~PoolObject() { credit_.giveBack(Env()); }
+
+void PoolObject::setCreditCap() {
+  const PoolStats s = pool_->stats();
+  credit_.setCap(s.closed ? 0 : std::max(s.arenaBytes, s.committedBytes));
 }
 
 void PoolObject::startFrontCache(uint64_t entries) {
@@ -159,6 +171,7 @@ Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
     }
   }
   Ticket* ticket = new Ticket{pool_, a.serial, log_};
+  credit_.beforeHandle(env, bytes);
   napi_value result;
   napi_status status = napi_create_external_arraybuffer(env, a.data, bytes, finalizeBlock, ticket, &result);
   if (status != napi_ok) {
@@ -275,6 +288,8 @@ Napi::Value PoolObject::DiscardRecording(const Napi::CallbackInfo& info) {
 Napi::Value PoolObject::Close(const Napi::CallbackInfo& info) {
   settle();
   pool_->close();
+  credit_.giveBack(info.Env());
+  credit_.setCap(0);  // and stays 0: setCreditCap reads a closed pool's
   return info.Env().Undefined();
 }
 

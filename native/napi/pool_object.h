@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "../pool.h"
+#include "external_memory.h"
 #include "front_cache_log.h"
 
 namespace tp::napi {
@@ -21,6 +22,7 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   // new NativePool(id: a number from share(), { frontCacheEntries? }): another handle on a pool that an
   // environment of this process shared (a worker_thread attaching to its parent's pool)
   explicit PoolObject(const Napi::CallbackInfo& info);
+  ~PoolObject() override;
 
   // The PoolObject behind a JS value, or nullptr when it is not one.
   static PoolObject* From(const Napi::Value& value);
@@ -58,9 +60,12 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   Napi::Value ReturnCached(const Napi::CallbackInfo& info);  // (ArrayBuffer held by the cache) -> ReleaseCode
   Napi::Value Share(const Napi::CallbackInfo& info);  // -> the number other environments attach with
   void startFrontCache(uint64_t entries);
+  void setCreditCap();
+  Napi::Value answerRelease(Napi::ArrayBuffer& buffer, ReleaseStatus status);
 
   std::shared_ptr<Pool> pool_;
   std::shared_ptr<FrontCacheLog> log_;
+  ExternalMemoryCredit credit_;
 };
 
 // { height, sizes: Float64Array, offsets: Float64Array } -> the schedule of an offsets-mode arena (checked
