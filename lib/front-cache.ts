@@ -50,19 +50,30 @@ export const FRONT_CACHE_LOG_ENTRIES = 4096;
 const COUNT = 0;
 const REPLY_ADDRESS = 1;
 const REPLY_CLASS = 2;
-const GENERATION = 3;
-const UPCOMING_COUNT = 4;
-const UPCOMING_USED = 5;
-const UPCOMING = 6;
+const REPLY_BLOCK = 3;
+const GENERATION = 4;
+const UPCOMING_COUNT = 5;
+const UPCOMING_MORE = 6;
+const UPCOMING_USED = 7;
+const UPCOMING = 8;
 const UPCOMING_MAX = 64;
-const ENTRIES = UPCOMING + 2 * UPCOMING_MAX;
+// An upcoming entry: size, class, block (-1: any of the class), keep (0 or 1).
+const UPCOMING_FIELDS = 4;
+const ENTRIES = UPCOMING + UPCOMING_FIELDS * UPCOMING_MAX;
 
-/** A block the cache may keep: its cache, where it is, its class, and the generation of classes it came from. */
+/**
+ * A block the cache may keep: its cache, where it is, its class, the generation of classes it came from, and
+ * in a time-shared plan its number in the layout (else -1). `keep`: whether its current use lets the cache
+ * keep it afterwards (a time-shared block is kept only where its schedule names it again before any block
+ * sharing its memory: held here it keeps them busy).
+ */
 interface Block {
   readonly cache: FrontCache;
   readonly address: number;
   readonly classIndex: number;
   readonly generation: number;
+  readonly block: number;
+  keep: boolean;
 }
 
 // Buffers of cacheable blocks carry their Block in a private field: a base class whose constructor returns
@@ -126,9 +137,15 @@ export class FrontCache {
     const stack = this.#stacks.get(bytes);
     if (stack === undefined || stack.buffers.length === 0) return undefined;
     const buffers = stack.buffers;
-    const block = Tag.of(buffers[buffers.length - 1])!;
-    if (log[UPCOMING_COUNT] >= 0 && !this.#followsSchedule(bytes, block.classIndex)) return undefined;
-    const buffer = buffers.pop()!;
+    let at = buffers.length - 1;
+    if (log[UPCOMING_COUNT] >= 0) {
+      at = this.#scheduled(bytes, buffers);
+      if (at < 0) return undefined;
+    }
+    const buffer = buffers[at];
+    buffers[at] = buffers[buffers.length - 1];
+    buffers.pop();
+    const block = Tag.of(buffer)!;
     if (buffers.length < stack.lowWater) stack.lowWater = buffers.length;
     this.#buffers--;
     this.#bytes -= bytes;
@@ -139,20 +156,33 @@ export class FrontCache {
 
   /**
    * A plan with a schedule puts each allocation of an iteration in a class of training's choice, with as
-   * many blocks per class as that placement needs: a block is served from here only where the schedule's
-   * next entry asks for this size from this class, else native code decides (it may borrow as planned).
+   * many blocks per class as that placement needs (a time-shared plan: in a block of its choice): a buffer
+   * is served from here only where the schedule's next entry asks for this size from its class (and block),
+   * else native code decides (it may borrow as planned). Answers where in `buffers` the one to serve is
+   * (the entry then counts as served, and says whether the cache may keep the block afterwards), or -1.
    */
-  #followsSchedule(bytes: number, classIndex: number): boolean {
+  #scheduled(bytes: number, buffers: ArrayBuffer[]): number {
     const log = this.#log;
     let used = log[UPCOMING_USED];
     if (used === log[UPCOMING_COUNT]) {
-      if (used < UPCOMING_MAX) return false; // the run is lost, or the schedule ends
+      if (log[UPCOMING_MORE] === 0) return -1; // the run is lost, or the schedule ends
       this.#native.settle(); // applies what was served, and publishes the entries after those
       used = 0;
     }
-    if (used >= log[UPCOMING_COUNT] || log[UPCOMING + 2 * used] !== bytes || log[UPCOMING + 2 * used + 1] !== classIndex) return false;
+    const entry = UPCOMING + UPCOMING_FIELDS * used;
+    if (used >= log[UPCOMING_COUNT] || log[entry] !== bytes) return -1;
+    const classIndex = log[entry + 1];
+    const named = log[entry + 2];
+    let at = buffers.length - 1;
+    for (; at >= 0; at--) {
+      const block = Tag.of(buffers[at])!;
+      if (named >= 0 ? block.block === named : block.classIndex === classIndex) break;
+      if (named < 0) return -1; // interchangeable blocks: the top one, or none
+    }
+    if (at < 0) return -1;
+    Tag.of(buffers[at])!.keep = log[entry + 3] === 1;
     log[UPCOMING_USED] = used + 1;
-    return true;
+    return at;
   }
 
   /** A new block from the native pool (its buffer tagged when the cache may keep it later). */
@@ -162,8 +192,11 @@ export class FrontCache {
       this.#giveBack((block) => block.classIndex >= this.#log[REPLY_CLASS]);
       buffer = this.#native.alloc(bytes);
     }
-    const classIndex = this.#log[REPLY_CLASS];
-    if (classIndex >= 0) Tag.attach(buffer, { cache: this, address: this.#log[REPLY_ADDRESS], classIndex, generation: this.#generation });
+    const log = this.#log;
+    const classIndex = log[REPLY_CLASS];
+    if (classIndex >= 0) {
+      Tag.attach(buffer, { cache: this, address: log[REPLY_ADDRESS], classIndex, generation: this.#generation, block: log[REPLY_BLOCK], keep: true });
+    }
     return buffer;
   }
 
@@ -174,7 +207,7 @@ export class FrontCache {
    */
   put(buffer: ArrayBuffer): boolean {
     const block = Tag.of(buffer);
-    if (block === undefined || block.cache !== this || (buffer as Transferable).detached) return false;
+    if (block === undefined || block.cache !== this || !block.keep || (buffer as Transferable).detached) return false;
     if (this.#log[GENERATION] !== this.#generation) this.#newGeneration();
     const bytes = buffer.byteLength;
     if (block.generation !== this.#generation || bytes > this.#maxBytes - this.#bytes) return false;

@@ -78,6 +78,14 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
     const SizeClassPool& serving = *generations_.back();
     Schedules::Cursor probe = scheduleCursor_;
     const ScheduleEntry* entry = serving.schedules().empty() ? nullptr : serving.schedules().next(&probe, bytes);
+    // A time-shared schedule names a block: held by the cache (for a request of another length), or under a
+    // cached block that shares its memory, it goes back first.
+    const int blockedFrom = entry && entry->block != ScheduleEntry::kAnyBlock ? serving.cachedBlocking(entry->block) : -1;
+    if (blockedFrom >= 0 && blockedFrom <= cachedUpTo) {
+      Allocation miss{AllocStatus::WouldMiss};
+      miss.classIndex = blockedFrom;
+      return miss;
+    }
     const int wanted = entry ? static_cast<int>(entry->classIndex) : serving.table().firstFitting(bytes);
     if (wanted >= 0 && wanted <= cachedUpTo && !serving.hasFree(static_cast<size_t>(wanted))) {
       Allocation miss{AllocStatus::WouldMiss};
@@ -96,9 +104,10 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   SizeClassPool& serving = *generations_.back();
   Source source = Source::Own;
   BlockHeader* header = nullptr;
+  const ScheduleEntry* entry = nullptr;
   if (!serving.schedules().empty()) {
     // The entry asked for `bytes`, and the plan was checked to hold each entry in its class (and block).
-    if (const ScheduleEntry* entry = serving.schedules().next(&scheduleCursor_, bytes)) {
+    if ((entry = serving.schedules().next(&scheduleCursor_, bytes))) {
       header = entry->block == ScheduleEntry::kAnyBlock ? serving.takeFrom(entry->classIndex, bytes, &source)
                                                         : serving.takeBlock(entry->block, bytes, &source);
     }
@@ -111,9 +120,12 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   }
   header->serial = nextSerial_++;
   // A lent block is not cacheable: served again from the cache it would take its lender class's place,
-  // which a schedule gives to another request.
-  const bool cacheable = !offsetArena_ && !serving.timeShared() && !header->lent;
-  return counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled), header->classIndex, cacheable);
+  // which a schedule gives to another request. A time-shared block only where its schedule keeps it.
+  const bool keptBySchedule = scheduled && entry->block != ScheduleEntry::kAnyBlock && entry->keep;
+  const bool cacheable = !offsetArena_ && !header->lent && (!serving.timeShared() || keptBySchedule);
+  Allocation served = counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled), header->classIndex, cacheable);
+  if (keptBySchedule) served.block = entry->block;
+  return served;
 }
 
 // Called with mu_ held: counts where an arena block came from; `scheduled`: where the schedule put it.

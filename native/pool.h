@@ -44,8 +44,9 @@ struct Allocation {
   Route route = Route::Own;
   int32_t classIndex = -1;  // the block's class (arena blocks), or the class WouldMiss wanted; else -1
   // A front cache may keep the block when it is released: an arena block of classes whose blocks are
-  // interchangeable (not time-shared, not offsets mode).
+  // interchangeable, or a time-shared block its schedule keeps (ScheduleEntry::keep); not in offsets mode.
   bool cacheable = false;
+  int64_t block = -1;  // a time-shared block's number in the layout (ScheduleEntry::block), else -1
 };
 
 // One entry of a front cache's log (applyCached): the owner released the block at `data` into the cache

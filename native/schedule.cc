@@ -91,6 +91,28 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   return nullptr;
 }
 
+void Schedules::markKeeps(const std::vector<std::vector<uint32_t>>& sharing) {
+  if (entries_.empty()) return;
+  // Backwards, with each block's next use: first over the repeating schedules as they come again after the
+  // last one (positions past the end), then over every entry.
+  constexpr uint64_t kNever = UINT64_MAX;
+  std::vector<uint64_t> nextUse(sharing.size(), kNever);
+  const uint64_t end = entries_.size();
+  const uint64_t wrap = starts_[starts_.size() - 1 - std::min<uint64_t>(cycle_, starts_.size() - 1)];
+  const auto visit = [&](ScheduleEntry& entry, uint64_t position) {
+    if (entry.block == ScheduleEntry::kAnyBlock) return;
+    uint64_t firstSharer = kNever;
+    for (uint32_t s : sharing[entry.block]) firstSharer = std::min(firstSharer, nextUse[s]);
+    entry.keep = nextUse[entry.block] < firstSharer;
+    nextUse[entry.block] = position;
+  };
+  for (uint64_t k = end; k-- > wrap;) {
+    ScheduleEntry copy = entries_[k];
+    visit(copy, end + (k - wrap));
+  }
+  for (uint64_t k = end; k-- > 0;) visit(entries_[k], k);
+}
+
 size_t Schedules::upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const {
   if (cursor.lost) return 0;
   size_t n = 0;

@@ -49,6 +49,10 @@ class Schedules {
   // into `out`; how many. None once the run is lost.
   size_t upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const;
   bool empty() const { return entries_.empty(); }
+  // Time-shared plans: sets each entry's `keep`, in the order a run that marks no iteration takes them (the
+  // schedules in turn, then the repeating ones again). `sharing[b]`: the blocks sharing block b's memory.
+  // Pre: every named block is < sharing.size().
+  void markKeeps(const std::vector<std::vector<uint32_t>>& sharing);
 
  private:
   uint64_t length(size_t s) const { return starts_[s + 1] - starts_[s]; }

@@ -137,6 +137,7 @@ bool SizeClassPool::placeLayout(const PlanSpec& plan, uint64_t height, std::stri
     record.sharersEnd = static_cast<uint32_t>(sharerWords_.size());
     pushRecord(r, record.classIndex);
   }
+  schedules_.markKeeps(sharing);
   return true;
 }
 
@@ -346,6 +347,17 @@ BlockHeader* SizeClassPool::takeFrom(size_t cls, uint64_t bytes, Source* source)
     return nullptr;
   }
   return takeFound(header, bytes, source);
+}
+
+int SizeClassPool::cachedBlocking(uint32_t block) const {
+  // A live block's header is intact: no other block's data covers it while it is live.
+  const auto cached = [&](uint32_t r) { return isLive(r) && records_[r].header->state == BlockState::Cached; };
+  if (isLive(block)) return cached(block) ? static_cast<int>(records_[block].classIndex) : -1;
+  int smallest = -1;
+  forEachSharer(records_[block], [&](uint32_t s) {
+    if (cached(s) && (smallest < 0 || records_[s].classIndex < static_cast<uint32_t>(smallest))) smallest = static_cast<int>(records_[s].classIndex);
+  });
+  return smallest;
 }
 
 BlockHeader* SizeClassPool::takeBlock(uint32_t block, uint64_t bytes, Source* source) {

@@ -67,6 +67,9 @@ class SizeClassPool {
   // busy when only its memory being in use stood in the way). Pre: block < layout size, and the block's
   // class holds bytes.
   BlockHeader* takeBlock(uint32_t block, uint64_t bytes, Source* source);
+  // Time-shared pools: the smallest class of the cached blocks that keep block `block` from being taken
+  // (itself, or blocks sharing its memory), or -1 when none does. Pre: block < layout size.
+  int cachedBlocking(uint32_t block) const;
   // Whether class `cls` has a free block (in a time-shared pool it may still be busy).
   bool hasFree(size_t cls) const { return (nonEmpty_[cls / 64] >> (cls % 64)) & 1; }
   // A live block's owner released it into a front cache (Pool::applyCached): it becomes Cached.

@@ -16,6 +16,7 @@ uint64_t exactUint(double d) { return d >= 0 && d <= kMaxExact && std::floor(d) 
 FrontCacheLog::FrontCacheLog(size_t capacity)
     : capacity_(capacity), slots_(new double[kEntries + 2 * capacity]()) {
   slots_[kReplyClass] = -1;
+  slots_[kReplyBlock] = -1;
   slots_[kUpcomingCount] = -1;
 }
 
@@ -51,21 +52,28 @@ void FrontCacheLog::drain(Pool& pool) {
   publish(pool);
 }
 
-void FrontCacheLog::publish(Pool& pool, uint64_t generation) {
+void FrontCacheLog::publish(Pool& pool, uint64_t generation, size_t window) {
   if (generation) slots_[kGeneration] = static_cast<double>(generation);
   const ScheduleEntry* entries[kUpcomingMax];
-  const int64_t n = pool.upcoming(entries, kUpcomingMax);
+  window = std::min(window, kUpcomingMax);
+  const int64_t n = pool.upcoming(entries, window);
   slots_[kUpcomingCount] = static_cast<double>(n);
+  slots_[kUpcomingMore] = n == static_cast<int64_t>(window) ? 1 : 0;
   slots_[kUpcomingUsed] = 0;
   for (int64_t i = 0; i < n; i++) {
-    slots_[kUpcoming + 2 * i] = static_cast<double>(entries[i]->size);
-    slots_[kUpcoming + 2 * i + 1] = static_cast<double>(entries[i]->classIndex);
+    const ScheduleEntry& e = *entries[i];
+    double* fields = &slots_[kUpcoming + kUpcomingFields * i];
+    fields[0] = static_cast<double>(e.size);
+    fields[1] = static_cast<double>(e.classIndex);
+    fields[2] = e.block == ScheduleEntry::kAnyBlock ? -1 : static_cast<double>(e.block);
+    fields[3] = e.keep ? 1 : 0;
   }
 }
 
 void FrontCacheLog::reply(const Allocation& a) {
   slots_[kReplyAddress] = static_cast<double>(reinterpret_cast<uintptr_t>(a.data));
   slots_[kReplyClass] = a.status == AllocStatus::WouldMiss || a.cacheable ? a.classIndex : -1;
+  slots_[kReplyBlock] = a.cacheable ? static_cast<double>(a.block) : -1;
 }
 
 }  // namespace tp::napi

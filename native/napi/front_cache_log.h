@@ -15,21 +15,27 @@ namespace tp::napi {
 
 class FrontCacheLog {
  public:
+  static constexpr size_t kUpcomingMax = 64;
+  static constexpr size_t kUpcomingFields = 4;
   // Slots of the shared array (doubles). The binding writes the reply slots on every alloc and the
   // generation whenever it may have changed; JS writes entries and the count.
   enum Slot : size_t {
     kCount = 0,         // entries pending
     kReplyAddress = 1,  // the block the last alloc served (or 0)
-    kReplyClass = 2,    // its class when a cache may keep it, else -1; after a WouldMiss, the class wanted
-    kGeneration = 3,    // the serving generation: cached blocks of older ones go back
+    kReplyClass = 2,    // its class when a cache may keep it, else -1; after a WouldMiss, the class from
+                        // which cached blocks go back
+    kReplyBlock = 3,    // its time-shared block number when a cache may keep it (Allocation::block), else -1
+    kGeneration = 4,    // the serving generation: cached blocks of older ones go back
     // The serving plan's schedule: the entries a run that follows it takes next (Pool::upcoming), as
-    // (size, class) pairs from kUpcoming; -1 entries when it has none. JS counts those it served in kUpcomingUsed.
-    kUpcomingCount = 4,
-    kUpcomingUsed = 5,
-    kUpcoming = 6,
-    kEntries = kUpcoming + 2 * 64,  // then (address, bytes) pairs: bytes 0 for a release into the cache
+    // (size, class, block or -1, keep 0/1) from kUpcoming; -1 entries when it has none; kUpcomingMore 1 when
+    // more may follow (JS settles for them). JS counts those it served in kUpcomingUsed.
+    kUpcomingCount = 5,
+    kUpcomingMore = 6,
+    kUpcomingUsed = 7,
+    kUpcoming = 8,
+    kEntries = kUpcoming + kUpcomingFields * kUpcomingMax,  // then (address, bytes) pairs: bytes 0 for a
+                                                            // release into the cache
   };
-  static constexpr size_t kUpcomingMax = 64;
 
   explicit FrontCacheLog(size_t capacity);
   // A Float64Array over the log, made once per log (it keeps the log alive).
@@ -41,8 +47,11 @@ class FrontCacheLog {
   void drain(Pool& pool);
   void reply(const Allocation& a);
   // After anything that may move the schedule's cursor or change the serving classes (`generation`: the
-  // classes serving now, 0 when unchanged).
-  void publish(Pool& pool, uint64_t generation = 0);
+  // classes serving now, 0 when unchanged): at most `window` entries.
+  void publish(Pool& pool, uint64_t generation = 0, size_t window = kUpcomingMax);
+  // After an allocation served natively: a few entries. Most allocations that follow one come from native code
+  // as well (a block the cache does not hold), and each would publish again.
+  static constexpr size_t kWindowAfterAlloc = 8;
 
  private:
   size_t capacity_;  // entries

@@ -156,7 +156,7 @@ Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
   Allocation a = pool_->alloc(bytes, cachedUpTo);
   if (log_) {
     log_->reply(a);
-    log_->publish(*pool_);
+    log_->publish(*pool_, 0, FrontCacheLog::kWindowAfterAlloc);
   }
   switch (a.status) {
     case AllocStatus::Ok: break;

@@ -339,3 +339,43 @@ TEST(layout_validation_names_the_problem) {
   plan.iterationStarts = {0, 1};
   CHECK(table.build(plan, &error));
 }
+
+// A front cache may keep a time-shared block after a use only where the schedule names it again before any
+// block sharing its memory: the run wraps to the schedule's start after its end.
+TEST(schedule_keeps_a_block_only_where_it_comes_back_before_its_sharers) {
+  PlanSpec plan;
+  plan.schedule = {{4096, 0, 0}, {4096, 0, 1}, {4096, 0, 0}, {8192, 1, 2}, {8192, 1, 2}};
+  Schedules schedules(plan);
+  schedules.markKeeps({{1}, {0}, {}});  // blocks 0 and 1 share memory; block 2 shares with none
+  Schedules::Cursor cursor;
+  schedules.begin(&cursor, 0);
+  const ScheduleEntry* entries[5];
+  CHECK(schedules.upcoming(cursor, entries, 5) == 5);
+  // 0 comes back after 1; 1 only after 0 (wrapping); 0 at the end comes back (wrapping) before 1; 2 always.
+  const bool expected[] = {false, false, true, true, true};
+  for (size_t i = 0; i < 5; ++i) CHECK(entries[i]->keep == expected[i]);
+}
+
+// A cached time-shared block never takes the memory its schedule gives another block: a request whose
+// scheduled block lies under a cached one is answered WouldMiss (the cache gives it back first).
+TEST(a_cached_time_shared_block_is_given_back_before_a_block_sharing_its_memory_is_taken) {
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{4096, 2}};
+  plan.layout = {{0, 0}, {0, 0}};  // both blocks at offset 0
+  plan.schedule = {{4096, 0, 0}, {4096, 0, 1}};
+  auto pool = makePool(plan);
+  Allocation a = pool->alloc(4096);
+  CHECK(a.status == AllocStatus::Ok);
+  CHECK(!a.cacheable);  // block 1 takes its memory before block 0 comes back
+  const CachedOp intoCache{a.data, 0};
+  pool->applyCached(&intoCache, 1);  // a cache holds it anyway
+  Allocation b = pool->alloc(4096, 0);
+  CHECK(b.status == AllocStatus::WouldMiss);
+  CHECK(b.classIndex == 0);
+  CHECK(pool->returnCached(a.data) == ReleaseStatus::Ok);
+  b = pool->alloc(4096, -1);
+  CHECK(b.status == AllocStatus::Ok && b.data == a.data);  // block 1, at the same offset
+  CHECK(pool->stats().scheduleHits == 2);
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+}
