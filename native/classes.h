@@ -19,10 +19,6 @@ struct ScheduleEntry {
   uint64_t size;        // bytes the k-th allocation asked for
   uint32_t classIndex;  // index into the plan's classes, sorted by size
   uint32_t block = kAnyBlock;  // time-shared plans: the block (index into PlanSpec::layout) it went to
-  // Whether a front cache may keep the block once this allocation is released. A named block only when the
-  // schedule names it again before any block sharing its memory (Schedules::markKeeps): held in a cache it
-  // keeps them busy. Blocks of one class are otherwise interchangeable.
-  bool keep = true;
   static constexpr uint32_t kAnyBlock = UINT32_MAX;
 };
 

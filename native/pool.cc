@@ -121,11 +121,10 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   header->serial = nextSerial_++;
   // A lent block is not cacheable: served again from the cache it would take its lender class's place,
   // which a schedule gives to another request. A time-shared block only where its schedule keeps it.
-  const bool keptBySchedule = scheduled && entry->block != ScheduleEntry::kAnyBlock && entry->keep;
+  const bool keptBySchedule = scheduled && entry->block != ScheduleEntry::kAnyBlock && serving.schedules().keeps(entry);
   const bool cacheable = !offsetArena_ && !header->lent && (!serving.timeShared() || keptBySchedule);
-  Allocation served = counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled), header->classIndex, cacheable);
-  if (keptBySchedule) served.block = entry->block;
-  return served;
+  return counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled), header->classIndex, cacheable,
+                 keptBySchedule ? static_cast<int32_t>(entry->block) : -1);
 }
 
 // Called with mu_ held: counts where an arena block came from; `scheduled`: where the schedule put it.
@@ -145,7 +144,8 @@ Route Pool::countSourceLocked(Source source, bool scheduled) {
 }
 
 // Called with mu_ held: the counters every served allocation updates.
-Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex, bool cacheable) {
+Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex, bool cacheable,
+                         int32_t block) {
   tally_.allocs++;
   tally_.bytes += bytes;
   // Summed over an iteration's sizes, the mix gives an order-independent hash of the multiset in which no
@@ -156,7 +156,8 @@ Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route rout
   counters_.liveBlocks++;
   counters_.bytesLive += bytes;
   if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
-  return {AllocStatus::Ok, data, serial, route, classIndex, cacheable};
+  return {.status = AllocStatus::Ok, .data = data, .serial = serial, .route = route, .classIndex = classIndex, .block = block,
+          .cacheable = cacheable};
 }
 
 // Called with mu_ held.
@@ -313,11 +314,15 @@ void Pool::applyCachedLocked(const CachedOp& op) {
   counted(header->data(), op.bytes, header->serial, countSourceLocked(source, scheduled));
 }
 
-int64_t Pool::upcoming(const ScheduleEntry** out, size_t max) const {
+int64_t Pool::upcoming(Upcoming* out, size_t max) const {
   std::lock_guard lock(mu_);
   const Schedules& schedules = generations_.back()->schedules();
   if (schedules.empty()) return -1;
-  return static_cast<int64_t>(schedules.upcoming(scheduleCursor_, out, max));
+  const ScheduleEntry* entries[kUpcomingMax];
+  max = std::min(max, kUpcomingMax);
+  const size_t n = schedules.upcoming(scheduleCursor_, entries, max);
+  for (size_t i = 0; i < n; ++i) out[i] = {*entries[i], schedules.keeps(entries[i])};
+  return static_cast<int64_t>(n);
 }
 
 ReleaseStatus Pool::returnCached(const void* data) {

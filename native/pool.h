@@ -43,10 +43,10 @@ struct Allocation {
   uint64_t serial = 0;
   Route route = Route::Own;
   int32_t classIndex = -1;  // the block's class (arena blocks), or the class WouldMiss wanted; else -1
+  int32_t block = -1;       // a cacheable time-shared block's number in the layout (ScheduleEntry::block)
   // A front cache may keep the block when it is released: an arena block of classes whose blocks are
-  // interchangeable, or a time-shared block its schedule keeps (ScheduleEntry::keep); not in offsets mode.
+  // interchangeable, or a time-shared block its schedule keeps (Schedules::keeps); not in offsets mode.
   bool cacheable = false;
-  int64_t block = -1;  // a time-shared block's number in the layout (ScheduleEntry::block), else -1
 };
 
 // One entry of a front cache's log (applyCached): the owner released the block at `data` into the cache
@@ -182,7 +182,13 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   ReleaseStatus returnCached(const void* data);
   // What a front cache may serve without asking, as Schedules::upcoming for the serving plan (at most
   // `max`), or -1 when the serving classes have no schedule (any block of the request's own class will do).
-  int64_t upcoming(const ScheduleEntry** out, size_t max) const;
+  // With each entry, whether the cache may keep its block once released (Schedules::keeps).
+  struct Upcoming {
+    ScheduleEntry entry;
+    bool keep;
+  };
+  static constexpr size_t kUpcomingMax = 64;  // entries upcoming() answers at most
+  int64_t upcoming(Upcoming* out, size_t max) const;
 
   // Stream-ordered release (S4): the block stops being the caller's now but is reused only once `stream`
   // has passed an event recorded now (taken from the event pool). Statuses as release().
@@ -218,7 +224,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Allocation allocFromOs(uint64_t bytes, Route route);
   // Counts a served allocation; returns it whole (built once, in place: a result patched field by field
   // afterwards is copied out through a store-forwarding stall).
-  Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex = -1, bool cacheable = false);
+  Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex = -1, bool cacheable = false,
+                     int32_t block = -1);
   Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);

@@ -99,18 +99,19 @@ void Schedules::markKeeps(const std::vector<std::vector<uint32_t>>& sharing) {
   std::vector<uint64_t> nextUse(sharing.size(), kNever);
   const uint64_t end = entries_.size();
   const uint64_t wrap = starts_[starts_.size() - 1 - std::min<uint64_t>(cycle_, starts_.size() - 1)];
-  const auto visit = [&](ScheduleEntry& entry, uint64_t position) {
-    if (entry.block == ScheduleEntry::kAnyBlock) return;
+  keeps_.assign(end, 1);
+  // Returns whether the block named at entry k comes back before its sharers, then notes it used at `position`.
+  const auto visit = [&](uint64_t k, uint64_t position) {
+    const uint32_t block = entries_[k].block;
+    if (block == ScheduleEntry::kAnyBlock) return true;
     uint64_t firstSharer = kNever;
-    for (uint32_t s : sharing[entry.block]) firstSharer = std::min(firstSharer, nextUse[s]);
-    entry.keep = nextUse[entry.block] < firstSharer;
-    nextUse[entry.block] = position;
+    for (uint32_t s : sharing[block]) firstSharer = std::min(firstSharer, nextUse[s]);
+    const bool keep = nextUse[block] < firstSharer;
+    nextUse[block] = position;
+    return keep;
   };
-  for (uint64_t k = end; k-- > wrap;) {
-    ScheduleEntry copy = entries_[k];
-    visit(copy, end + (k - wrap));
-  }
-  for (uint64_t k = end; k-- > 0;) visit(entries_[k], k);
+  for (uint64_t k = end; k-- > wrap;) visit(k, end + (k - wrap));
+  for (uint64_t k = end; k-- > 0;) keeps_[k] = visit(k, k);
 }
 
 size_t Schedules::upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const {

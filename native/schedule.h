@@ -49,7 +49,13 @@ class Schedules {
   // into `out`; how many. None once the run is lost.
   size_t upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const;
   bool empty() const { return entries_.empty(); }
-  // Time-shared plans: sets each entry's `keep`, in the order a run that marks no iteration takes them (the
+  // Whether a front cache may keep the block once the allocation at `entry` (one of these schedules') is
+  // released. Blocks of one class are interchangeable; a time-shared plan's named block only where the
+  // schedule names it again before any block sharing its memory (held in a cache it keeps them busy).
+  bool keeps(const ScheduleEntry* entry) const {
+    return keeps_.empty() || keeps_[static_cast<size_t>(entry - entries_.data())];
+  }
+  // Time-shared plans: works out keeps() in the order a run that marks no iteration takes the entries (the
   // schedules in turn, then the repeating ones again). `sharing[b]`: the blocks sharing block b's memory.
   // Pre: every named block is < sharing.size().
   void markKeeps(const std::vector<std::vector<uint32_t>>& sharing);
@@ -64,6 +70,8 @@ class Schedules {
   uint64_t cycle_ = 1;              // PlanSpec::cycle
   std::vector<uint64_t> prefixes_;  // per entry: the hash of its schedule's sizes up to and including it
   std::vector<uint64_t> multisets_;  // per schedule: the sum of mix64 over its sizes (Pool's sizeHash)
+  // Per entry, apart from the entries: they are read on every allocation, and 16 bytes each fit 4 a line.
+  std::vector<uint8_t> keeps_;
 };
 
 }  // namespace tp

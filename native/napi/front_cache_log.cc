@@ -54,19 +54,19 @@ void FrontCacheLog::drain(Pool& pool) {
 
 void FrontCacheLog::publish(Pool& pool, uint64_t generation, size_t window) {
   if (generation) slots_[kGeneration] = static_cast<double>(generation);
-  const ScheduleEntry* entries[kUpcomingMax];
+  Pool::Upcoming entries[kUpcomingMax];
   window = std::min(window, kUpcomingMax);
   const int64_t n = pool.upcoming(entries, window);
   slots_[kUpcomingCount] = static_cast<double>(n);
   slots_[kUpcomingMore] = n == static_cast<int64_t>(window) ? 1 : 0;
   slots_[kUpcomingUsed] = 0;
   for (int64_t i = 0; i < n; i++) {
-    const ScheduleEntry& e = *entries[i];
+    const ScheduleEntry& e = entries[i].entry;
     double* fields = &slots_[kUpcoming + kUpcomingFields * i];
     fields[0] = static_cast<double>(e.size);
     fields[1] = static_cast<double>(e.classIndex);
     fields[2] = e.block == ScheduleEntry::kAnyBlock ? -1 : static_cast<double>(e.block);
-    fields[3] = e.keep ? 1 : 0;
+    fields[3] = entries[i].keep ? 1 : 0;
   }
 }
 

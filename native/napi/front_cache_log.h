@@ -15,7 +15,7 @@ namespace tp::napi {
 
 class FrontCacheLog {
  public:
-  static constexpr size_t kUpcomingMax = 64;
+  static constexpr size_t kUpcomingMax = Pool::kUpcomingMax;
   static constexpr size_t kUpcomingFields = 4;
   // Slots of the shared array (doubles). The binding writes the reply slots on every alloc and the
   // generation whenever it may have changed; JS writes entries and the count.

@@ -353,7 +353,7 @@ TEST(schedule_keeps_a_block_only_where_it_comes_back_before_its_sharers) {
   CHECK(schedules.upcoming(cursor, entries, 5) == 5);
   // 0 comes back after 1; 1 only after 0 (wrapping); 0 at the end comes back (wrapping) before 1; 2 always.
   const bool expected[] = {false, false, true, true, true};
-  for (size_t i = 0; i < 5; ++i) CHECK(entries[i]->keep == expected[i]);
+  for (size_t i = 0; i < 5; ++i) CHECK(schedules.keeps(entries[i]) == expected[i]);
 }
 
 // A cached time-shared block never takes the memory its schedule gives another block: a request whose
