@@ -5,6 +5,7 @@ import path from 'node:path';
 
 import { OffsetPlan, Plan, readTrace, replay, syntheticTrainingTrace, train, type Pool } from '../lib/index.js';
 import { JsReplayer } from '../lib/replay/js-replayer.js';
+import { EventOp } from '../lib/trace/trace.js';
 import { findLibrary, isAvailable, missingMessage, resolveAllocator } from '../lib/replay/allocators.js';
 import { replayReportHtml } from '../lib/report/html.js';
 import { expectUsageError, run, traceFixture } from './helpers.js';
@@ -91,6 +92,21 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     const oneBlock = { alloc: () => shared, release() {}, markIteration() {} };
     const r = new JsReplayer(oneBlock as unknown as Pool, trace, { touch: 'verify', iterationMarks: false }).run(false);
     expect(r.corruptions).toBeGreaterThan(0);
+  });
+
+  it("the JS loop marks the trace's iterations as the native loop does", () => {
+    // With the trace's marks, the first repetition starts at the trace's first iteration (no mark before it:
+    // a multi-schedule plan would be followed one schedule ahead); every later one starts with a mark.
+    const trace = readTrace(transformer);
+    const iterations = trace.ops.filter((op) => op === EventOp.Iteration).length;
+    let marks = 0;
+    const buffer = new ArrayBuffer(Math.max(...trace.sizes));
+    const counting = { alloc: () => buffer, release() {}, markIteration: () => void marks++ };
+    const js = new JsReplayer(counting as unknown as Pool, trace, { touch: 'none', iterationMarks: true });
+    js.run(false);
+    expect(marks).toBe(iterations);
+    js.run(false);
+    expect(marks).toBe(2 * iterations + 1);
   });
 
   it('finds the peers it can, and names the package of one that is missing', () => {

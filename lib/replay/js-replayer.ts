@@ -40,7 +40,9 @@ export class JsReplayer {
     const r: NativeRepetition = { ns: 0, allocNs: 0, releaseNs: 0, allocs: 0, releases: 0, minorFaults: 0, majorFaults: 0, corruptions: 0 };
     const faultsBefore = this.#meter.read();
     const start = process.hrtime.bigint();
-    pool.markIteration();
+    // As the native loop: with the trace's marks, the first repetition starts at the trace's first iteration
+    // (a mark before it would put the run one schedule ahead of a plan trained on the trace).
+    if (!this.#iterationMarks || this.#repetitions > 0) pool.markIteration();
     for (let e = 0; e < ops.length; e++) {
       const op = ops[e];
       if (op === EventOp.Iteration) {
