@@ -14,7 +14,9 @@
  * served to another request, and the pool is told (Pool::alloc's cachedUpTo) which classes the cache holds,
  * so that it answers "would miss" instead of borrowing, growing or going to the OS while a cached block
  * of the class sits here; the cache then gives those blocks back and the request is served as if there
- * were no cache.
+ * were no cache. In a time-shared plan a cached block keeps the blocks sharing its memory busy: the cache
+ * keeps one only after a use its schedule names it again before any of those, and a request whose block
+ * lies under a cached one is answered "would miss" as well.
  *
  * Blocks go back to the native pool when a stack or the cache is full, at markIteration() (those not needed
  * during the iteration that ended: each size's low-water mark), when a new plan starts serving, and at
