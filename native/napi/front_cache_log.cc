@@ -49,7 +49,6 @@ void FrontCacheLog::drain(Pool& pool) {
     done += n;
   }
   slots_[kCount] = 0;
-  publish(pool);
 }
 
 void FrontCacheLog::publish(Pool& pool, uint64_t generation, size_t window) {

@@ -43,7 +43,8 @@ class FrontCacheLog {
 
   // Applies the pending entries to `pool` in order and empties the log. Entries JS could not have written
   // (a count out of range, an address that is no integer) reach the pool as no block, which ignores them.
-  // Then publishes what the schedule expects next, when entries moved it.
+  // What was published stays true: the cache served only the entries it counted as used, in order, and
+  // applying them moves the schedule's cursor over exactly those (a call that moves it further publishes).
   void drain(Pool& pool);
   void reply(const Allocation& a);
   // After anything that may move the schedule's cursor or change the serving classes (`generation`: the
