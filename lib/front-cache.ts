@@ -175,16 +175,16 @@ export class FrontCache {
     if (used >= log[UPCOMING_COUNT] || log[entry] !== bytes) return -1;
     const classIndex = log[entry + 1];
     const named = log[entry + 2];
-    let at = buffers.length - 1;
-    for (; at >= 0; at--) {
+    for (let at = buffers.length - 1; at >= 0; at--) {
       const block = Tag.of(buffers[at])!;
-      if (named >= 0 ? block.block === named : block.classIndex === classIndex) break;
+      if (named >= 0 ? block.block === named : block.classIndex === classIndex) {
+        block.keep = log[entry + 3] === 1;
+        log[UPCOMING_USED] = used + 1;
+        return at;
+      }
       if (named < 0) return -1; // interchangeable blocks: the top one, or none
     }
-    if (at < 0) return -1;
-    Tag.of(buffers[at])!.keep = log[entry + 3] === 1;
-    log[UPCOMING_USED] = used + 1;
-    return at;
+    return -1;
   }
 
   /** A new block from the native pool (its buffer tagged when the cache may keep it later). */

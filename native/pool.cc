@@ -78,18 +78,17 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
     const SizeClassPool& serving = *generations_.back();
     Schedules::Cursor probe = scheduleCursor_;
     const ScheduleEntry* entry = serving.schedules().empty() ? nullptr : serving.schedules().next(&probe, bytes);
+    const auto cachedFrom = [cachedUpTo](int cls) { return cls >= 0 && cls <= cachedUpTo; };
     // A time-shared schedule names a block: held by the cache (for a request of another length), or under a
     // cached block that shares its memory, it goes back first.
-    const int blockedFrom = entry && entry->block != ScheduleEntry::kAnyBlock ? serving.cachedBlocking(entry->block) : -1;
-    if (blockedFrom >= 0 && blockedFrom <= cachedUpTo) {
-      Allocation miss{AllocStatus::WouldMiss};
-      miss.classIndex = blockedFrom;
-      return miss;
+    int giveBackFrom = entry && entry->block != ScheduleEntry::kAnyBlock ? serving.cachedBlocking(entry->block) : -1;
+    if (!cachedFrom(giveBackFrom)) {
+      const int wanted = entry ? static_cast<int>(entry->classIndex) : serving.table().firstFitting(bytes);
+      giveBackFrom = cachedFrom(wanted) && !serving.hasFree(static_cast<size_t>(wanted)) ? wanted : -1;
     }
-    const int wanted = entry ? static_cast<int>(entry->classIndex) : serving.table().firstFitting(bytes);
-    if (wanted >= 0 && wanted <= cachedUpTo && !serving.hasFree(static_cast<size_t>(wanted))) {
+    if (giveBackFrom >= 0) {
       Allocation miss{AllocStatus::WouldMiss};
-      miss.classIndex = wanted;
+      miss.classIndex = giveBackFrom;
       return miss;
     }
   }

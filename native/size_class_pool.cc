@@ -294,11 +294,7 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
     // other tensors' blocks.
     if (ownExists && hasFree(first)) {
       const uint32_t r = takeAvailable(first, true);
-      if (r != kNoRecord) {
-        counters_[first].hits++;
-        *source = Source::Own;
-        return markLive(records_[r].header, bytes);
-      }
+      if (r != kNoRecord) return takeFound(records_[r].header, bytes, source);
     }
     if (BlockHeader* header = grow(first, ownExists, source)) return markLive(header, bytes);
   }

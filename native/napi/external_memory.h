@@ -34,11 +34,11 @@ class ExternalMemoryCredit {
   }
 
   // Whether `bytes` more credit stays within the cap.
-  bool fits(uint64_t bytes) const { return credit_ <= cap_ && bytes <= cap_ - credit_; }
+  bool fits(uint64_t bytes) const { return bytes <= headroom(); }
 
   // After a handle of `bytes` was detached by a release: counts the block's bytes again, as credit.
   void afterDetach(napi_env env, uint64_t bytes) {
-    const uint64_t added = std::min(bytes, cap_ - std::min(cap_, credit_));
+    const uint64_t added = std::min(bytes, headroom());
     if (added == 0) return;
     adjust(env, static_cast<int64_t>(added));
     credit_ += added;
@@ -52,6 +52,7 @@ class ExternalMemoryCredit {
   }
 
  private:
+  uint64_t headroom() const { return cap_ - std::min(cap_, credit_); }
   static void adjust(napi_env env, int64_t change) {
     int64_t total;
     napi_adjust_external_memory(env, change, &total);  // fails only for a bad argument
