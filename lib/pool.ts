@@ -37,9 +37,10 @@ export interface PoolOptions {
   /** mlock the arena: page-locked host memory. Fails with a message naming RLIMIT_MEMLOCK. Default false. */
   lock?: boolean;
   /**
-   * Carve new blocks on a miss instead of going to the OS. Default: true without a plan, false with one. The
-   * default classes grow an empty class before a larger one lends; a plan borrows as it was trained to and
-   * grows the smallest class that fits only when no free block fits.
+   * Carve new blocks on a miss instead of going to the OS. Default: true, except for a plan with `adaptive`
+   * (whose re-planning is driven by the OS fallbacks of departures). The default classes grow an empty class
+   * before a larger one lends; a plan borrows as it was trained to and grows the smallest class that fits
+   * only when no free block fits (a time-shared plan: first, for what its schedule does not place).
    */
   grow?: boolean;
   /** Address space reserved for growth, in bytes. Default 1 GiB. Reserved, not resident. */
@@ -174,7 +175,9 @@ export class Pool {
       prefault: o.prefault === undefined ? true : checkBoolean(o.prefault, 'options.prefault'),
       hugePages: o.hugePages === undefined ? false : checkBoolean(o.hugePages, 'options.hugePages'),
       lock: o.lock === undefined ? false : checkBoolean(o.lock, 'options.lock'),
-      grow: o.grow === undefined ? plan === null : checkBoolean(o.grow, 'options.grow'),
+      // A planned pool that adapts does not grow: a departure from its plan must show as OS fallbacks, the
+      // drift that makes it re-plan.
+      grow: o.grow === undefined ? plan === null || !o.adaptive : checkBoolean(o.grow, 'options.grow'),
       growReserve: o.growReserve === undefined ? 2 ** 30 : checkInteger(o.growReserve, 'options.growReserve', 0, 2 ** 46),
       osMapThreshold:
         o.osMapThreshold === undefined ? 256 * 1024 : checkInteger(o.osMapThreshold, 'options.osMapThreshold', 1),

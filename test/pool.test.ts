@@ -26,7 +26,7 @@ function totals(s: PoolStats) {
 
 describe('Pool: size-class linked blocks with an OS fallback', () => {
   it('serves 100k random allocs and releases through every route without overlap or corruption', () => {
-    const pool = new Pool({ plan });
+    const pool = new Pool({ plan, grow: false });
     const random = seededRandom(20261122);
     const shadow = new ShadowBlocks();
     const live = shadow.held;
@@ -57,7 +57,8 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
   });
 
   it('routes by S0: own class, then larger classes ascending, then the OS', () => {
-    const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 4096, blocks: 1 }, { size: 8192, blocks: 1 }, { size: 65536, blocks: 1 }] } });
+    const threeBlocks = { interval: 4096, classes: [{ size: 4096, blocks: 1 }, { size: 8192, blocks: 1 }, { size: 65536, blocks: 1 }] };
+    const pool = new Pool({ plan: threeBlocks, grow: false });
     const a = pool.alloc(4000); // own class 4096
     const b = pool.alloc(4000); // 4096 is empty: borrows 8192
     const c = pool.alloc(4000); // borrows 65536
@@ -72,6 +73,20 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
     // Borrowed blocks went back to their own classes (their headers say which).
     expect(s.classes.map((k) => k.free)).toEqual([1, 1, 1]);
     expect(s.osLiveBlocks).toBe(0);
+    pool.close();
+
+    // By default a plan grows where it would go to the OS (a pre-faulted block it keeps), except one that
+    // adapts: there the OS fallback is the drift that makes it re-plan.
+    const grows = new Pool({ plan: threeBlocks });
+    const held = [4000, 4000, 4000, 4000, 100_000].map((bytes) => grows.alloc(bytes));
+    s = grows.stats();
+    expect([s.hits, s.borrows, s.grown, s.osFallbacks, s.osOversize]).toEqual([2, 2, 1, 0, 1]);
+    expect(s.classes.map((k) => k.blocks)).toEqual([2, 1, 1]);
+    for (const buffer of held) grows.release(buffer);
+    grows.close();
+    const adapts = new Pool({ plan: threeBlocks, adaptive: true });
+    expect(adapts.options.grow).toBe(false);
+    adapts.close();
   });
 
   it('detaches the buffer on release so no stale view can touch the block', () => {

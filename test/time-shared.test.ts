@@ -76,6 +76,42 @@ describe('time-shared blocks on inference traces', () => {
     expect(s.busySkips).toBeGreaterThan(0);
     pool.close();
   });
+
+  it('a start-up whose order changed costs a grown block once, not an OS fallback per iteration', () => {
+    // Recorded: a weight W, then a scratch buffer S of W's size freed at once; then iterations of one
+    // buffer B that the layout puts over S's memory. A run that asks for the scratch buffer first gives the
+    // weight S's entry (same size), and the weight then keeps B's scheduled block busy for good.
+    const KiB = 1024;
+    const recorded = new TraceBuilder();
+    recorded.alloc(512 * KiB, 0);
+    recorded.free(recorded.alloc(512 * KiB, 0), 0);
+    for (let i = 0; i < 4; i++) {
+      recorded.mark();
+      recorded.free(recorded.alloc(1024 * KiB, 0), 0);
+    }
+    const plan = train(recorded.build('start-up', 'tensorpool-csv'), { share: true });
+    expect(plan.arenaBytes).toBeLessThan(2 * 1024 * KiB); // S and B share memory: less than W + S + B
+
+    const run = (options: { grow?: boolean }) => {
+      const pool = new Pool({ plan, prefault: false, ...options });
+      const scratch = pool.alloc(512 * KiB);
+      const weight = pool.alloc(512 * KiB);
+      pool.release(scratch);
+      const perIteration = [];
+      for (let i = 0; i < 4; i++) {
+        pool.markIteration();
+        const before = pool.stats();
+        pool.release(pool.alloc(1024 * KiB));
+        const after = pool.stats();
+        perIteration.push({ os: after.osFallbacks - before.osFallbacks, grown: after.grown - before.grown });
+      }
+      pool.release(weight);
+      pool.close();
+      return perIteration;
+    };
+    expect(run({ grow: false })).toEqual(Array(4).fill({ os: 1, grown: 0 }));
+    expect(run({})).toEqual([{ os: 0, grown: 1 }, ...Array(3).fill({ os: 0, grown: 0 })]);
+  });
 });
 
 describe('time-shared blocks on training traces', () => {
