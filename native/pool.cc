@@ -42,6 +42,7 @@ std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& opti
   if (!generation) return nullptr;
   pool->generations_.push_back(std::move(generation));
   pool->generations_.back()->schedules().begin(&pool->scheduleCursor_, 0);
+  pool->scheduleCursor_.startUp = true;  // not after a switch: a plan then starts on any iteration
   pool->counters_.generation = 1;
   if (offsets && !offsets->empty()) {
     pool->offsetArena_ = OffsetArena::create(*offsets, options.arena, error);

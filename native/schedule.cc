@@ -62,6 +62,16 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
     cursor->strays = 0;
     return entry;
   }
+  // A process's first iteration is its start-up: a runtime creating a session allocates the sizes it
+  // recorded in an order that changes from process to process, and a first size that happens to open a
+  // later schedule (a run's small output) must not take the start-up there: its buffers live on, and on
+  // that schedule's blocks they would keep the memory of every later iteration's tensors busy.
+  if (cursor->startUp) {
+    if (const ScheduleEntry* entry = takeAhead(cursor, cursor->at, bytes)) {
+      cursor->strays = 0;
+      return entry;
+    }
+  }
   // The same order so far: the latest schedule whose sizes since the mark are the run's (later iterations
   // are the steadier ones).
   if (!cursor->reordered) {

@@ -28,6 +28,7 @@ class Schedules {
     bool lost = false;       // the run has stopped following any schedule this iteration
     uint32_t strays = 0;     // allocations in a row that no schedule entry matched
     bool reordered = false;  // an entry was taken ahead of `at`: the run's order departs from the trace's
+    bool startUp = false;    // the first iteration of a pool made with its plan: the process's start-up
     std::vector<uint64_t> ahead;  // entries at or after `at` already taken out of order
   };
   // Starts iteration `iteration` (0 for the first after the plan began serving). Past the trained
@@ -39,9 +40,11 @@ class Schedules {
   // The entry for the next allocation, of `bytes`, or nullptr when no schedule has one for it.
   // Threads that allocate side by side (a runtime loading weights in parallel) change the order, not the
   // sizes: an allocation that is not the entry expected takes the first entry of its size within the next
-  // kLookahead that no allocation has taken yet. One that no entry matches (a thread or a one-off buffer the
-  // recording did not have) misses alone; after kStrays such in a row the run follows no schedule until
-  // the next mark (it has left the trained patterns: searching on would cost every allocation).
+  // kLookahead that no allocation has taken yet, unless another schedule's sizes so far are the run's in
+  // order (another input shape) -- in a start-up (Cursor::startUp), even then. One that no entry matches (a
+  // thread or a one-off buffer the recording did not have) misses alone; after kStrays such in a row the run
+  // follows no schedule until the next mark (it has left the trained patterns: searching on would cost every
+  // allocation).
   const ScheduleEntry* next(Cursor* cursor, uint64_t bytes) const;
   static constexpr uint64_t kLookahead = 256;
   static constexpr uint32_t kStrays = 16;

@@ -77,6 +77,39 @@ describe('time-shared blocks on inference traces', () => {
     pool.close();
   });
 
+  it('a start-up in another order follows its own schedule, not a later one that opens with the same size', () => {
+    // Recorded: a start-up that keeps three small buffers (16, 64, 64 bytes), then iterations of two
+    // patterns in turn; the second opens with a small output of 64 bytes.
+    const KiB = 1024;
+    const recorded = new TraceBuilder();
+    for (const size of [16, 64, 64]) recorded.alloc(size, 0);
+    for (let i = 0; i < 4; i++) {
+      recorded.mark();
+      const output = i % 2 === 1 ? recorded.alloc(64, 0) : -1;
+      const a = recorded.alloc((i % 2 === 0 ? 1024 : 2048) * KiB, 0);
+      const b = recorded.alloc(512 * KiB, 0);
+      recorded.free(a, 0);
+      recorded.free(b, 0);
+      if (output >= 0) recorded.free(output, 0);
+    }
+    const plan = train(recorded.build('start-up', 'tensorpool-csv'), { share: true });
+    expect(plan.layout).toBeDefined();
+    const pool = new Pool({ plan, prefault: false });
+    // The same start-up, its sizes in another order (a runtime creating a session in another process).
+    const kept = [64, 64, 16].map((size) => pool.alloc(size));
+    expect(pool.stats()).toMatchObject({ scheduleHits: 3, scheduleMisses: 0 });
+    for (let i = 0; i < 6; i++) {
+      pool.markIteration();
+      const output = i % 2 === 1 ? pool.alloc(64) : null;
+      const a = pool.alloc((i % 2 === 0 ? 1024 : 2048) * KiB);
+      const b = pool.alloc(512 * KiB);
+      for (const buffer of [a, b, output]) if (buffer) pool.release(buffer);
+    }
+    expect(pool.stats()).toMatchObject({ scheduleMisses: 0, busySkips: 0, osFallbacks: 0, grown: 0 });
+    for (const buffer of kept) pool.release(buffer);
+    pool.close();
+  });
+
   it('a start-up whose order changed costs a grown block once, not an OS fallback per iteration', () => {
     // Recorded: a weight W, then a scratch buffer S of W's size freed at once; then iterations of one
     // buffer B that the layout puts over S's memory. A run that asks for the scratch buffer first gives the
