@@ -11,7 +11,8 @@
  *                          marking the process pool
  *   tensorpool-run-planned ... with TENSORPOOL_PLAN trained from a run recorded with TENSORPOOL_RECORD
  *
- * The first cycle warms up; the table is over the cycles after it: ms per run (median, p95), minor page
+ * The first cycle warms up; the table is over the cycles after it: ms per run (median, p95) and per cycle
+ * (the sum of each shape's median: where shapes differ much in cost, the median run is one shape's), minor page
  * faults per run (the whole process; also cycle by cycle), RSS at the end of each cycle (median; whole, and
  * above the worker's RSS before the session and the pool were made: the weights and the tensors) and at its
  * peak. Every configuration's outputs are compared bit for bit with ort-arena's. Writes --json and --html
@@ -245,6 +246,9 @@ async function main(): Promise<void> {
   const results = participants.map((p) => {
     const steady = p.runs.slice(1).flat();
     const ms = steady.map((r) => r.ms);
+    const perShapeMs = steady.length
+      ? Object.fromEntries(shapes.map((s) => [s.join('x'), median(steady.filter((r) => r.shape === s.join('x')).map((r) => r.ms))]))
+      : null;
     const identical = reference && p.runs.length === reference.runs.length
       ? p.runs.every((cycle, c) => cycle.every((r, i) => r.hash === reference.runs[c][i].hash))
       : null;
@@ -261,7 +265,8 @@ async function main(): Promise<void> {
       tensorRssBytes: p.rss.length > 1 && p.baseRssBytes ? median(p.rss.slice(1)) - p.baseRssBytes : null,
       peakRssBytes: p.peakRssBytes ?? null,
       identicalOutputs: identical,
-      perShapeMs: steady.length ? Object.fromEntries(shapes.map((s) => [s.join('x'), median(steady.filter((r) => r.shape === s.join('x')).map((r) => r.ms))])) : null,
+      perShapeMs,
+      msPerCycle: perShapeMs && Object.values(perShapeMs).reduce((a, b) => a + b, 0),
       pool: p.pool ?? null,
     };
   });
@@ -269,12 +274,14 @@ async function main(): Promise<void> {
   console.log();
   console.log(
     formatTable(
-      ['config', 'ms/run', 'p95 ms', 'x arena', 'faults/run', 'x arena faults', 'steady RSS', 'x arena', 'above base', 'x arena', 'peak RSS', 'outputs'],
+      ['config', 'ms/run', 'p95 ms', 'x arena', 'ms/cycle', 'x arena', 'faults/run', 'x arena faults', 'steady RSS', 'x arena', 'above base', 'x arena', 'peak RSS', 'outputs'],
       results.map((r) => [
         r.config,
         r.msMedian === null ? null : round(r.msMedian, 1),
         r.msP95 === null ? null : round(r.msP95, 1),
         arena?.msMedian && r.msMedian ? round(r.msMedian / arena.msMedian, 2) : null,
+        r.msPerCycle === null ? null : round(r.msPerCycle, 1),
+        arena?.msPerCycle && r.msPerCycle ? round(r.msPerCycle / arena.msPerCycle, 2) : null,
         r.faultsPerRun === null ? null : Math.round(r.faultsPerRun),
         arena?.faultsPerRun && r.faultsPerRun !== null ? round(r.faultsPerRun / arena.faultsPerRun, 3) : null,
         r.steadyRssBytes === null ? null : formatBytes(r.steadyRssBytes),
@@ -308,6 +315,7 @@ function writeHtml(file: string, report: { model: string; shapes: string[]; resu
     .map(
       (r) =>
         `<tr><td>${r.config}</td><td>${r.msMedian?.toFixed(1) ?? '–'}${bar(r.msMedian, column('msMedian'))}</td>` +
+        `<td>${r.msPerCycle?.toFixed(1) ?? '–'}${bar(r.msPerCycle, column('msPerCycle'))}</td>` +
         `<td>${r.faultsPerRun === null ? '–' : Math.round(r.faultsPerRun)}${bar(r.faultsPerRun, column('faultsPerRun'))}</td>` +
         `<td>${r.steadyRssBytes === null ? '–' : formatBytes(r.steadyRssBytes)}${bar(r.steadyRssBytes, column('steadyRssBytes'))}</td>` +
         `<td>${r.peakRssBytes === null ? '–' : formatBytes(r.peakRssBytes)}</td><td>${r.error ?? (r.identicalOutputs === false ? 'DIFFERENT' : r.identicalOutputs ? 'identical' : '–')}</td></tr>`,
@@ -318,7 +326,7 @@ function writeHtml(file: string, report: { model: string; shapes: string[]; resu
     `<!doctype html><meta charset="utf-8"><title>tensorpool: onnxruntime-node</title>
 <style>body{font:14px system-ui;margin:2em}td,th{padding:4px 10px;text-align:left;vertical-align:top}</style>
 <h1>onnxruntime-node: ${path.basename(report.model)}</h1><p>shapes ${report.shapes.join(', ')}; steady state after the first cycle</p>
-<table><tr><th>configuration</th><th>ms/run (median)</th><th>page faults/run</th><th>steady RSS</th><th>peak RSS</th><th>outputs vs ort-arena</th></tr>
+<table><tr><th>configuration</th><th>ms/run (median)</th><th>ms/cycle</th><th>page faults/run</th><th>steady RSS</th><th>peak RSS</th><th>outputs vs ort-arena</th></tr>
 ${rows}</table>\n`,
   );
   console.log(`# wrote ${file}`);
