@@ -189,6 +189,31 @@ TEST(past_the_trained_iterations_a_run_goes_on_with_what_followed_the_pattern_th
   CHECK(cursor.at == 4);
 }
 
+TEST(a_start_up_in_another_order_keeps_its_own_schedule) {
+  // Trained: a start-up of 4096, 8192, 8192; then a run that opens with 8192.
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes = {{4096, 1}, {8192, 3}, {12288, 1}};
+  plan.schedule = {{4096, 0, 0}, {8192, 1, 1}, {8192, 1, 2}, {8192, 1, 3}, {12288, 2, 4}};  // block: its position
+  plan.iterationStarts = {0, 3};
+  Schedules schedules(plan);
+  const auto startUp = [&](bool isStartUp) {
+    Schedules::Cursor cursor;
+    schedules.begin(&cursor, 0);
+    cursor.startUp = isStartUp;
+    std::vector<uint32_t> taken;
+    for (uint64_t bytes : {8192, 8192, 4096}) {
+      const ScheduleEntry* entry = schedules.next(&cursor, bytes);
+      taken.push_back(entry ? entry->block : ScheduleEntry::kAnyBlock);
+    }
+    return taken;
+  };
+  // Outside a start-up (a plan switched to mid-run) the first size picks the run that opens with it.
+  CHECK(startUp(false)[0] == 3);
+  const std::vector<uint32_t> own = startUp(true);
+  CHECK(own.size() == 3 && own[0] == 1 && own[1] == 2 && own[2] == 0);
+}
+
 TEST(default_classes_cover_64_bytes_to_64_mib_with_bounded_waste) {
   PlanSpec plan = defaultPlan();
   CHECK(plan.classes.front().size == 64 && plan.classes.back().size == (uint64_t{64} << 20));
