@@ -38,7 +38,7 @@ describe('the preload library: the process allocator', () => {
     // 5 x 4 x 4096 pages were written; the quietest round shows the pool faults none of them (V8's own
     // heap and code pages may fault in a round or two).
     expect(Math.min(...r.out.faults)).toBeLessThan(100);
-    expect(r.stderr).toMatch(/^tensorpool: process pool \(default, requests >= 65536 B\): allocs \d+/m);
+    expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs \d+/m);
   });
 
   it('records a trace replayed through malloc/free event for event; its plan serves the replay with no OS fallback', () => {
@@ -91,6 +91,41 @@ describe('the preload library: the process allocator', () => {
       expect(r.out.osFallbacks[i], `iteration ${i + 1}`).toBeLessThanOrEqual(0.01 * r.out.allocs[i]);
     }
     expect(Math.min(...r.out.allocs)).toBeGreaterThan(500);
+  });
+
+  it('in a process tree the first process records (each, with %p) and only pools that served something print stats', () => {
+    const cli = path.resolve(__dirname, '../dist/cli/main.js');
+    // The parent makes ten arrays of 2,617,284 bytes, the process it starts a hundred of 790,080: the child
+    // inherits TENSORPOOL_RECORD, and once wrote its recording over the parent's (a file that did not parse).
+    const arrays = (n: number, floats: number) => `const a=[];for(let i=0;i<${n};i++)a.push(new Float32Array(${floats}));`;
+    const script = `require('child_process').execFileSync(process.execPath, ['-e', ${JSON.stringify(arrays(100, 197520))}]);${arrays(10, 654321)}`;
+    const tree = (recordTo: string) =>
+      spawnSync(process.execPath, [cli, 'run', '--stats', '--record', recordTo, '--', process.execPath, '-e', script], { encoding: 'utf8', timeout: 60_000 });
+    const sizes = (file: string) => {
+      const trace = readTrace(file);
+      return (bytes: number) => trace.sizes.filter((s) => s === bytes).length;
+    };
+    const shared = tree(path.join(tmp, 'tree.csv'));
+    expect(shared.status).toBe(0);
+    const inParent = sizes(path.join(tmp, 'tree.csv'));
+    expect(inParent(2_617_284)).toBe(10);
+    expect(inParent(790_080)).toBe(0);
+    // Both pools served arrays: two lines, each with its pid.
+    const pids = [...shared.stderr.matchAll(/^tensorpool: process pool \(pid (\d+), (\w+),/gm)].map((m) => [Number(m[1]), m[2]]);
+    expect(pids).toHaveLength(2);
+    expect(pids.map(([, mode]) => mode).sort()).toEqual(['default', 'recording']);
+
+    const each = tree(path.join(tmp, 'tree-%p.csv'));
+    expect(each.status).toBe(0);
+    const files = fs.readdirSync(tmp).filter((f) => /^tree-\d+\.csv$/.test(f));
+    expect(files).toHaveLength(2);
+    const counts = files.map((f) => sizes(path.join(tmp, f))).map((count) => [count(2_617_284), count(790_080)]);
+    expect(counts.sort()).toEqual([[0, 100], [10, 0]]);
+
+    // A shell's forked subshell and a command it starts that allocates nothing print nothing; the shell does.
+    const shell = spawnSync(process.execPath, [cli, 'run', '--stats', '--', 'bash', '-c', 'x=$(echo hi); /bin/true'], { encoding: 'utf8' });
+    expect(shell.status).toBe(0);
+    expect(shell.stderr.match(/^tensorpool: process pool/gm)).toHaveLength(1);
   });
 
   it('bad configuration prints one line and leaves the host on the C library', () => {

@@ -40,7 +40,11 @@ struct Settings {
   const char* mode = "default";
   std::string planPath, recordPath;
   bool stats = false;
+  bool root = false;  // the first process of the tree that loaded the library (or it after an exec)
   FILE* record = nullptr;
+  // The process that read these settings: a child forked without exec holds a copy of them (and of the
+  // recording), and is neither the root nor the recording's writer.
+  pid_t pid = 0;
 };
 Settings* settings = nullptr;
 
@@ -165,8 +169,40 @@ void printStats();
 
 void atExit() {
   InternalScope inside;
-  if (settings->record) writeRecording();
-  if (settings->stats) printStats();
+  const bool forked = getpid() != settings->pid;
+  if (settings->record && !forked) writeRecording();
+  if (settings->stats && ((settings->root && !forked) || pool->stats().allocs > 0)) printStats();
+}
+
+// Whether this process is the first of its tree to load the library: TENSORPOOL_ROOT_PID names it, set here
+// for the processes it starts (an exec keeps the pid, and the root). The variable is the library's own: a
+// value that is not a pid is taken as unset.
+bool claimRoot() {
+  const long pid = static_cast<long>(getpid());
+  const char* root = getenv("TENSORPOOL_ROOT_PID");
+  char* end = nullptr;
+  if (root && *root >= '0' && *root <= '9') {
+    const long value = strtol(root, &end, 10);
+    if (*end == '\0') return value == pid;
+  }
+  char text[24];
+  snprintf(text, sizeof text, "%ld", pid);
+  setenv("TENSORPOOL_ROOT_PID", text, 1);
+  return true;
+}
+
+// TENSORPOOL_RECORD with each %p replaced by the pid.
+std::string recordFileOf(const char* path) {
+  std::string file;
+  for (const char* c = path; *c; ++c) {
+    if (c[0] == '%' && c[1] == 'p') {
+      file += std::to_string(static_cast<long>(getpid()));
+      ++c;
+    } else {
+      file += *c;
+    }
+  }
+  return file;
 }
 
 void forkPrepare() {
@@ -198,6 +234,10 @@ void initialise() {
 
   auto* s = new Settings;
   s->stats = stats;
+  s->root = claimRoot();
+  s->pid = getpid();
+  // Without %p only the root records: the processes it starts would write over its file.
+  if (recordPath && !s->root && !strstr(recordPath, "%p")) recordPath = nullptr;
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
@@ -217,9 +257,9 @@ void initialise() {
   }
   if (adaptive) s->mode = "adaptive";
   if (recordPath) {
-    s->record = fopen(recordPath, "w");
-    if (!s->record) return delete s, fail(std::string("TENSORPOOL_RECORD=") + recordPath + ": " + strerror(errno));
-    s->recordPath = recordPath;
+    s->recordPath = recordFileOf(recordPath);
+    s->record = fopen(s->recordPath.c_str(), "w");
+    if (!s->record) return delete s, fail("TENSORPOOL_RECORD=" + s->recordPath + ": " + strerror(errno));
     if (!adaptive) s->mode = "recording";
   }
   if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
@@ -290,10 +330,10 @@ void printStats() {
   const PoolStats s = pool->stats();
   char line[1024];
   snprintf(line, sizeof line,
-           "process pool (%s, requests >= %llu B): allocs %llu, releases %llu, hits %llu, borrows %llu, grown %llu, "
+           "process pool (pid %ld, %s, requests >= %llu B): allocs %llu, releases %llu, hits %llu, borrows %llu, grown %llu, "
            "OS fallbacks %llu, OS oversize %llu; live %llu blocks / %llu B (peak %llu B); arena %llu B carved, "
            "%llu B committed, %llu B reserved; iterations %llu, switches %llu",
-           settings->mode, static_cast<unsigned long long>(minBytes), static_cast<unsigned long long>(s.allocs),
+           static_cast<long>(getpid()), settings->mode, static_cast<unsigned long long>(minBytes), static_cast<unsigned long long>(s.allocs),
            static_cast<unsigned long long>(s.releases), static_cast<unsigned long long>(s.hits),
            static_cast<unsigned long long>(s.borrows), static_cast<unsigned long long>(s.grown),
            static_cast<unsigned long long>(s.osFallbacks), static_cast<unsigned long long>(s.osOversize),

@@ -6,12 +6,17 @@
 //   TENSORPOOL_MIN_BYTES   requests of at least this many bytes go to the pool (K/M/G suffixes; default 64K)
 //   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode)
 //   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
-//                          tensorpool trace CSV at exit
+//                          tensorpool trace CSV at exit, by the first process of the tree that loads the
+//                          library (a process it starts inherits the variable, and would write over the
+//                          file); with %p in the name, by every process, each to its own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
 //                          markIteration() calls (lib/process-pool.ts)
 //   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
-//   TENSORPOOL_STATS       1: the pool's counters on stderr at exit
+//   TENSORPOOL_STATS       1: the pool's counters on stderr at exit (in the other processes of the tree,
+//                          only when their pool served something)
+//   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
+//                          are not it
 // With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
 #pragma once
 
