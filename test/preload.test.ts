@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { preloadLibrary, processPool, readTrace, replay } from '../lib/index.js';
+import { preloadLibrary, processPool, readTrace, replay, train } from '../lib/index.js';
+import { TraceBuilder } from '../lib/trace/trace.js';
 import { expectUsageError, run, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-preload-'));
@@ -126,6 +127,20 @@ describe('the preload library: the process allocator', () => {
     const shell = spawnSync(process.execPath, [cli, 'run', '--stats', '--', 'bash', '-c', 'x=$(echo hi); /bin/true'], { encoding: 'utf8' });
     expect(shell.status).toBe(0);
     expect(shell.stderr.match(/^tensorpool: process pool/gm)).toHaveLength(1);
+  });
+
+  it('a process that allocates nothing above the threshold never maps its plan', () => {
+    const builder = new TraceBuilder();
+    builder.free(builder.alloc(64 * 2 ** 20, 0), 0);
+    const plan = path.join(tmp, 'large.plan.json');
+    train(builder.build('large', 'tensorpool-csv')).write(plan);
+    const cli = path.resolve(__dirname, '../dist/cli/main.js');
+    // A shell (and what it starts: python3 behind pyenv's shims is 30 of them) pre-faulted the 64 MiB.
+    const r = spawnSync(process.execPath, [cli, 'run', '--plan', plan, '--stats', '--', 'bash', '-c', 'while read -r line; do case $line in VmRSS*) echo $line;; esac; done < /proc/$$/status'], { encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    const rssKiB = Number(/VmRSS:\s+(\d+) kB/.exec(r.stdout)![1]);
+    expect(rssKiB).toBeLessThan(32 * 1024);
+    expect(r.stderr).toMatch(/process pool \(pid \d+, planned, requests >= 65536 B\): served nothing \(it was never made\)/);
   });
 
   it('bad configuration prints one line and leaves the host on the C library', () => {

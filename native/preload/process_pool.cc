@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -34,7 +35,46 @@ using detail::insideDepth;
 std::atomic<bool> ready{false};
 uint64_t minBytes = uint64_t{64} << 10;
 std::shared_ptr<Pool>* processPool = nullptr;  // never destroyed: memory may be freed until the very end
-Pool* pool = nullptr;
+std::atomic<Pool*> madePool{nullptr};
+
+// What the pool is made of, read at load. The pool itself is made at the first request it serves (or when
+// JS asks for it): a process that never allocates above the threshold (a shell, the helpers a launcher
+// starts: python3 behind pyenv's shims ran 30) never maps and pre-faults a plan's arena.
+struct Recipe {
+  PlanSpec plan;
+  PoolOptions options;
+  bool record = false;
+  uint64_t recordEvents = 0;
+};
+Recipe* recipe = nullptr;  // nullptr once made, or once making it failed
+std::mutex making;         // held while the pool is made, and across fork(): no child inherits it half made
+
+Pool* made() { return madePool.load(std::memory_order_acquire); }
+Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, or JS was handed the table)
+
+void say(const std::string& line);
+
+// The pool, made now if it is not yet; nullptr when making it failed (the process is then on the C library).
+Pool* servingPool() {
+  if (Pool* p = made()) return p;
+  InternalScope inside;
+  std::lock_guard lock(making);
+  if (Pool* p = made()) return p;
+  if (!recipe) return nullptr;
+  std::string error;
+  std::shared_ptr<Pool> fresh = Pool::create(recipe->plan, recipe->options, &error);
+  if (fresh && recipe->record) fresh->startRecording(recipe->recordEvents);
+  delete recipe;
+  recipe = nullptr;
+  if (!fresh) {
+    detail::routeFrom.store(SIZE_MAX, std::memory_order_release);
+    say(error + "; the pool is off, the C library serves every allocation");
+    return nullptr;
+  }
+  processPool = new std::shared_ptr<Pool>(std::move(fresh));
+  madePool.store(processPool->get(), std::memory_order_release);
+  return made();
+}
 
 struct Settings {
   const char* mode = "default";
@@ -84,44 +124,44 @@ bool parseSwitch(const char* text, bool* out) {
 
 void apiStats(PoolStats* out) {
   InternalScope inside;
-  *out = pool->stats();
+  *out = pool().stats();
 }
 size_t apiClassStats(ClassStats* out, size_t capacity) {
   InternalScope inside;
-  const std::vector<ClassStats> classes = pool->classStats();
+  const std::vector<ClassStats> classes = pool().classStats();
   std::copy_n(classes.begin(), std::min(capacity, classes.size()), out);
   return classes.size();
 }
 uint64_t apiInterval() {
   InternalScope inside;
-  return pool->interval();
+  return pool().interval();
 }
 void apiMarkIteration(IterationSummary* out) {
   InternalScope inside;
-  *out = pool->markIteration();
+  *out = pool().markIteration();
 }
 void apiStartRecording(uint64_t limit) {
   InternalScope inside;
-  pool->startRecording(limit);
+  pool().startRecording(limit);
 }
 void apiStopRecording() {
   InternalScope inside;
-  pool->stopRecording();
+  pool().stopRecording();
 }
 void apiRecordingState(RecordingState* out) {
   InternalScope inside;
-  *out = pool->recordingState();
+  *out = pool().recordingState();
 }
 size_t apiCopyRecording(uint64_t from, RecordedEvent* out, size_t capacity) {
   InternalScope inside;
-  const std::vector<RecordedEvent> events = pool->copyRecording(from);
+  const std::vector<RecordedEvent> events = pool().copyRecording(from);
   const size_t n = std::min(capacity, events.size());
   std::copy_n(events.begin(), n, out);
   return n;
 }
 void apiDiscardRecording(uint64_t before) {
   InternalScope inside;
-  pool->discardRecording(before);
+  pool().discardRecording(before);
 }
 PlanSpec planOf(const PlanView* view) {
   PlanSpec plan;
@@ -142,20 +182,20 @@ void copyError(const std::string& error, char* out, size_t capacity) {
 uint64_t apiPrepareSwitch(const PlanView* view, char* error, size_t capacity) {
   InternalScope inside;
   std::string why;
-  const uint64_t generation = pool->prepareSwitch(planOf(view), &why);
+  const uint64_t generation = pool().prepareSwitch(planOf(view), &why);
   if (!generation) copyError(why, error, capacity);
   return generation;
 }
 int apiSwitchPlan(const PlanView* view, char* error, size_t capacity) {
   InternalScope inside;
   std::string why;
-  if (pool->switchPlan(planOf(view), &why)) return 1;
+  if (pool().switchPlan(planOf(view), &why)) return 1;
   copyError(why, error, capacity);
   return 0;
 }
 uint64_t apiDiscardRetired() {
   InternalScope inside;
-  return pool->discardRetired();
+  return pool().discardRetired();
 }
 
 ProcessPoolApi api = {
@@ -171,7 +211,7 @@ void atExit() {
   InternalScope inside;
   const bool forked = getpid() != settings->pid;
   if (settings->record && !forked) writeRecording();
-  if (settings->stats && ((settings->root && !forked) || pool->stats().allocs > 0)) printStats();
+  if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) printStats();
 }
 
 // Whether this process is the first of its tree to load the library: TENSORPOOL_ROOT_PID names it, set here
@@ -206,10 +246,12 @@ std::string recordFileOf(const char* path) {
 }
 
 void forkPrepare() {
-  if (pool) pool->lockForFork();
+  making.lock();
+  if (Pool* p = made()) p->lockForFork();
 }
 void forkRelease() {
-  if (pool) pool->unlockAfterFork();
+  if (Pool* p = made()) p->unlockAfterFork();
+  making.unlock();
 }
 
 // Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
@@ -262,17 +304,11 @@ void initialise() {
     if (!s->record) return delete s, fail("TENSORPOOL_RECORD=" + s->recordPath + ": " + strerror(errno));
     if (!adaptive) s->mode = "recording";
   }
-  if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
-  std::string error;
-  std::shared_ptr<Pool> made = Pool::create(plan, options, &error);
-  if (!made) {
+  if (!os::trackMappings()) {
     if (s->record) fclose(s->record);
-    delete s;
-    return fail(error);
+    return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
   }
-  if (s->record) made->startRecording(recordEvents);
-  processPool = new std::shared_ptr<Pool>(std::move(made));
-  pool = processPool->get();
+  recipe = new Recipe{std::move(plan), options, s->record != nullptr, recordEvents};
   settings = s;
   pthread_atfork(forkPrepare, forkRelease, forkRelease);
   atexit(atExit);
@@ -289,8 +325,8 @@ __attribute__((constructor)) void initialiseOnLoad() { initialise(); }
 // The held events as tensorpool CSV, the allocating thread as the stream (0: the main thread). A release whose allocation is not held (recording restarted from JS)
 // is left out; buffers live at exit stay unfreed in the trace.
 void writeRecording() {
-  const RecordingState state = pool->recordingState();
-  const std::vector<RecordedEvent> events = pool->copyRecording(state.begin);
+  const RecordingState state = made() ? pool().recordingState() : RecordingState{};
+  const std::vector<RecordedEvent> events = made() ? pool().copyRecording(state.begin) : std::vector<RecordedEvent>{};
   FILE* out = settings->record;
   fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
           static_cast<unsigned long long>(minBytes));
@@ -327,7 +363,12 @@ void writeRecording() {
 }
 
 void printStats() {
-  const PoolStats s = pool->stats();
+  if (!made()) {
+    say("process pool (pid " + std::to_string(static_cast<long>(getpid())) + ", " + settings->mode + ", requests >= " +
+        std::to_string(minBytes) + " B): served nothing (it was never made)");
+    return;
+  }
+  const PoolStats s = pool().stats();
   char line[1024];
   snprintf(line, sizeof line,
            "process pool (pid %ld, %s, requests >= %llu B): allocs %llu, releases %llu, hits %llu, borrows %llu, grown %llu, "
@@ -351,9 +392,11 @@ InternalScope::InternalScope() { ++insideDepth; }
 InternalScope::~InternalScope() { --insideDepth; }
 
 void* poolAlloc(size_t bytes) {
+  Pool* serving = servingPool();
+  if (!serving) return nullptr;  // errno untouched: the C library serves it
   InternalScope inside;
   try {
-    const Allocation a = pool->alloc(bytes);
+    const Allocation a = serving->alloc(bytes);
     if (a.status == AllocStatus::Ok) return a.data;
   } catch (...) {  // std::bad_alloc from the pool's own bookkeeping: a failed allocation, not a crash
   }
@@ -365,7 +408,7 @@ void poolFree(void* p) {
   InternalScope inside;
   ReleaseStatus status;
   try {
-    status = pool->release(p);
+    status = pool().release(p);
   } catch (...) {
     status = ReleaseStatus::NotOwned;
   }
@@ -377,12 +420,12 @@ void poolFree(void* p) {
 
 size_t poolUsableSize(const void* p) {
   InternalScope inside;
-  return pool->liveSize(p);
+  return pool().liveSize(p);
 }
 
 }  // namespace tp::preload
 
 extern "C" __attribute__((visibility("default"))) const tp::preload::ProcessPoolApi* tensorpool_process_pool(void) {
   using namespace tp::preload;
-  return ready.load(std::memory_order_acquire) ? &api : nullptr;
+  return ready.load(std::memory_order_acquire) && servingPool() ? &api : nullptr;
 }

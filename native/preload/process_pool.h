@@ -1,5 +1,6 @@
 // The process pool: one Pool for the whole process, configured from the environment when the preload
-// library is loaded, serving the requests the interposed malloc family (interpose.cc) routes to it.
+// library is loaded and made at the first request it serves (a process that makes none maps nothing),
+// serving the requests the interposed malloc family (interpose.cc) routes to it.
 //
 // Environment (each checked; a bad value prints one line on stderr and leaves the process on the C
 // library's allocator, never aborting the host):
