@@ -15,8 +15,9 @@ whole process, from any thread, is served by one process pool. Smaller requests 
   (no mode)        the default classes, grown on demand: no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start)
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
-                   allocating thread as the stream) at exit; the processes the command starts do not
-                   record, unless FILE holds %p: then each writes its own file, %p its pid
+                   allocating thread as the stream) at exit; where the command starts others (npm, a
+                   shell), FILE keeps the largest recording; with %p in FILE each process writes its
+                   own file, %p its pid
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M

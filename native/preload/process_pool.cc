@@ -1,6 +1,9 @@
 #include "process_pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -81,7 +84,7 @@ struct Settings {
   std::string planPath, recordPath;
   bool stats = false;
   bool root = false;  // the first process of the tree that loaded the library (or it after an exec)
-  FILE* record = nullptr;
+  bool record = false;
   // The process that read these settings: a child forked without exec holds a copy of them (and of the
   // recording), and is neither the root nor the recording's writer.
   pid_t pid = 0;
@@ -205,6 +208,7 @@ ProcessPoolApi api = {
 };
 
 void writeRecording();
+void keepLargest(const std::string& path, const char* text, size_t length);
 void printStats();
 
 void atExit() {
@@ -278,8 +282,6 @@ void initialise() {
   s->stats = stats;
   s->root = claimRoot();
   s->pid = getpid();
-  // Without %p only the root records: the processes it starts would write over its file.
-  if (recordPath && !s->root && !strstr(recordPath, "%p")) recordPath = nullptr;
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
@@ -300,15 +302,18 @@ void initialise() {
   if (adaptive) s->mode = "adaptive";
   if (recordPath) {
     s->recordPath = recordFileOf(recordPath);
-    s->record = fopen(s->recordPath.c_str(), "w");
-    if (!s->record) return delete s, fail("TENSORPOOL_RECORD=" + s->recordPath + ": " + strerror(errno));
+    // The root starts the file afresh (as does a process with a file of its own); the processes it starts
+    // write at exit only where theirs is the larger recording.
+    if (s->root || s->recordPath != recordPath) {
+      FILE* file = fopen(s->recordPath.c_str(), "w");
+      if (!file) return delete s, fail("TENSORPOOL_RECORD=" + s->recordPath + ": " + strerror(errno));
+      fclose(file);
+    }
+    s->record = true;
     if (!adaptive) s->mode = "recording";
   }
-  if (!os::trackMappings()) {
-    if (s->record) fclose(s->record);
-    return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
-  }
-  recipe = new Recipe{std::move(plan), options, s->record != nullptr, recordEvents};
+  if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
+  recipe = new Recipe{std::move(plan), options, s->record, recordEvents};
   settings = s;
   pthread_atfork(forkPrepare, forkRelease, forkRelease);
   atexit(atExit);
@@ -327,7 +332,10 @@ __attribute__((constructor)) void initialiseOnLoad() { initialise(); }
 void writeRecording() {
   const RecordingState state = made() ? pool().recordingState() : RecordingState{};
   const std::vector<RecordedEvent> events = made() ? pool().copyRecording(state.begin) : std::vector<RecordedEvent>{};
-  FILE* out = settings->record;
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* out = open_memstream(&text, &length);
+  if (!out) return say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
   fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
           static_cast<unsigned long long>(minBytes));
   fprintf(out, "op,id,size,stream\n");
@@ -358,8 +366,31 @@ void writeRecording() {
   }
   if (unknown) fprintf(out, "# %llu releases of blocks allocated while recording was off are left out\n", static_cast<unsigned long long>(unknown));
   if (state.truncated) fprintf(out, "# truncated: the event limit was reached\n");
-  if (fclose(out) != 0) say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
-  settings->record = nullptr;
+  if (fclose(out) != 0) return free(text), say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
+  keepLargest(settings->recordPath, text, length);
+  free(text);
+}
+
+// Writes a recording to `path` unless the file holds a larger one: every process of a tree records
+// (TENSORPOOL_RECORD is inherited), and the file keeps the largest: a runtime's, not its launcher's (npm, a
+// shell) or a helper's. Processes that exit together take turns (flock).
+void keepLargest(const std::string& path, const char* text, size_t length) {
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return say("TENSORPOOL_RECORD=" + path + ": " + strerror(errno));
+  struct stat held;
+  if (flock(fd, LOCK_EX) == 0 && fstat(fd, &held) == 0 && static_cast<uint64_t>(held.st_size) >= length) {
+    close(fd);  // releases the lock
+    return;
+  }
+  bool written = ftruncate(fd, 0) == 0;
+  for (size_t done = 0; written && done < length;) {
+    const ssize_t n = pwrite(fd, text + done, length - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) done += static_cast<size_t>(n);
+  }
+  if (!written) say("TENSORPOOL_RECORD=" + path + ": " + strerror(errno));
+  close(fd);
 }
 
 void printStats() {

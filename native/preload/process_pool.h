@@ -7,9 +7,9 @@
 //   TENSORPOOL_MIN_BYTES   requests of at least this many bytes go to the pool (K/M/G suffixes; default 64K)
 //   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode)
 //   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
-//                          tensorpool trace CSV at exit, by the first process of the tree that loads the
-//                          library (a process it starts inherits the variable, and would write over the
-//                          file); with %p in the name, by every process, each to its own file (%p: its pid)
+//                          tensorpool trace CSV at exit; in a process tree (the variable is inherited) the
+//                          file keeps the largest recording; with %p in the name every process writes its
+//                          own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
 //                          markIteration() calls (lib/process-pool.ts)
