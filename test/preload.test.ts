@@ -99,8 +99,10 @@ describe('the preload library: the process allocator', () => {
     // The parent makes ten arrays of 2,617,284 bytes, the process it starts a hundred of 790,080: the child
     // inherits TENSORPOOL_RECORD, and once wrote its recording over the parent's (a file that did not parse).
     const arrays = (n: number, floats: number) => `const a=[];for(let i=0;i<${n};i++)a.push(new Float32Array(${floats}));`;
+    // It also runs /bin/true, which serves nothing: no file of its own, even with %p.
     const script = (child: number, parent: number) =>
-      `require('child_process').execFileSync(process.execPath, ['-e', ${JSON.stringify(arrays(child, 197520))}]);${arrays(parent, 654321)}`;
+      `const { execFileSync } = require('child_process'); execFileSync('/bin/true');` +
+      `execFileSync(process.execPath, ['-e', ${JSON.stringify(arrays(child, 197520))}]);${arrays(parent, 654321)}`;
     const tree = (recordTo: string, child = 100, parent = 10) =>
       spawnSync(process.execPath, [cli, 'run', '--stats', '--record', recordTo, '--', process.execPath, '-e', script(child, parent)], {
         encoding: 'utf8',

@@ -16,8 +16,8 @@ whole process, from any thread, is served by one process pool. Smaller requests 
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start)
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
                    allocating thread as the stream) at exit; where the command starts others (npm, a
-                   shell), FILE keeps the largest recording; with %p in FILE each process writes its
-                   own file, %p its pid
+                   shell), FILE keeps the largest recording; with %p in FILE each process that used
+                   the pool writes its own file, %p its pid
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M

@@ -214,7 +214,8 @@ void printStats();
 void atExit() {
   InternalScope inside;
   const bool forked = getpid() != settings->pid;
-  if (settings->record && !forked) writeRecording();
+  // A process whose pool was never made recorded nothing: only the root leaves a file for it.
+  if (settings->record && !forked && (settings->root || made())) writeRecording();
   if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) printStats();
 }
 
@@ -302,9 +303,9 @@ void initialise() {
   if (adaptive) s->mode = "adaptive";
   if (recordPath) {
     s->recordPath = recordFileOf(recordPath);
-    // The root starts the file afresh (as does a process with a file of its own); the processes it starts
-    // write at exit only where theirs is the larger recording.
-    if (s->root || s->recordPath != recordPath) {
+    // The root starts the file afresh (which also checks it can be written); the processes it starts write
+    // at exit, where theirs is the larger recording (or to a file of their own, %p).
+    if (s->root) {
       FILE* file = fopen(s->recordPath.c_str(), "w");
       if (!file) return delete s, fail("TENSORPOOL_RECORD=" + s->recordPath + ": " + strerror(errno));
       fclose(file);

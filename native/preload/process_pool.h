@@ -8,8 +8,8 @@
 //   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode)
 //   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
 //                          tensorpool trace CSV at exit; in a process tree (the variable is inherited) the
-//                          file keeps the largest recording; with %p in the name every process writes its
-//                          own file (%p: its pid)
+//                          file keeps the largest recording; with %p in the name each process whose pool
+//                          served something writes its own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
 //                          markIteration() calls (lib/process-pool.ts)
