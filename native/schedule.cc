@@ -62,19 +62,15 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
     cursor->strays = 0;
     return entry;
   }
-  // A process's first iteration is its start-up: a runtime creating a session allocates the sizes it
-  // recorded in an order that changes from process to process, and a first size that happens to open a
-  // later schedule (a run's small output) must not take the start-up there: its buffers live on, and on
-  // that schedule's blocks they would keep the memory of every later iteration's tensors busy.
-  if (cursor->startUp) {
-    if (const ScheduleEntry* entry = takeAhead(cursor, cursor->at, bytes)) {
-      cursor->strays = 0;
-      return entry;
-    }
-  }
+  // Another order: the first entry of this size ahead that is not taken yet. A process's first iteration is
+  // its start-up: a runtime creating a session allocates the sizes it recorded in an order that changes
+  // from process to process, and a first size that happens to open a later schedule (a run's small output)
+  // must not take the start-up there: its buffers live on, and on that schedule's blocks they would keep
+  // the memory of every later iteration's tensors busy. So in a start-up this comes first.
+  const ScheduleEntry* entry = cursor->startUp ? takeAhead(cursor, cursor->at, bytes) : nullptr;
   // The same order so far: the latest schedule whose sizes since the mark are the run's (later iterations
   // are the steadier ones).
-  if (!cursor->reordered) {
+  if (!entry && !cursor->reordered) {
     for (size_t s = starts_.size() - 1; s-- > 0;) {
       if (k < length(s) && prefixes_[starts_[s] + k] == cursor->hash) {
         cursor->at = starts_[s] + k + 1;
@@ -83,9 +79,9 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
       }
     }
   }
-  // Another order: the first entry of this size ahead that is not taken yet; for an iteration's first
-  // allocation, in whichever schedule (latest first) has one near its start.
-  const ScheduleEntry* entry = takeAhead(cursor, cursor->at, bytes);
+  // Elsewhere the ahead search follows the prefix search; for an iteration's first allocation, in whichever
+  // schedule (latest first) has one near its start.
+  if (!entry && !cursor->startUp) entry = takeAhead(cursor, cursor->at, bytes);
   for (size_t s = starts_.size() - 1; !entry && k == 0 && s-- > 0;) {
     if (length(s) > 0 && (entry = takeAhead(cursor, starts_[s], bytes))) cursor->at = starts_[s];
   }
