@@ -21,6 +21,13 @@
  * Blocks go back to the native pool when a stack or the cache is full, at markIteration() (those not needed
  * during the iteration that ended: each size's low-water mark), when a new plan starts serving, and at
  * close().
+ *
+ * A block the cache may not keep (its schedule gives its memory to another block first, a lent block, a full
+ * cache) goes back to the native pool at release, but its handle need not die with it: the cache transfers
+ * it to a *dormant* handle of its own, reachable by nobody else, and when the pool serves the same address
+ * with the same length again (every iteration, where a plan is followed) the binding hands that handle out
+ * instead of making a new one (native/napi/handle_book.h), and the finalizer follows it. Dormant handles hold
+ * no pool memory: they are bounded in number (maxDormant) and dropped when unused for DORMANT_MARKS marks.
  */
 import type { NativePool } from './native.js';
 
@@ -32,6 +39,8 @@ export interface FrontCacheOptions {
   maxBytes?: number;
   /** Buffers of one byte length it holds at most. Default 64. */
   maxPerSize?: number;
+  /** Dormant handles it keeps at most (handles of blocks back in the pool, to hand out again). Default 4096; 0: none. */
+  maxDormant?: number;
 }
 
 export interface FrontCacheStats {
@@ -44,7 +53,15 @@ export interface FrontCacheStats {
   /** Buffers and bytes it holds now. */
   buffers: number;
   bytes: number;
+  /** Releases whose handle it kept dormant; allocations a dormant handle served (counted in the pool's too). */
+  slept: number;
+  woken: number;
+  /** Dormant handles it holds now. */
+  dormant: number;
 }
+
+/** Marks after which a dormant handle not handed out again is dropped. */
+export const DORMANT_MARKS = 16;
 
 /** Entries the log holds before the cache has the binding apply it (the capacity a Pool asks the binding for). */
 export const FRONT_CACHE_LOG_ENTRIES = 4096;
@@ -64,18 +81,20 @@ const UPCOMING_FIELDS = 4;
 const ENTRIES = UPCOMING + UPCOMING_FIELDS * UPCOMING_MAX;
 
 /**
- * A block the cache may keep: its cache, where it is, its class, the generation of classes it came from, and
- * in a time-shared plan its number in the layout (else -1). `keep`: whether its current use lets the cache
- * keep it afterwards (a time-shared block is kept only where its schedule names it again before any block
- * sharing its memory: held here it keeps them busy).
+ * A block of the cache's pool: its cache, where it is, its class (-1 where the cache may not keep it), the
+ * generation of classes it came from, and in a time-shared plan its number in the layout (else -1). `keep`:
+ * whether its current use lets the cache keep it afterwards (a time-shared block is kept only where its
+ * schedule names it again before any block sharing its memory: held here it keeps them busy). `slept`: the
+ * mark count when its handle last went dormant.
  */
 interface Block {
   readonly cache: FrontCache;
   readonly address: number;
-  readonly classIndex: number;
-  readonly generation: number;
-  readonly block: number;
+  classIndex: number;
+  generation: number;
+  block: number;
   keep: boolean;
+  slept: number;
 }
 
 // Buffers of cacheable blocks carry their Block in a private field: a base class whose constructor returns
@@ -113,7 +132,14 @@ export class FrontCache {
   readonly #log: Float64Array;
   readonly #maxBytes: number;
   readonly #maxPerSize: number;
+  readonly #maxDormant: number;
   readonly #stacks = new Map<number, SizeStack>();
+  /** Dormant handles by address (rarely more than one length per address). */
+  readonly #dormant = new Map<number, ArrayBuffer[]>();
+  #dormantCount = 0;
+  #marks = 0;
+  #slept = 0;
+  #woken = 0;
   #generation: number;
   #buffers = 0;
   #bytes = 0;
@@ -129,6 +155,7 @@ export class FrontCache {
     this.#log = log;
     this.#maxBytes = options.maxBytes;
     this.#maxPerSize = options.maxPerSize;
+    this.#maxDormant = options.maxDormant;
     this.#generation = log[GENERATION];
   }
 
@@ -187,7 +214,7 @@ export class FrontCache {
     return -1;
   }
 
-  /** A new block from the native pool (its buffer tagged when the cache may keep it later). */
+  /** A block from the native pool, on a new handle or a dormant one (tagged with the block it now is). */
   allocNative(bytes: number): ArrayBuffer {
     let buffer = this.#buffers === 0 ? this.#native.alloc(bytes) : this.#native.alloc(bytes, this.#classBound);
     if (buffer === null) {
@@ -196,10 +223,17 @@ export class FrontCache {
     }
     const log = this.#log;
     const classIndex = log[REPLY_CLASS];
-    if (classIndex >= 0) {
-      Tag.attach(buffer, { cache: this, address: log[REPLY_ADDRESS], classIndex, generation: this.#generation, block: log[REPLY_BLOCK], keep: true });
+    if (buffer === undefined) {
+      buffer = this.#wake(log[REPLY_ADDRESS], bytes);
+      const block = Tag.of(buffer)!;
+      block.classIndex = classIndex;
+      block.generation = this.#generation;
+      block.block = log[REPLY_BLOCK];
+      block.keep = classIndex >= 0;
+      return buffer;
     }
-    return buffer;
+    Tag.attach(buffer!, { cache: this, address: log[REPLY_ADDRESS], classIndex, generation: this.#generation, block: log[REPLY_BLOCK], keep: classIndex >= 0, slept: 0 });
+    return buffer!;
   }
 
   /**
@@ -209,16 +243,16 @@ export class FrontCache {
    */
   put(buffer: ArrayBuffer): boolean {
     const block = Tag.of(buffer);
-    if (block === undefined || block.cache !== this || !block.keep || (buffer as Transferable).detached) return false;
+    if (block === undefined || block.cache !== this || (buffer as Transferable).detached) return false;
     if (this.#log[GENERATION] !== this.#generation) this.#newGeneration();
     const bytes = buffer.byteLength;
-    if (block.generation !== this.#generation || bytes > this.#maxBytes - this.#bytes) return false;
+    if (!block.keep || block.generation !== this.#generation || bytes > this.#maxBytes - this.#bytes) return this.#sleep(buffer, block);
     let stack = this.#stacks.get(bytes);
     if (stack === undefined) {
       stack = { buffers: [], lowWater: 0 };
       this.#stacks.set(bytes, stack);
     }
-    if (stack.buffers.length >= this.#maxPerSize) return false;
+    if (stack.buffers.length >= this.#maxPerSize) return this.#sleep(buffer, block);
     const kept = (buffer as Transferable).transfer();
     Tag.attach(kept, block);
     stack.buffers.push(kept);
@@ -230,8 +264,65 @@ export class FrontCache {
     return true;
   }
 
+  /**
+   * The block goes back to the native pool (an entry of the log) and its handle stays here, dormant: true. False
+   * when the cache holds as many dormant handles as it may (the caller releases the buffer natively).
+   */
+  #sleep(buffer: ArrayBuffer, block: Block): boolean {
+    if (this.#dormantCount >= this.#maxDormant) return false;
+    const kept = (buffer as Transferable).transfer();
+    Tag.attach(kept, block);
+    block.slept = this.#marks;
+    this.#append(block.address, -kept.byteLength);
+    this.#slept++;
+    const handles = this.#dormant.get(block.address);
+    const same = handles === undefined ? -1 : handles.findIndex((h) => h.byteLength === kept.byteLength);
+    if (same >= 0) {
+      handles![same] = kept; // the binding now names the newer one
+      return true;
+    }
+    if (handles === undefined) this.#dormant.set(block.address, [kept]);
+    else handles.push(kept);
+    this.#dormantCount++;
+    return true;
+  }
+
+  /** The dormant handle of (address, bytes), which the binding just woke: it leaves the cache. */
+  #wake(address: number, bytes: number): ArrayBuffer {
+    const handles = this.#dormant.get(address);
+    const at = handles === undefined ? -1 : handles.findIndex((h) => h.byteLength === bytes);
+    if (at < 0) throw new Error(`tensorpool: internal error: the binding woke a dormant handle of ${bytes} bytes at ${address} that the front cache does not hold`);
+    const buffer = handles![at];
+    // The address stays in the map (it will sleep here again): a delete and a set per cycle cost a rehash.
+    handles![at] = handles![handles!.length - 1];
+    handles!.pop();
+    this.#dormantCount--;
+    this.#woken++;
+    return buffer;
+  }
+
+  /** Drops the dormant handles not handed out again for DORMANT_MARKS marks (all of them with `all`). */
+  #dropDormant(all: boolean): void {
+    if (all) {
+      this.#dormant.clear();
+      this.#dormantCount = 0;
+      this.#native.forgetDormant();
+      return;
+    }
+    for (const [address, handles] of this.#dormant) {
+      for (let i = handles.length - 1; i >= 0; i--) {
+        if (this.#marks - Tag.of(handles[i])!.slept < DORMANT_MARKS) continue;
+        this.#native.forgetDormant(address, handles[i].byteLength);
+        handles.splice(i, 1);
+        this.#dormantCount--;
+      }
+      if (handles.length === 0) this.#dormant.delete(address);
+    }
+  }
+
   /** The iteration ended: gives back what it did not need (each size's low-water mark). */
   markIteration(): void {
+    if (++this.#marks % DORMANT_MARKS === 0 && this.#dormantCount > 0) this.#dropDormant(false);
     if (this.#log[GENERATION] !== this.#generation) return this.#newGeneration();
     for (const [bytes, stack] of this.#stacks) {
       for (let n = stack.lowWater; n > 0; n--) this.#returnBuffer(stack.buffers.shift()!);
@@ -242,13 +333,28 @@ export class FrontCache {
     this.#recountClasses();
   }
 
-  /** Gives every buffer back (close(), or a new plan serving). */
+  /** Gives every buffer back (a new plan serving). */
   clear(): void {
     this.#giveBack(() => true);
   }
 
+  /** Gives every buffer back and drops the dormant handles (close()). */
+  close(): void {
+    this.clear();
+    if (this.#dormantCount > 0) this.#dropDormant(true);
+  }
+
   stats(): FrontCacheStats {
-    return { served: this.#served, taken: this.#taken, returned: this.#returned, buffers: this.#buffers, bytes: this.#bytes };
+    return {
+      served: this.#served,
+      taken: this.#taken,
+      returned: this.#returned,
+      buffers: this.#buffers,
+      bytes: this.#bytes,
+      slept: this.#slept,
+      woken: this.#woken,
+      dormant: this.#dormantCount,
+    };
   }
 
   #newGeneration(): void {

@@ -169,12 +169,15 @@ export interface NativeControlledPool {
 }
 
 export interface NativePool extends NativeControlledPool {
+  /** A pool without a front cache. */
   alloc(bytes: number): ArrayBuffer;
   /**
-   * With `cachedUpTo` (the largest class a front cache holds blocks of): null when the block would not come off
+   * With a front cache: undefined when the pool served an address and length of which the cache holds a
+   * dormant handle (a release entry of its log), which now stands for this allocation; the log's reply names the address.
+   * With `cachedUpTo` (the largest class the cache holds blocks of): null when the block would not come off
    * its class's free list and that class is at most cachedUpTo (the cache gives blocks back first).
    */
-  alloc(bytes: number, cachedUpTo: number): ArrayBuffer | null;
+  alloc(bytes: number, cachedUpTo?: number): ArrayBuffer | null | undefined;
   /** The front cache's log (native/napi/front_cache_log.h), or null without one. */
   frontCacheLog(): Float64Array | null;
   /** A block the front cache held back to its free list; the buffer is detached. */
@@ -182,6 +185,8 @@ export interface NativePool extends NativeControlledPool {
   /** Applies the front cache's log. */
   settle(): void;
   release(buffer: ArrayBuffer, stream?: NativeStream): ReleaseCode;
+  /** The front cache dropped its dormant handle of (address, bytes); with no arguments, all of them. */
+  forgetDormant(address?: number, bytes?: number): void;
   reclaim(): number;
   setEventPooling(pooling: boolean): void;
   close(): void;

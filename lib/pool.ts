@@ -132,7 +132,7 @@ export let stopFrontCache: (pool: Pool) => void;
 export class Pool {
   static {
     stopFrontCache = (pool) => {
-      pool.#cache?.clear();
+      pool.#cache?.close();
       pool.#cache = null;
     };
   }
@@ -274,7 +274,7 @@ export class Pool {
   #isClosed(): boolean {
     if (this.#closed) return true;
     if (this.#poolClosed === null || Atomics.load(this.#poolClosed, 0) === 0) return false;
-    if (this.attached) this.#cache?.clear();
+    if (this.attached) this.#cache?.close();
     return true;
   }
 
@@ -424,7 +424,7 @@ export class Pool {
    */
   close(): void {
     this.#closed = true;
-    this.#cache?.clear();
+    this.#cache?.close();
     if (this.attached) return;
     if (this.#poolClosed) Atomics.store(this.#poolClosed, 0, 1);
     this.#control.adaptation?.close();
@@ -440,10 +440,11 @@ export class Pool {
 function checkFrontCacheOptions(value: unknown, offsetsMode: boolean): Required<FrontCacheOptions> | null {
   if (value === false || (value === undefined && offsetsMode)) return null;
   if (offsetsMode) throw invalidArgument('type', 'options.frontCache and options.offsets cannot be combined: in offsets mode a position is an address');
-  const o = value === undefined || value === true ? {} : checkOptions<FrontCacheOptions>(value, 'options.frontCache', ['maxBytes', 'maxPerSize']);
+  const o = value === undefined || value === true ? {} : checkOptions<FrontCacheOptions>(value, 'options.frontCache', ['maxBytes', 'maxPerSize', 'maxDormant']);
   return {
     maxBytes: o.maxBytes === undefined ? 256 * 2 ** 20 : checkInteger(o.maxBytes, 'options.frontCache.maxBytes', 0),
     maxPerSize: o.maxPerSize === undefined ? 64 : checkInteger(o.maxPerSize, 'options.frontCache.maxPerSize', 0, 2 ** 20),
+    maxDormant: o.maxDormant === undefined ? 4096 : checkInteger(o.maxDormant, 'options.frontCache.maxDormant', 0, 2 ** 20),
   };
 }
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { Pool, Stream, syntheticTrainingTrace, train, type PoolStats } from '../lib/index.js';
-import { FRONT_CACHE_SUPPORTED } from '../lib/front-cache.js';
+import { DORMANT_MARKS, FRONT_CACHE_SUPPORTED } from '../lib/front-cache.js';
 import { toNativePlan } from '../lib/plan-spec.js';
 import { nativePoolOf } from '../lib/pool.js';
 import type { Trace } from '../lib/trace/trace.js';
@@ -29,8 +29,12 @@ async function collectGarbage(pool: Pool, done: (s: PoolStats) => boolean): Prom
 }
 
 describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
-  it('100k seeded operations with stream releases, a plan switch and close(): no overlap, no corruption, exact counts', async () => {
-    const pool = new Pool(); // the default classes, growing; a plan after the switch
+  // maxPerSize 0: the cache keeps no block, so every release goes to the pool and its handle sleeps.
+  it.each([
+    ['cached', {}],
+    ['dormant', { maxPerSize: 0 }],
+  ] as const)('100k seeded operations with stream releases, a plan switch and close(): no overlap, no corruption, exact counts (%s handles)', async (kind, frontCache) => {
+    const pool = new Pool({ frontCache }); // the default classes, growing; a plan after the switch
     const stream = new Stream();
     const random = seededRandom(20261124);
     const shadow = new ShadowBlocks();
@@ -60,7 +64,7 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
       }
     }
     const s = pool.stats();
-    expect(s.frontCache!.served).toBeGreaterThan(10_000);
+    expect(kind === 'cached' ? s.frontCache!.served : s.frontCache!.woken).toBeGreaterThan(10_000);
     expect(s.allocs).toBe(allocs);
     expect(s.releases).toBe(releases);
     expect(s.hits + s.borrows + s.osFallbacks + s.osOversize).toBe(allocs);
@@ -71,6 +75,7 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
     for (const l of live) expect(patternIntact(l.bytes, l.seed)).toBe(true);
     pool.close();
     expect(pool.stats().cachedBlocks).toBe(0);
+    expect(pool.stats().frontCache!.dormant).toBe(0);
     for (const l of live) pool.release(l.buffer); // blocks still come back after close
     await stream.synchronize();
     pool.reclaim();
@@ -211,6 +216,8 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
     const cached = serveRepeatedly(true);
     const uncached = serveRepeatedly(false);
     expect(cached.frontCache!.served).toBeGreaterThan(0); // 0 before time-shared blocks were cacheable
+    // The blocks it may not keep: their handles sleep and serve the same block and length when it comes back.
+    expect(cached.frontCache!.woken).toBeGreaterThan(0);
     for (const s of [cached, uncached]) {
       expect(s.osFallbacks + s.osOversize).toBe(0);
       expect(s.busySkips).toBe(0);
@@ -219,8 +226,8 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
     expect(cached.borrows).toBe(uncached.borrows);
   });
 
-  it('records the same trace with the cache on as with it off', () => {
-    const traceOf = (frontCache: boolean): Trace => {
+  it('records the same trace with the cache on (keeping blocks, or dormant handles only) as with it off', () => {
+    const traceOf = (frontCache: boolean | { maxPerSize: number }): Trace => {
       const pool = new Pool({ frontCache });
       const random = seededRandom(99);
       const stream = new Stream();
@@ -242,13 +249,64 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
       stream.close();
       return trace;
     };
-    const withCache = traceOf(true);
     const without = traceOf(false);
-    expect(withCache.eventCount).toBeGreaterThan(20_000);
-    for (const column of ['ops', 'eventBuffer', 'eventStream', 'sizes', 'starts', 'ends'] as const) {
-      expect(Array.from(withCache[column]), column).toEqual(Array.from(without[column]));
+    for (const withCache of [traceOf(true), traceOf({ maxPerSize: 0 })]) {
+      expect(withCache.eventCount).toBeGreaterThan(20_000);
+      for (const column of ['ops', 'eventBuffer', 'eventStream', 'sizes', 'starts', 'ends'] as const) {
+        expect(Array.from(withCache[column]), column).toEqual(Array.from(without[column]));
+      }
+      expect(withCache.iterationStarts).toEqual(without.iterationStarts);
     }
-    expect(withCache.iterationStarts).toEqual(without.iterationStarts);
+  });
+
+  it('a block it may not keep goes back to the pool; its handle sleeps and serves the block at that length again', async () => {
+    const pool = new Pool({ plan, frontCache: { maxPerSize: 0 } });
+    const first = pool.alloc(4096);
+    new Uint8Array(first).fill(7);
+    const [floats, data] = [new Float32Array(first), new DataView(first)];
+    pool.release(first);
+    expect(first.byteLength).toBe(0); // the owner's handle is detached, as by a native release
+    expect(floats.length).toBe(0);
+    expect(() => data.getUint8(0)).toThrow(TypeError);
+    expect(() => pool.release(first)).toThrow(/already released/);
+    let s = pool.stats();
+    expect(s.liveBlocks).toBe(0); // the block is back in the pool, not held by the cache
+    expect(s.classes[0].free).toBe(8);
+    expect(s.frontCache).toMatchObject({ slept: 1, dormant: 1, woken: 0, buffers: 0 });
+    const other = pool.alloc(3000); // the same block at another length: a handle of its own
+    expect(other.byteLength).toBe(3000);
+    expect(pool.stats().frontCache).toMatchObject({ woken: 0 });
+    pool.release(other);
+    (() => {
+      const again = pool.alloc(4096); // the same block and length: the dormant handle
+      expect(again.byteLength).toBe(4096);
+      expect(new Uint8Array(again)[4095]).toBe(7);
+      expect(pool.stats().frontCache).toMatchObject({ woken: 1, dormant: 1 }); // 3000's sleeps now
+    })(); // dropped without release: the finalizer follows the handle to its new allocation
+    await collectGarbage(pool, (x) => x.liveBlocks === 0);
+    s = pool.stats();
+    expect(s.liveBlocks).toBe(0);
+    expect(s.finalized).toBe(1);
+    expect(s.allocs).toBe(3);
+    expect(s.releases).toBe(3); // two released, one finalized
+    pool.close();
+    expect(pool.stats().frontCache!.dormant).toBe(0);
+  });
+
+  it('drops dormant handles unused for DORMANT_MARKS marks, and holds at most maxDormant', () => {
+    const pool = new Pool({ plan, frontCache: { maxPerSize: 0, maxDormant: 2 } });
+    const buffers = [pool.alloc(4096), pool.alloc(8192), pool.alloc(65536)];
+    for (const b of buffers) pool.release(b);
+    expect(pool.stats().frontCache).toMatchObject({ slept: 2, dormant: 2 }); // the third was released natively
+    for (let m = 1; m < DORMANT_MARKS; m++) pool.markIteration();
+    expect(pool.stats().frontCache!.dormant).toBe(2);
+    pool.markIteration();
+    expect(pool.stats().frontCache!.dormant).toBe(0);
+    const again = pool.alloc(4096); // a new handle: nothing woke
+    expect(pool.stats().frontCache!.woken).toBe(0);
+    pool.release(again);
+    pool.close();
+    expectCode(() => new Pool({ frontCache: { maxDormant: 1.5 } }), 'ERR_TP_INVALID_ARGUMENT');
   });
 
   it('takes its options, and is off in offsets mode', () => {

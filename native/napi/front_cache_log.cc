@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace tp::napi {
 
@@ -39,15 +40,21 @@ void FrontCacheLog::drain(Pool& pool) {
   if (pending == 0) return;
   const size_t count = static_cast<size_t>(std::min<uint64_t>(exactUint(pending), capacity_));
   CachedOp batch[256];
-  for (size_t done = 0; done < count;) {
-    const size_t n = std::min<size_t>(count - done, 256);
-    for (size_t i = 0; i < n; i++) {
-      const double* entry = &slots_[kEntries + 2 * (done + i)];
-      batch[i] = {reinterpret_cast<const void*>(static_cast<uintptr_t>(exactUint(entry[0]))), exactUint(entry[1])};
+  size_t n = 0;
+  for (size_t i = 0; i < count; i++) {
+    const double* entry = &slots_[kEntries + 2 * i];
+    const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(exactUint(entry[0])));
+    if (entry[1] >= 0) {
+      batch[n++] = {data, exactUint(entry[1])};
+      if (n == 256) pool.applyCached(batch, std::exchange(n, 0));
+      continue;
     }
-    pool.applyCached(batch, n);
-    done += n;
+    if (n) pool.applyCached(batch, std::exchange(n, 0));  // in order: what came before this release first
+    // A block the cache may not keep: back to the pool, its handle dormant. A release the pool refuses leaves
+    // the handle awake, so that nothing wakes it (the cache drops it unused).
+    if (pool.release(data) == ReleaseStatus::Ok) book_.keep(data, exactUint(-entry[1]));
   }
+  if (n) pool.applyCached(batch, n);
   slots_[kCount] = 0;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "../pool.h"
+#include "handle_book.h"
 
 namespace tp::napi {
 
@@ -33,8 +34,9 @@ class FrontCacheLog {
     kUpcomingMore = 6,
     kUpcomingUsed = 7,
     kUpcoming = 8,
-    kEntries = kUpcoming + kUpcomingFields * kUpcomingMax,  // then (address, bytes) pairs: bytes 0 for a
-                                                            // release into the cache
+    // then (address, bytes) pairs: bytes > 0 for an allocation the cache served, 0 for a release into the
+    // cache, -bytes for a release into the pool whose handle (of `bytes`) the cache keeps dormant (HandleBook)
+    kEntries = kUpcoming + kUpcomingFields * kUpcomingMax,
   };
 
   explicit FrontCacheLog(size_t capacity);
@@ -46,6 +48,7 @@ class FrontCacheLog {
   // What was published stays true: the cache served only the entries it counted as used, in order, and
   // applying them moves the schedule's cursor over exactly those (a call that moves it further publishes).
   void drain(Pool& pool);
+  HandleBook& book() { return book_; }
   void reply(const Allocation& a);
   // After anything that may move the schedule's cursor or change the serving classes (`generation`: the
   // classes serving now, 0 when unchanged): at most `window` entries.
@@ -57,6 +60,7 @@ class FrontCacheLog {
  private:
   size_t capacity_;  // entries
   std::unique_ptr<double[]> slots_;
+  HandleBook book_;
 };
 
 }  // namespace tp::napi

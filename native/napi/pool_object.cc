@@ -13,21 +13,10 @@ namespace tp::napi {
 
 namespace {
 
-// Rides along with every external ArrayBuffer so that its finalizer can give back a block that was dropped
-// without release. It names the allocation by serial number: after a release the block may already serve
-// someone else, and then the finalizer must leave it alone. It also keeps the pool alive until the buffer
-// is gone, so the arena is never unmapped under a live view.
-// With a front cache, the block may have been handed out again by JS without native code knowing yet: the
-// log is applied first.
-struct Ticket {
-  std::shared_ptr<Pool> pool;
-  uint64_t serial;
-  std::shared_ptr<FrontCacheLog> log;
-};
-
 void finalizeBlock(napi_env, void* data, void* hint) {
   Ticket* ticket = static_cast<Ticket*>(hint);
   if (ticket->log) ticket->log->drain(*ticket->pool);
+  if (ticket->log) ticket->log->book().finalized(ticket);
   ticket->pool->releaseIfSerial(data, ticket->serial);
   delete ticket;
 }
@@ -81,6 +70,7 @@ Napi::Function PoolObject::Define(Napi::Env env) {
                          InstanceMethod<&PoolObject::SetEventPooling>("setEventPooling"),
                          InstanceMethod<&PoolObject::FrontCacheLogView>("frontCacheLog"),
                          InstanceMethod<&PoolObject::ReturnCached>("returnCached"),
+                         InstanceMethod<&PoolObject::ForgetDormant>("forgetDormant"),
                          InstanceMethod<&PoolObject::Settle>("settle"),
                          InstanceMethod<&PoolObject::Share>("share"),
                      });
@@ -170,7 +160,8 @@ Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
                           "the operating system refused " + std::to_string(bytes) + " bytes" + (why.empty() ? "" : ": " + why));
     }
   }
-  Ticket* ticket = new Ticket{pool_, a.serial, log_};
+  if (log_ && log_->book().wake(a.data, bytes, a.serial)) return env.Undefined();
+  Ticket* ticket = new Ticket{pool_, a.serial, log_, a.data, bytes};
   credit_.beforeHandle(env, bytes);
   napi_value result;
   napi_status status = napi_create_external_arraybuffer(env, a.data, bytes, finalizeBlock, ticket, &result);
@@ -179,6 +170,7 @@ Napi::Value PoolObject::Alloc(const Napi::CallbackInfo& info) {
     delete ticket;
     NAPI_THROW_IF_FAILED(env, status, Napi::Value());
   }
+  if (log_) log_->book().made(ticket);
   return Napi::Value(env, result);
 }
 
@@ -190,6 +182,17 @@ Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
   if (!info[1].IsUndefined() && !stream) throw Napi::TypeError::New(env, "stream must be a NativeStream");
   settle();
   return answerRelease(buffer, stream ? pool_->releaseAfter(buffer.Data(), stream->stream()) : pool_->release(buffer.Data()));
+}
+
+Napi::Value PoolObject::ForgetDormant(const Napi::CallbackInfo& info) {
+  if (!log_) return info.Env().Undefined();
+  if (info[0].IsUndefined()) {
+    log_->book().forgetAll();
+  } else {
+    const uint64_t address = requireUintArg(info, 0, "address");
+    log_->book().forget(reinterpret_cast<const void*>(static_cast<uintptr_t>(address)), requireUintArg(info, 1, "bytes"));
+  }
+  return info.Env().Undefined();
 }
 
 Napi::Value PoolObject::ReturnCached(const Napi::CallbackInfo& info) {

@@ -36,8 +36,9 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   void settle() {
     if (log_) log_->drain(*pool_);
   }
-  // (bytes, cachedUpTo?) -> ArrayBuffer, or null for WouldMiss (see Pool::alloc); the reply slots of the
-  // front cache's log name the block
+  // (bytes, cachedUpTo?) -> ArrayBuffer, null for WouldMiss (see Pool::alloc), or undefined: the front
+  // cache's dormant handle of the reply address and `bytes` serves it (HandleBook::wake); the reply slots of
+  // the front cache's log name the block
   Napi::Value Alloc(const Napi::CallbackInfo& info);
   Napi::Value Release(const Napi::CallbackInfo& info);     // (ArrayBuffer, NativeStream?) -> ReleaseCode
   Napi::Value Reclaim(const Napi::CallbackInfo& info);     // -> blocks returned
@@ -58,6 +59,7 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
   Napi::Value FrontCacheLogView(const Napi::CallbackInfo& info);  // -> Float64Array over the log, or null
   Napi::Value Settle(const Napi::CallbackInfo& info);  // applies the log, publishes what the schedule expects
   Napi::Value ReturnCached(const Napi::CallbackInfo& info);  // (ArrayBuffer held by the cache) -> ReleaseCode
+  Napi::Value ForgetDormant(const Napi::CallbackInfo& info);  // (address, bytes) | () for all
   Napi::Value Share(const Napi::CallbackInfo& info);  // -> the number other environments attach with
   void startFrontCache(uint64_t entries);
   void setCreditCap();
