@@ -6,7 +6,10 @@
  * 'tensorpool' has its front cache where Node.js has `ArrayBuffer.prototype.transfer` (>= 22): a block
  * released and allocated again at the same length never crosses into native code. 'tensorpool, no front
  * cache' is the same pool without it: every alloc makes an external ArrayBuffer through N-API, every
- * release detaches it (what Node 20 always does). 'tensorpool, native loop' is the pool driven by the
+ * release detaches it (what Node 20 always does). 'tensorpool, dormant handle' has a cache that keeps no
+ * block: each release gives the block back to the pool and keeps its handle, which the next alloc of the
+ * same block and length gets back (one N-API call per alloc, none per release; on Node < 22 as 'no front
+ * cache'). 'tensorpool, native loop' is the pool driven by the
  * native replay loop (no JS, no ArrayBuffer per block): what the pool itself costs.
  *
  *   npm run build && npx tsx bench/alloc.ts [--reps 15] [--json out.json]
@@ -58,6 +61,9 @@ const machine = printHeader('alloc: alloc + one write per 4 KiB page + release')
 const plan = { interval: 64, classes: SIZES.map((size) => ({ size, blocks: 1 })) };
 const pool = new Pool({ plan });
 const uncached = new Pool({ plan, frontCache: false });
+// A cache that keeps no block: every release goes back to the pool, its handle dormant (what a block the
+// cache may not keep costs: a time-shared block whose memory another block takes first, a lent block).
+const dormant = new Pool({ plan, frontCache: { maxPerSize: 0 } });
 // Its own pool: a block the JS variant's front cache holds is not there for a native caller.
 const looped = new Pool({ plan, frontCache: false });
 
@@ -84,6 +90,7 @@ function nativeLoop(bytes: number, ops: number): NativeReplayer {
 
 const variants: Variant[] = [
   { name: 'tensorpool', run: throughJs(pool) },
+  { name: 'tensorpool, dormant handle', run: throughJs(dormant) },
   { name: 'tensorpool, no front cache', run: throughJs(uncached) },
   {
     name: 'tensorpool, native loop',
