@@ -272,19 +272,24 @@ export class FrontCache {
     if (this.#dormantCount >= this.#maxDormant) return false;
     const kept = (buffer as Transferable).transfer();
     Tag.attach(kept, block);
+    this.#slept++;
+    this.#keepDormant(kept, block);
+    return true;
+  }
+
+  /** `kept` (a handle only the cache holds) is dormant from here: its block goes back to the pool. */
+  #keepDormant(kept: ArrayBuffer, block: Block): void {
     block.slept = this.#marks;
     this.#append(block.address, -kept.byteLength);
-    this.#slept++;
     const handles = this.#dormant.get(block.address);
     const same = handles === undefined ? -1 : handles.findIndex((h) => h.byteLength === kept.byteLength);
     if (same >= 0) {
       handles![same] = kept; // the binding now names the newer one
-      return true;
+      return;
     }
     if (handles === undefined) this.#dormant.set(block.address, [kept]);
     else handles.push(kept);
     this.#dormantCount++;
-    return true;
   }
 
   /** The dormant handle of (address, bytes), which the binding just woke: it leaves the cache. */
@@ -375,11 +380,13 @@ export class FrontCache {
     this.#recountClasses();
   }
 
+  /** A held block back to the native pool; its handle, the cache's own already, stays dormant where it may. */
   #returnBuffer(buffer: ArrayBuffer): void {
     this.#buffers--;
     this.#bytes -= buffer.byteLength;
-    this.#native.returnCached(buffer);
     this.#returned++;
+    if (this.#dormantCount < this.#maxDormant) this.#keepDormant(buffer, Tag.of(buffer)!);
+    else this.#native.returnCached(buffer);
   }
 
   #recountClasses(): void {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Pool, Stream, syntheticTrainingTrace, train, type PoolStats } from '../lib/index.js';
 import { DORMANT_MARKS, FRONT_CACHE_SUPPORTED } from '../lib/front-cache.js';
 import { toNativePlan } from '../lib/plan-spec.js';
-import { nativePoolOf } from '../lib/pool.js';
+import { nativePoolOf, stopFrontCache } from '../lib/pool.js';
 import type { Trace } from '../lib/trace/trace.js';
 import { ShadowBlocks, expectCode, patternIntact, runTrace, seededRandom } from './helpers.js';
 
@@ -291,6 +291,31 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
     expect(s.releases).toBe(3); // two released, one finalized
     pool.close();
     expect(pool.stats().frontCache!.dormant).toBe(0);
+  });
+
+  it('a block it gives back keeps its handle dormant; turning the cache off drops every dormant handle first', () => {
+    const pool = new Pool({ plan });
+    const buffers = [pool.alloc(4096), pool.alloc(4096)];
+    for (const b of buffers) pool.release(b); // both cached
+    pool.markIteration();
+    pool.markIteration(); // neither was needed: given back, their handles dormant
+    expect(pool.stats().frontCache).toMatchObject({ buffers: 0, returned: 2, dormant: 2 });
+    expect(pool.stats().cachedBlocks).toBe(0);
+    const again = pool.alloc(4096);
+    expect(pool.stats().frontCache!.woken).toBe(1);
+    pool.release(again); // kept by the cache again
+    pool.release(pool.alloc(8192)); // cached
+    pool.release(pool.alloc(3000)); // another length of a 4096 block: not kept, its handle dormant (still in the log)
+    // Lending the pool to native code turns the cache off: nothing it dropped may serve an allocation.
+    stopFrontCache(pool);
+    for (const size of [4096, 8192, 3000]) {
+      const buffer = pool.alloc(size);
+      expect(buffer).toBeInstanceOf(ArrayBuffer);
+      expect(buffer.byteLength).toBe(size);
+      pool.release(buffer);
+    }
+    expect(pool.stats().liveBlocks).toBe(0);
+    pool.close();
   });
 
   it('drops dormant handles unused for DORMANT_MARKS marks, and holds at most maxDormant', () => {

@@ -50,9 +50,12 @@ void FrontCacheLog::drain(Pool& pool) {
       continue;
     }
     if (n) pool.applyCached(batch, std::exchange(n, 0));  // in order: what came before this release first
-    // A block the cache may not keep: back to the pool, its handle dormant. A release the pool refuses leaves
-    // the handle awake, so that nothing wakes it (the cache drops it unused).
-    if (pool.release(data) == ReleaseStatus::Ok) book_.keep(data, exactUint(-entry[1]));
+    // Back to the pool, its handle dormant: a live block the cache may not keep, or a block it held and gives
+    // back. A release the pool refuses leaves the handle awake, so that nothing wakes it (the cache drops it
+    // unused).
+    ReleaseStatus status = pool.release(data);
+    if (status == ReleaseStatus::NotLive) status = pool.returnCached(data);
+    if (status == ReleaseStatus::Ok) book_.keep(data, exactUint(-entry[1]));
   }
   if (n) pool.applyCached(batch, n);
   slots_[kCount] = 0;

@@ -35,7 +35,8 @@ class FrontCacheLog {
     kUpcomingUsed = 7,
     kUpcoming = 8,
     // then (address, bytes) pairs: bytes > 0 for an allocation the cache served, 0 for a release into the
-    // cache, -bytes for a release into the pool whose handle (of `bytes`) the cache keeps dormant (HandleBook)
+    // cache, -bytes for a block back to the pool (released by its owner, or given back by the cache) whose
+    // handle, of `bytes`, the cache keeps dormant (HandleBook)
     kEntries = kUpcoming + kUpcomingFields * kUpcomingMax,
   };
 

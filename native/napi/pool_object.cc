@@ -186,6 +186,7 @@ Napi::Value PoolObject::Release(const Napi::CallbackInfo& info) {
 
 Napi::Value PoolObject::ForgetDormant(const Napi::CallbackInfo& info) {
   if (!log_) return info.Env().Undefined();
+  settle();  // a release entry still pending would make a handle dormant that the cache no longer holds
   if (info[0].IsUndefined()) {
     log_->book().forgetAll();
   } else {
