@@ -178,6 +178,13 @@ export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs 
  * own class with no lifetime conflict, else the first such block of a larger class, else a new block of
  * its own class. Then, with `refine`, lowers the arena by moving tensors between classes.
  */
+/** The program every trace was recorded from, when they say and agree (the preload library matches it). */
+function programOf(input: Trace | readonly Trace[]): { program?: string } {
+  const traces: readonly Trace[] = Array.isArray(input) ? input : [input as Trace];
+  const program = traces[0]?.program ?? null;
+  return program !== null && traces.every((t) => t.program === program) ? { program } : {};
+}
+
 export function train(input: Trace | readonly Trace[], options?: TrainOptions): Plan {
   const trace = trainingTrace(input);
   const o = checkOptions<TrainOptions>(options, 'options', TRAIN_OPTIONS);
@@ -238,6 +245,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
       format: trace.format,
       events: set.eventCount,
       buffers: set.bufferCount,
+      ...programOf(input),
     },
     training: {
       method: timeShared

@@ -138,6 +138,35 @@ describe('the preload library: the process allocator', () => {
     expect(shell.stderr.match(/^tensorpool: process pool/gm)).toHaveLength(1);
   });
 
+  it("a recording names its program; under a launcher, only that program's processes map the plan trained on it", () => {
+    const cli = path.resolve(__dirname, '../dist/cli/main.js');
+    const arrays = (n: number, floats: number) => `const a=[];for(let i=0;i<${n};i++)a.push(new Float32Array(${floats}));`;
+    // A launcher that allocates too (as npm does), and the program it starts, which allocates more.
+    const program = path.join(tmp, 'tree-program.js');
+    const launcher = path.join(tmp, 'tree-launcher.js');
+    fs.writeFileSync(program, arrays(40, 197520));
+    fs.writeFileSync(launcher, `require('child_process').execFileSync(process.execPath, [${JSON.stringify(program)}], { stdio: 'inherit' });${arrays(10, 654321)}`);
+    const recording = path.join(tmp, 'launched.csv');
+    const recorded = spawnSync(process.execPath, [cli, 'run', '--record', recording, '--', process.execPath, launcher], { encoding: 'utf8', timeout: 60_000 });
+    expect(recorded.status).toBe(0);
+    const trace = readTrace(recording);
+    expect(trace.program).toBe('node tree-program.js');
+    const plan = train(trace);
+    expect(plan.source.program).toBe('node tree-program.js');
+    const planPath = path.join(tmp, 'launched.plan.json');
+    plan.write(planPath);
+    expect(readTrace(recording).toCsv().split('\n')[0]).toBe('# program: node tree-program.js');
+
+    const planned = spawnSync(process.execPath, [cli, 'run', '--stats', '--plan', planPath, '--', process.execPath, launcher], { encoding: 'utf8', timeout: 60_000 });
+    expect(planned.status).toBe(0);
+    const lines = planned.stderr.split('\n').filter((l) => l.startsWith('tensorpool: process pool'));
+    expect(lines).toHaveLength(2);
+    const [launcherLine] = lines.filter((l) => l.includes('TENSORPOOL_PLAN is for "node tree-program.js", this is "node tree-launcher.js": default classes'));
+    expect(launcherLine).toMatch(/\(pid \d+, default, /);
+    const [programLine] = lines.filter((l) => l !== launcherLine);
+    expect(programLine).toMatch(/\(pid \d+, planned, .*OS fallbacks 0,/);
+  });
+
   it('a process that allocates nothing above the threshold never maps its plan', () => {
     const builder = new TraceBuilder();
     builder.free(builder.alloc(64 * 2 ** 20, 0), 0);

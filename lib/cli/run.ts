@@ -13,7 +13,10 @@ Runs a command (node app.js, python train.py, ...) with tensorpool's preload lib
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
 whole process, from any thread, is served by one process pool. Smaller requests go to the C library.
   (no mode)        the default classes, grown on demand: no page fault once a size has been seen
-  --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start)
+  --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
+                   on a recording of this library serves the program recorded ("node app.js": the
+                   executable's and the first non-option argument's names): where the command starts
+                   others (npm, a shell), the rest serve the default classes and map none of its arena
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
                    allocating thread as the stream) at exit; where the command starts others (npm, a
                    shell), FILE keeps the largest recording; with %p in FILE each process that used

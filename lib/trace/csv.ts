@@ -4,7 +4,7 @@
  * a free of an unknown id, an id reused while live, or a size below 1 is an error naming line and field.
  */
 import { fieldText, forEachLine, parseUint, splitFields, traceError } from './input.js';
-import { Trace, TraceBuilder } from './trace.js';
+import { PROGRAM_COMMENT, Trace, TraceBuilder } from './trace.js';
 
 export const TRACE_CSV_HEADER = 'op,id,size,stream';
 const FIELDS = ['op', 'id', 'size', 'stream'];
@@ -15,6 +15,7 @@ export function parseTraceCsv(text: Buffer, name: string): Trace {
   const fields: number[] = [];
   let sawHeader = false;
   let line = 0;
+  let program: string | null = null;
   // Helpers over the current line's fields, made once (not per line: this loop runs a million times).
   const number = (field: number) => parseUint(text, fields[2 * field], fields[2 * field + 1]);
   const bad = (field: number, message: string) =>
@@ -22,7 +23,12 @@ export function parseTraceCsv(text: Buffer, name: string): Trace {
 
   forEachLine(text, (start, end, lineNumber) => {
     line = lineNumber;
-    if (start === end || text[start] === 35 /* # */) return;
+    if (start === end) return;
+    if (text[start] === 35 /* # */) {
+      const comment = text.toString('latin1', start, Math.min(end, start + 512)).trimEnd();
+      if (program === null && comment.startsWith(PROGRAM_COMMENT)) program = comment.slice(PROGRAM_COMMENT.length);
+      return;
+    }
     if (!sawHeader) {
       const header = text.toString('utf8', start, end).trim();
       if (header !== TRACE_CSV_HEADER) {
@@ -61,5 +67,5 @@ export function parseTraceCsv(text: Buffer, name: string): Trace {
     }
   });
   if (!sawHeader) throw traceError(name, null, null, `empty trace: no header "${TRACE_CSV_HEADER}" and no events`);
-  return builder.build(name, 'tensorpool-csv');
+  return builder.build(name, 'tensorpool-csv', undefined, program);
 }

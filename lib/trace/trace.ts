@@ -110,7 +110,7 @@ export class TraceBuilder {
     this.#eventStream.push(stream);
   }
 
-  build(name: string, format: TraceFormat, anomalies: TraceAnomalies = noAnomalies()): Trace {
+  build(name: string, format: TraceFormat, anomalies: TraceAnomalies = noAnomalies(), program: string | null = null): Trace {
     const ends = this.#ends.trimmed();
     const eventCount = this.#ops.length;
     for (let b = 0; b < ends.length; b++) if (ends[b] < 0) ends[b] = this.#time;
@@ -128,6 +128,7 @@ export class TraceBuilder {
       iterationStarts,
       anomalies,
       duration: this.#time,
+      program,
     });
   }
 }
@@ -144,7 +145,11 @@ export interface TraceParts {
   iterationStarts: number[];
   anomalies: TraceAnomalies;
   duration: number;
+  program?: string | null;
 }
+
+/** The comment line of a trace CSV that names the program it was recorded from (Trace.program). */
+export const PROGRAM_COMMENT = '# program: ';
 
 export class Trace {
   /** A name for reports: usually the file it was read from. */
@@ -166,6 +171,12 @@ export class Trace {
   /** Event index at which each iteration starts (the first is 0). */
   readonly iterationStarts: readonly number[];
   readonly anomalies: TraceAnomalies;
+  /**
+   * The program a recording of the preload library came from (its `# program:` line: the executable's name
+   * and its first argument that is not an option, such as "node app.js"), or null. A plan trained on it
+   * says so (`source.program`), and under a launcher only that program's processes map the plan's arena.
+   */
+  readonly program: string | null;
   #lowerBound: number | undefined;
 
   constructor(parts: TraceParts) {
@@ -180,6 +191,7 @@ export class Trace {
     this.iterationStarts = parts.iterationStarts;
     this.anomalies = parts.anomalies;
     this.duration = parts.duration;
+    this.program = parts.program ?? null;
   }
 
   get eventCount(): number {
@@ -328,7 +340,7 @@ export class Trace {
 
   /** tensorpool's trace CSV (ids are buffer indices, unique within the trace). */
   toCsv(): string {
-    const lines = ['op,id,size,stream'];
+    const lines = this.program === null ? ['op,id,size,stream'] : [`${PROGRAM_COMMENT}${this.program}`, 'op,id,size,stream'];
     for (let e = 0; e < this.ops.length; e++) {
       const b = this.eventBuffer[e];
       const op = this.ops[e];

@@ -287,7 +287,7 @@ bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
 
 }  // namespace
 
-bool readPlanFile(const char* path, PlanSpec* plan, std::string* error) {
+bool readPlanFile(const char* path, PlanSpec* plan, std::string* program, std::string* error) {
   std::string text;
   Json root;
   std::string why;
@@ -295,6 +295,10 @@ bool readPlanFile(const char* path, PlanSpec* plan, std::string* error) {
     *error = std::string(path) + ": " + why;
     return false;
   }
+  const Json* source = root.get("source");
+  const Json* named = source && source->kind == Json::Object ? source->get("program") : nullptr;
+  program->clear();
+  if (named && named->kind == Json::String) *program = named->text;
   return true;
 }
 

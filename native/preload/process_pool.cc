@@ -88,6 +88,8 @@ struct Settings {
   // The process that read these settings: a child forked without exec holds a copy of them (and of the
   // recording), and is neither the root nor the recording's writer.
   pid_t pid = 0;
+  std::string program;  // programOf(): written into recordings, matched against a plan's
+  std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
 };
 Settings* settings = nullptr;
 
@@ -236,6 +238,45 @@ bool claimRoot() {
   return true;
 }
 
+// What a recording names as its program, and a plan trained on it serves: the name of the executable
+// (argv[0], without its directory) and of the first argument that is not an option ("node app.js",
+// "python3 train.py"). Under a launcher (`npm start`, a shell script) every process of the tree inherits
+// TENSORPOOL_PLAN; the launcher ("node npm-cli.js") is not the program the plan was recorded from and maps
+// none of its arena. Printable ASCII only (others become '?'), so that it travels through CSV and JSON as is.
+std::string programOf() {
+  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buffer[4096];
+  size_t length = 0;
+  for (ssize_t n; length < sizeof buffer && (n = read(fd, buffer + length, sizeof buffer - length)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    length += static_cast<size_t>(n);
+  }
+  close(fd);
+  std::string program;
+  const auto add = [&](const char* arg, size_t n) {
+    const char* slash = static_cast<const char*>(memrchr(arg, '/', n));
+    const char* name = slash ? slash + 1 : arg;
+    if (!program.empty()) program += ' ';
+    for (const char* c = name; c < arg + n && program.size() < 200; ++c) {
+      program += *c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\' && *c != ',' ? *c : '?';
+    }
+  };
+  for (size_t at = 0, index = 0; at < length; ++index) {
+    const char* end = static_cast<const char*>(memchr(buffer + at, '\0', length - at));
+    const size_t n = (end ? end : buffer + length) - (buffer + at);
+    if (index == 0) {
+      add(buffer + at, n);
+    } else if (n > 0 && buffer[at] != '-') {
+      add(buffer + at, n);
+      break;
+    }
+    at += n + 1;
+  }
+  return program;
+}
+
 // TENSORPOOL_RECORD with each %p replaced by the pid.
 std::string recordFileOf(const char* path) {
   std::string file;
@@ -283,6 +324,7 @@ void initialise() {
   s->stats = stats;
   s->root = claimRoot();
   s->pid = getpid();
+  s->program = programOf();
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
@@ -290,15 +332,20 @@ void initialise() {
   options.growReserve = reserve;
 
   if (planPath) {
-    plan = PlanSpec{};
-    std::string error;
-    if (!readPlanFile(planPath, &plan, &error)) return delete s, fail(error);
-    // Still growing, once nothing free fits: a departure from the plan (a buffer a garbage collector frees
-    // later than in the recorded run) costs one carved, pre-faulted block, not a mapping faulted in again
-    // every time it recurs.
-    options.growth = Growth::AfterBorrowing;
-    s->planPath = planPath;
-    s->mode = "planned";
+    PlanSpec planned;
+    std::string error, program;
+    if (!readPlanFile(planPath, &planned, &program, &error)) return delete s, fail(error);
+    if (!program.empty() && !s->program.empty() && program != s->program) {
+      s->planFor = program;  // another process of the tree is the one the plan serves
+    } else {
+      plan = std::move(planned);
+      // Still growing, once nothing free fits: a departure from the plan (a buffer a garbage collector frees
+      // later than in the recorded run) costs one carved, pre-faulted block, not a mapping faulted in again
+      // every time it recurs.
+      options.growth = Growth::AfterBorrowing;
+      s->planPath = planPath;
+      s->mode = "planned";
+    }
   }
   if (adaptive) s->mode = "adaptive";
   if (recordPath) {
@@ -339,6 +386,7 @@ void writeRecording() {
   if (!out) return say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
   fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
           static_cast<unsigned long long>(minBytes));
+  if (!settings->program.empty()) fprintf(out, "# program: %s\n", settings->program.c_str());
   fprintf(out, "op,id,size,stream\n");
   std::unordered_map<uint64_t, uint64_t> live;  // serial -> allocating thread
   uint64_t unknown = 0;
@@ -395,9 +443,12 @@ void keepLargest(const std::string& path, const char* text, size_t length) {
 }
 
 void printStats() {
+  const std::string notFor = settings->planFor.empty() ? ""
+                                                       : "; TENSORPOOL_PLAN is for \"" + settings->planFor + "\", this is \"" +
+                                                             settings->program + "\": default classes";
   if (!made()) {
     say("process pool (pid " + std::to_string(static_cast<long>(getpid())) + ", " + settings->mode + ", requests >= " +
-        std::to_string(minBytes) + " B): served nothing (it was never made)");
+        std::to_string(minBytes) + " B): served nothing (it was never made)" + notFor);
     return;
   }
   const PoolStats s = pool().stats();
@@ -414,7 +465,7 @@ void printStats() {
            static_cast<unsigned long long>(s.peakBytesLive), static_cast<unsigned long long>(s.arenaBytes),
            static_cast<unsigned long long>(s.committedBytes), static_cast<unsigned long long>(s.reservedBytes),
            static_cast<unsigned long long>(s.iterations), static_cast<unsigned long long>(s.switches));
-  say(line);
+  say(line + notFor);
 }
 
 
