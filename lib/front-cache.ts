@@ -138,6 +138,8 @@ export class FrontCache {
   readonly #dormant = new Map<number, ArrayBuffer[]>();
   #dormantCount = 0;
   #marks = 0;
+  /** Other threads allocate from the pool too (share(), or an attached handle): blocks go back at once. */
+  #shared = false;
   #slept = 0;
   #woken = 0;
   #generation: number;
@@ -281,6 +283,7 @@ export class FrontCache {
   #keepDormant(kept: ArrayBuffer, block: Block): void {
     block.slept = this.#marks;
     this.#append(block.address, -kept.byteLength);
+    if (this.#shared) this.#native.settle();
     const handles = this.#dormant.get(block.address);
     const same = handles === undefined ? -1 : handles.findIndex((h) => h.byteLength === kept.byteLength);
     if (same >= 0) {
@@ -336,6 +339,14 @@ export class FrontCache {
       if (stack.buffers.length === 0) this.#stacks.delete(bytes);
     }
     this.#recountClasses();
+  }
+
+  /**
+   * Other threads of the process allocate from this pool from now on: a block the cache gives back or a
+   * release it keeps the handle of reaches the pool at once, not at this thread's next call into it.
+   */
+  share(): void {
+    this.#shared = true;
   }
 
   /** Gives every buffer back (a new plan serving). */

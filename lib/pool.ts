@@ -161,6 +161,7 @@ export class Pool {
       this.#poolClosed = new Int32Array(options.shared.closedFlag);
       this.#control = new PoolControl(this.#native, null, null);
       this.#serve(options.frontCache);
+      this.#cache?.share();
       return;
     }
     this.attached = false;
@@ -259,6 +260,7 @@ export class Pool {
    */
   share(): SharedPool {
     if (this.#isClosed()) throw closedError();
+    this.#cache?.share();
     this.#poolClosed ??= new Int32Array(new SharedArrayBuffer(4));
     return {
       kind: 'tensorpool.SharedPool',

@@ -210,6 +210,34 @@ describe('a pool shared with worker_threads', () => {
     expect(() => Pool.attach(shared)).toThrow(expect.objectContaining({ code: 'ERR_TP_CLOSED' }));
   });
 
+  it('a block an attached handle releases is back in the pool at once, its handle dormant or not', async () => {
+    const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 65536, blocks: 1 }] } });
+    const shared = pool.share();
+    const { worker, result } = inWorker(
+      shared,
+      `async (attached, tp, shared) => {
+         const { parentPort } = require('node:worker_threads');
+         // A cache that keeps no block: the release goes to the pool, the handle stays with the cache.
+         const pool = tp.Pool.attach(shared, { frontCache: { maxPerSize: 0 } });
+         pool.release(pool.alloc(65536));
+         parentPort.postMessage({ released: true });
+         await new Promise((resolve) => parentPort.once('message', resolve));   // the owner took the block
+         pool.close();
+         return pool.stats().frontCache?.slept ?? null;
+       }`,
+      shared,
+    );
+    await new Promise((resolve) => worker.once('message', resolve)); // released, the worker now idle
+    expect(pool.stats().liveBlocks).toBe(0);
+    const buffer = pool.alloc(65536); // the one block: not an OS fallback
+    expect(pool.stats().osFallbacks).toBe(0);
+    pool.release(buffer);
+    worker.postMessage('taken');
+    expect((await result).value).toBe(pool.stats().frontCache ? 1 : null);
+    await finished(worker);
+    pool.close();
+  });
+
   it('refuses what pool.share() did not make, clearly', () => {
     const pool = new Pool();
     try {
