@@ -88,7 +88,7 @@ struct Settings {
   // The process that read these settings: a child forked without exec holds a copy of them (and of the
   // recording), and is neither the root nor the recording's writer.
   pid_t pid = 0;
-  std::string program;  // programOf(): written into recordings, matched against a plan's
+  std::string program;  // programOf(), with a plan or a recording: written into recordings, matched against a plan's
   std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
 };
 Settings* settings = nullptr;
@@ -241,7 +241,7 @@ bool claimRoot() {
 // What a recording names as its program, and a plan trained on it serves: the name of the executable
 // (argv[0], without its directory) and of the first argument that is not an option ("node app.js",
 // "python3 train.py"). Under a launcher (`npm start`, a shell script) every process of the tree inherits
-// TENSORPOOL_PLAN; the launcher ("node npm-cli.js") is not the program the plan was recorded from and maps
+// TENSORPOOL_PLAN; the launcher ("node npm") is not the program the plan was recorded from and maps
 // none of its arena. Printable ASCII only (others become '?'), so that it travels through CSV and JSON as is.
 std::string programOf() {
   const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -324,7 +324,7 @@ void initialise() {
   s->stats = stats;
   s->root = claimRoot();
   s->pid = getpid();
-  s->program = programOf();
+  if (planPath || recordPath) s->program = programOf();  // what only a plan or a recording asks about
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
