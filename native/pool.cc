@@ -11,11 +11,14 @@
 namespace tp {
 
 namespace {
-// Every pool of the process, held weakly: Pool::owning() looks a pointer up among them.
+// Every pool of the process, held weakly: Pool::owning() looks a pointer up among them. Never destroyed: a
+// static with a destructor registers it with atexit() when first reached, and the preload library's pool
+// is first made inside whatever malloc the threshold routes to it -- such as the one glibc's atexit() makes
+// under its own lock, which then deadlocked (node with TENSORPOOL_MIN_BYTES=1K).
 std::mutex registryMu;
 std::vector<std::weak_ptr<Pool>>& registry() {
-  static std::vector<std::weak_ptr<Pool>> pools;
-  return pools;
+  static auto* pools = new std::vector<std::weak_ptr<Pool>>();
+  return *pools;
 }
 }  // namespace
 

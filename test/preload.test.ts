@@ -181,6 +181,23 @@ describe('the preload library: the process allocator', () => {
     expect(r.stderr).toMatch(/process pool \(pid \d+, planned, requests >= 65536 B\): served nothing \(it was never made\)/);
   });
 
+  it("a threshold that routes the C library's own bookkeeping to the pool: node starts, allocates and exits", () => {
+    // glibc's atexit() allocates its 1,040-byte table under its lock; the pool, first made there, once
+    // registered a destructor with atexit() itself and deadlocked.
+    for (const minBytes of ['1', '1K']) {
+      const r = spawnSync(process.execPath, ['-e', 'const a = []; for (let i = 0; i < 1000; i++) a.push(new Float32Array(300)); console.log(a.length)'], {
+        encoding: 'utf8',
+        env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_MIN_BYTES: minBytes, TENSORPOOL_STATS: '1' },
+        timeout: 20_000,
+      });
+      expect(r.error).toBeUndefined();
+      expect(r.status).toBe(0);
+      expect(r.stdout.trim()).toBe('1000');
+      const allocs = Number(/requests >= \d+ B\): allocs (\d+)/.exec(r.stderr)?.[1]);
+      expect(allocs).toBeGreaterThan(1000);
+    }
+  });
+
   it('bad configuration prints one line and leaves the host on the C library', () => {
     const malformed = path.join(tmp, 'malformed.plan.json');
     fs.writeFileSync(malformed, '{"format": "tensorpool-plan", "version": 1, "interval": 4096, "classes": [{"size": 4096}]}');
