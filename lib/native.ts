@@ -324,6 +324,8 @@ export interface NativeAddon {
     searchMs: number,
     /** Pairs of tensors to keep apart beside those whose lifetimes overlap (wrapAroundConflicts). */
     extraConflicts?: Float64Array,
+    /** > 0: the layout gives up (null) when greedy by size has not placed every tensor by then. */
+    layoutMs?: number,
   ): ({
     sizes: Float64Array;
     blocks: Float64Array;

@@ -132,15 +132,21 @@ export function trainEachInterval(trace: Trace, intervals: number[], order: Trai
 
 /** How long a time-shared layout may search beyond greedy by size (when that ends above the bound). */
 export const SHARE_SEARCH_MS = 250;
+/**
+ * How long greedy by size may take to lay a time-shared plan out before training keeps the size-class
+ * plan: it visits, per tensor, every placed tensor live beside it (a process recorded from its start with a
+ * threshold of 1 byte: 454k tensors, thousands never freed, 117 s).
+ */
+export const SHARE_LAYOUT_MS = 2000;
 
 /**
  * One time-shared layout per interval (native/share.h), greedy by size; with searchMs, the planners' best
  * search then gets that long on each interval whose greedy layout ends more than 1% above the bound. With
  * `extraConflicts`, the layout keeps those pairs apart too (planned over the conflict graph).
  */
-export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs = 0, extraConflicts?: Uint32Array): TrainRun[] {
+export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs = 0, extraConflicts?: Uint32Array, layoutMs = SHARE_LAYOUT_MS): TrainRun[] {
   const extra = extraConflicts && Float64Array.from(extraConflicts);
-  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs, extra);
+  const results = native.trainTimeShared(trace.sizes, trace.starts, trace.ends, Float64Array.from(intervals), searchMs, extra, layoutMs);
   const lowerBound = trace.lowerBound();
   const iterations = trace.iterationFirstBuffers();
   const runs: TrainRun[] = [];
@@ -281,6 +287,7 @@ function trainTimeSharedRepeating(set: Trace, interval: number, period: number):
   if (period <= 1 && cycle === 2 && 2 * set.eventCount > MAX_SYNTHETIC_EVENTS) return undefined;
   const trace = period <= 1 && cycle === 2 ? repeatIteration(set, set.iterations, 1) : set;
   const conflicts = wrapAroundConflicts(trace, cycle);
+  if (!conflicts) return undefined;
   const [run] = trainTimeSharedEach(trace, [interval], SHARE_SEARCH_MS, conflicts.length > 0 ? conflicts : undefined);
   if (!run) return undefined;
   run.spec.schedule!.cycle = cycle;

@@ -55,7 +55,7 @@ bool toConflictGraph(planner::Problem* problem, const ExtraConflicts& extra) {
 
 }  // namespace
 
-SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs, const ExtraConflicts& extra) {
+SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs, const ExtraConflicts& extra, uint64_t layoutMs) {
   SharedResult result;
   std::vector<uint64_t> own(input.count);
   planner::Problem problem;
@@ -75,7 +75,10 @@ SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs, const E
     if (!toConflictGraph(&problem, extra)) return result;
   }
   options.strategy = planner::Strategy::GreedySize;
+  options.timeLimitMs = layoutMs;
+  options.timeLimitsGreedy = layoutMs > 0;
   planner::PlanResult placed = planner::planOffsets(problem, options);
+  if (placed.offsets.empty()) return result;
   const uint64_t bound = placed.lowerBound.value;
   if (searchMs > 0 && placed.peak > bound + bound / 100) {
     options.strategy = planner::Strategy::Best;

@@ -16,8 +16,8 @@ namespace tp {
 struct SharedResult {
   PlanSpec plan;            // classes (own classes only: no tensor borrows), layout, schedule with blocks
   uint64_t arenaBytes = 0;  // the layout's height
-  bool ok = false;          // false when the planner's layout did not keep 64-byte alignment (never expected)
-                            // or the conflicts were too many to plan as a graph
+  bool ok = false;          // false when the planner's layout did not keep 64-byte alignment (never expected),
+                            // the conflicts were too many to plan as a graph, or the layout took too long
 };
 
 // Pairs of tensors (indices into the input) that must not share memory although their lifetimes do not
@@ -33,7 +33,10 @@ constexpr uint64_t kMaxGraphConflicts = 8'000'000;
 // ignored. plan.schedule[t] is tensor t's class and block. With searchMs > 0, when greedy by size ends more
 // than 1% above the most bytes live at once, the planners' best search (issue 5) gets that long to do better.
 // With `extra` not empty (indices < input.count), the layout is planned over the conflict graph: the pairs
-// whose lifetimes overlap and these.
-SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs = 0, const ExtraConflicts& extra = {});
+// whose lifetimes overlap and these. Greedy by size visits, for each tensor, every placed one live beside
+// it: a trace of hundreds of thousands with thousands live throughout (a process recorded from its start
+// at a low threshold) takes minutes, so past `layoutMs` (> 0) the layout stops and fails.
+SharedResult trainTimeShared(const TrainInput& input, uint64_t searchMs = 0, const ExtraConflicts& extra = {},
+                             uint64_t layoutMs = 0);
 
 }  // namespace tp

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { Plan, Pool, readTrace, repeatIteration, syntheticTrainingTrace, train, type Trace } from '../lib/index.js';
 import { outlivesIteration, repeatingPeriod, repeatIterations, wrapAroundConflicts } from '../lib/trace/repeat.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
+import { trainTimeSharedEach } from '../lib/train.js';
 import { fixture, runTrace, seededRandom, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-shared-'));
@@ -188,6 +189,20 @@ describe('time-shared blocks on training traces', () => {
     pool.close();
   });
 
+  it('a layout that takes too long is given up, and training keeps the size-class plan', () => {
+    // Many tensors live throughout (never freed) beside many short ones: greedy by size visits each placed
+    // long one for every short one.
+    const builder = new TraceBuilder();
+    const random = seededRandom(7);
+    for (let i = 0; i < 1500; i++) builder.alloc(64 + 64 * Math.floor(random() * 64), 0);
+    for (let i = 0; i < 12000; i++) builder.free(builder.alloc(64 + 64 * Math.floor(random() * 64), 0), 0);
+    const trace = builder.build('long-lived', 'tensorpool-csv');
+    expect(trainTimeSharedEach(trace, [64], 0, undefined, 1)).toEqual([]);
+    expect(trainTimeSharedEach(trace, [64], 0, undefined, 60_000)).toHaveLength(1);
+    const plan = train(trace, { share: true, interval: 64 });
+    expect(plan.arenaBytes).toBeGreaterThan(0);
+  });
+
   it('finds the pairs that meet only across the boundary of a repeated iteration', () => {
     // Iteration 2 of: A (carried into 2, freed there after B) | B, C (carried out, as A was) | D
     const builder = new TraceBuilder();
@@ -200,7 +215,10 @@ describe('time-shared blocks on training traces', () => {
     builder.free(d, 0);
     const c = builder.alloc(100, 0);
     const trace = builder.build('wrap', 'tensorpool-csv');
-    expect(Array.from(wrapAroundConflicts(trace))).toEqual([c, b]);
+    expect(Array.from(wrapAroundConflicts(trace)!)).toEqual([c, b]);
+    // Bounded before any pair is listed: C may meet the one allocation before A's free.
+    expect(wrapAroundConflicts(trace, 1, 0)).toBeNull();
+    expect(Array.from(wrapAroundConflicts(trace, 1, 1)!)).toEqual([c, b]);
     expect(outlivesIteration(trace)).toBe(false);
     // C allocated before A is freed: the next C would be allocated while this one lives.
     const longer = new TraceBuilder();

@@ -1,5 +1,5 @@
 import { readTrace } from '../trace/read.js';
-import { AUTO_INTERVALS, isTimeShared, SHARE_GAIN, train, type TrainCandidate, type TrainOrder } from '../train.js';
+import { AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type TrainCandidate, type TrainOrder } from '../train.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
 import { CliError, bytesOption, integerOption, oneOf, parseCommand, writeJsonFile, type Command } from './common.js';
 
@@ -21,7 +21,9 @@ inputs of different shapes, say) give one plan that serves each of their pattern
                       never overlap in time share memory. auto: keep that plan when its arena is at least
                       ${round((1 - SHARE_GAIN) * 100, 1)}% smaller and it serves the last iteration (or cycle of iterations) repeated,
                       laid out again for the repetition where the first layout does not; on: keep the smaller
-                      plan that serves; off: size classes only (default auto)
+                      plan that serves; off: size classes only (default auto). A layout not done in
+                      ${SHARE_LAYOUT_MS / 1000} s (hundreds of thousands of tensors, thousands of them live throughout) is
+                      given up: the size-class plan is kept
   --iteration         train on iteration N (1-based) or on the whole trace (default all; one trace only)
   --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
                       literalArenaBytes, timeShared, sharingPairs, ... }`;

@@ -131,9 +131,11 @@ function carryOver(trace: Trace, first: number, last: number): CarryOver {
  * carry-out of the block (live across its end) against each buffer the next repetition of the block
  * allocates before freeing the carry-in whose part that carry-out plays (all of them, for a carry-out with
  * no such carry-in). A layout that serves the repetition from the same schedules must keep these apart
- * as well as the pairs whose lifetimes overlap. `[a0, b0, a1, b1, …]`.
+ * as well as the pairs whose lifetimes overlap. `[a0, b0, a1, b1, …]`. Null when there would be more than
+ * `maxPairs` (a process recorded from its start, with thousands of buffers it never frees, pairs each with
+ * every allocation of the iteration: hundreds of millions, beyond what a layout can use or an array hold).
  */
-export function wrapAroundConflicts(trace: Trace, cycle = 1): Uint32Array {
+export function wrapAroundConflicts(trace: Trace, cycle = 1, maxPairs = MAX_WRAP_AROUND_PAIRS): Uint32Array | null {
   const { from, to, successor, unmatchedOut } = carryOver(trace, trace.iterations - cycle + 1, trace.iterations);
   const freedBefore = new Map<number, number>(unmatchedOut.map((out) => [out, to]));
   const allocated: number[] = [];
@@ -147,6 +149,10 @@ export function wrapAroundConflicts(trace: Trace, cycle = 1): Uint32Array {
       freedBefore.set(successor.get(b)!, e);
     }
   }
+  // At most one pair per allocation before `until`: counted first, so that no quadratic list is built.
+  let bound = 0;
+  for (const until of freedBefore.values()) bound += countBelow(allocatedAt, until);
+  if (bound > maxPairs) return null;
   const pairs: number[] = [];
   for (const [out, until] of freedBefore) {
     for (let i = 0; i < allocated.length && allocatedAt[i] < until; i++) {
@@ -155,6 +161,21 @@ export function wrapAroundConflicts(trace: Trace, cycle = 1): Uint32Array {
     }
   }
   return Uint32Array.from(pairs);
+}
+
+/** More pairs to keep apart than a repeating layout is tried with (wrapAroundConflicts). */
+export const MAX_WRAP_AROUND_PAIRS = 1 << 22;
+
+/** How many of the ascending `values` are below `limit`. */
+function countBelow(values: readonly number[], limit: number): number {
+  let lo = 0;
+  let hi = values.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (values[mid] < limit) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /**

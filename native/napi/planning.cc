@@ -1,5 +1,6 @@
 #include "planning.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "../planner/strategies.h"
@@ -95,11 +96,12 @@ Napi::Value TrainTimeShared(const Napi::CallbackInfo& info) {
     });
     if (values % 2 != 0) throw Napi::RangeError::New(env, "extraConflicts must hold pairs of tensors");
   }
+  const uint64_t layoutMs = info.Length() > 6 && info[6].IsNumber() ? static_cast<uint64_t>(std::clamp(info[6].As<Napi::Number>().DoubleValue(), 0.0, 1e9)) : 0;
   Napi::Array out = Napi::Array::New(env, intervals.size());
   for (size_t i = 0; i < intervals.size(); ++i) {
     input.interval = intervals[i];
     const uint64_t began = os::monotonicNs();
-    const SharedResult result = trainTimeShared(input, searchMs, extra);
+    const SharedResult result = trainTimeShared(input, searchMs, extra, layoutMs);
     const double ms = static_cast<double>(os::monotonicNs() - began) / 1e6;
     if (!result.ok) {
       out.Set(static_cast<uint32_t>(i), env.Null());

@@ -203,15 +203,16 @@ PlanResult best(const Problem& p, const PlanOptions& options, uint64_t start) {
 
 PlanResult planOffsets(const Problem& problem, const PlanOptions& options) {
   const uint64_t start = os::monotonicNs();
+  const uint64_t greedyDeadline = options.timeLimitsGreedy ? start + options.timeLimitMs * 1000000ull : UINT64_MAX;
   PlanResult result;
   switch (options.strategy) {
     case Strategy::GreedySize:
-      result.offsets = greedyBySize(problem);
+      result.offsets = greedyBySize(problem, greedyDeadline);
       result.order = sizeOrder(problem);
       result.notes = "size order, best fit";
       break;
     case Strategy::S1:
-      result.offsets = s1(problem);
+      result.offsets = s1(problem, greedyDeadline);
       result.order = sizeOrder(problem);
       result.notes = "size order, lowest non-conflicting offset";
       break;
@@ -224,6 +225,11 @@ PlanResult planOffsets(const Problem& problem, const PlanOptions& options) {
     case Strategy::Best:
       result = best(problem, options, start);
       break;
+  }
+  if (result.offsets.empty() && problem.count() > 0) {
+    result.notes += ": stopped at the time limit";
+    result.elapsedNs = os::monotonicNs() - start;
+    return result;
   }
   if (options.strategy != Strategy::Best) {
     result.lowerBound = lowerBoundFor(problem, options);

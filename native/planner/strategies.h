@@ -14,6 +14,9 @@ enum class Strategy : uint8_t { GreedySize, S1, S2, S3, Best };
 struct PlanOptions {
   Strategy strategy = Strategy::Best;
   uint64_t timeLimitMs = 10000;  // S2, S3 and best stop searching by then and return the best found
+  // Greedy by size and S1 stop at timeLimitMs too, with no layout (they have none to return before they
+  // end): a caller that has a fallback bounds the time a huge problem may take.
+  bool timeLimitsGreedy = false;
   uint64_t seed = 1;             // S3's generator
   // > 0: a lower bound the caller has proven (a relaxation's: the same buffers with fewer conflicts),
   // used instead of computing one. A graph's clique search can take seconds where a caller knows better.
@@ -30,7 +33,8 @@ struct PlanResult {
   std::string notes;         // how the result was reached, for reports
 };
 
-// Pre: validate(problem) holds. Post: verify(problem, offsets) holds.
+// Pre: validate(problem) holds. Post: verify(problem, offsets) holds, or offsets is empty when
+// timeLimitsGreedy stopped greedy by size or S1.
 PlanResult planOffsets(const Problem& problem, const PlanOptions& options);
 
 }  // namespace tp::planner
