@@ -5,7 +5,7 @@ import path from 'node:path';
 
 import { OffsetPlan, Plan, readTrace, replay, syntheticTrainingTrace, train, type Pool } from '../lib/index.js';
 import { JsReplayer } from '../lib/replay/js-replayer.js';
-import { EventOp } from '../lib/trace/trace.js';
+import { EventOp, TraceBuilder } from '../lib/trace/trace.js';
 import { findLibrary, isAvailable, missingMessage, resolveAllocator } from '../lib/replay/allocators.js';
 import { replayReportHtml } from '../lib/report/html.js';
 import { expectUsageError, run, traceFixture } from './helpers.js';
@@ -130,6 +130,13 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     await expect(replay(transformer, { touch: 'some' as never })).rejects.toThrow(/options\.touch/);
     await expect(replay(path.join(tmp, 'missing.csv'))).rejects.toThrow(/missing\.csv: cannot read the trace/);
     await expect(replay(transformer, { plan: path.join(tmp, 'missing.json') })).rejects.toThrow(/cannot read the plan/);
+    // More live at once than the machine has: refused before any worker is started (they were OOM-killed).
+    const builder = new TraceBuilder();
+    builder.free(builder.alloc(os.totalmem() + 4096, 0), 0);
+    await expect(replay(builder.build('beyond-memory', 'tensorpool-csv'), { reps: 1 })).rejects.toMatchObject({
+      code: 'ERR_TP_OUT_OF_MEMORY',
+      message: expect.stringMatching(/^beyond-memory: at its peak the trace holds \d+ bytes live, more than this machine's memory/),
+    });
   });
 });
 

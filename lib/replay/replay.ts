@@ -184,6 +184,14 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
   }
   const trace = typeof input === 'string' ? readTrace(input) : input;
   if (trace.bufferCount === 0) throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to replay: no allocations`);
+  // What is live at the peak must fit: beyond it the allocators' workers are killed by the kernel's OOM
+  // killer part-way (ideal's pre-faulted arena, touched blocks), after the machine swapped out the rest.
+  if (trace.lowerBound() > os.totalmem()) {
+    throw new TensorPoolError(
+      'ERR_TP_OUT_OF_MEMORY',
+      `${trace.name}: at its peak the trace holds ${trace.lowerBound()} bytes live, more than this machine's memory (${os.totalmem()} bytes): it cannot be replayed here`,
+    );
+  }
 
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorpool-replay-'));
   const participants: Participant[] = names.map((name) => ({ spec: resolveAllocator(name), records: [] }));
