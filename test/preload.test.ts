@@ -204,12 +204,15 @@ describe('the preload library: the process allocator', () => {
     const longCycle = path.join(tmp, 'cycle.plan.json');
     fs.writeFileSync(longCycle, JSON.stringify({ format: 'tensorpool-plan', version: 2, interval: 4096, classes: [{ size: 4096, blocks: 1 }],
       schedule: { sizes: [4096, 4096], classes: [0, 0], iterations: [0, 1], cycle: 3 } }));
+    const tooLarge = path.join(tmp, 'too-large.plan.json');
+    fs.writeFileSync(tooLarge, JSON.stringify({ format: 'tensorpool-plan', version: 1, interval: 4096, classes: [{ size: 2 ** 41, blocks: 1 }] }));
     const cases: [NodeJS.ProcessEnv, RegExp][] = [
       [{ TENSORPOOL_MIN_BYTES: '12 apples' }, /TENSORPOOL_MIN_BYTES=12 apples is not a byte count/],
       [{ TENSORPOOL_MIN_BYTES: '0' }, /TENSORPOOL_MIN_BYTES=0 is not a byte count/],
       [{ TENSORPOOL_PLAN: path.join(tmp, 'missing.json') }, /missing\.json: cannot read the plan: No such file/],
       [{ TENSORPOOL_PLAN: malformed }, /malformed\.plan\.json: classes\[0\]\.blocks must be a whole number/],
       [{ TENSORPOOL_PLAN: longCycle }, /the cycle of iterations that repeat \(3\) must be 1 to the 2 iterations/],
+      [{ TENSORPOOL_PLAN: tooLarge }, /too-large\.plan\.json: class 0: size must be between 1 byte and 1 TiB/],
       [{ TENSORPOOL_RECORD: path.join(tmp, 'no/such/dir/x.csv') }, /TENSORPOOL_RECORD=.*No such file or directory/],
       [{ TENSORPOOL_ADAPTIVE: 'yes please' }, /TENSORPOOL_ADAPTIVE must be 1 or 0/],
     ];

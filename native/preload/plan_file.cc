@@ -291,7 +291,11 @@ bool readPlanFile(const char* path, PlanSpec* plan, std::string* program, std::s
   std::string text;
   Json root;
   std::string why;
-  if (!readFile(path, &text, &why) || !Parser(text).parse(&root, &why) || !fromJson(root, plan, &why)) {
+  // The table is built here only to check the plan (its classes, schedule and layout), so that a plan the
+  // pool would refuse when first made is named, and refused, at load.
+  SizeClassTable checked;
+  if (!readFile(path, &text, &why) || !Parser(text).parse(&root, &why) || !fromJson(root, plan, &why) ||
+      !checked.build(*plan, &why)) {
     *error = std::string(path) + ": " + why;
     return false;
   }
