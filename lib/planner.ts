@@ -194,7 +194,7 @@ function fromConflicts(problem: ConflictProblem): NativeInput {
   const starts = new Float64Array(n + 1);
   const flat: number[] = [];
   for (let b = 0; b < n; b++) {
-    flat.push(...[...lists[b]].sort((x, y) => x - y));
+    for (const c of [...lists[b]].sort((x, y) => x - y)) flat.push(c); // a spread of 100k+ overflows the stack
     starts[b + 1] = flat.length;
   }
   return {
@@ -223,7 +223,7 @@ export function planOffsets(input: PlanningInput, options?: PlanOffsetsOptions):
   const seed = o.seed === undefined ? 1 : checkInteger(o.seed, 'options.seed', 0, 2 ** 32);
   const { native: problem, ids } = toNativeInput(input);
   if (problem.sizes.length === 0) throw bad('nothing to plan: the problem has no buffers');
-  const largest = Math.max(...problem.sizes);
+  const largest = problem.sizes.reduce((m, v) => Math.max(m, v), 0); // a spread of 100k+ sizes overflows the stack
   const capacity = o.capacity === undefined ? null : checkInteger(o.capacity, 'options.capacity', 1);
   if (capacity !== null && capacity < largest) {
     const b = problem.sizes.indexOf(largest);

@@ -56,6 +56,16 @@ describe('static offset planners', () => {
     }
   });
 
+  it('plans problems of hundreds of thousands of buffers (their sizes once overflowed the stack)', () => {
+    const n = 300_000;
+    const lower = Float64Array.from({ length: n }, (_, i) => i);
+    const problem = { name: 'wide', ids: Array.from({ length: n }, (_, i) => String(i)), lower, upper: lower.map((v) => v + 2),
+      size: Float64Array.from({ length: n }, (_, i) => 64 * (1 + (i % 7))), alignment: null, offsets: null };
+    const layout = planOffsets(problem, { strategy: 'greedy-size' });
+    expectSound(layout);
+    expect(layout.peak).toBe(64 * 13); // two live at once: the largest beside the next largest
+  });
+
   it('s2 and s3 are never worse than greedy-size, and every strategy verifies', () => {
     const problems = [...'ADJ'].map(challenging);
     problems.push(readProblem(traceFixture('resnet18_train', 'problem.csv.gz')));

@@ -35,6 +35,9 @@ void sortByOffset(std::vector<std::pair<uint64_t, uint64_t>>& v, std::vector<std
 // Problems this large split each query between two threads (below, the hand-over costs more than it saves).
 constexpr size_t kSplitAbove = 8192;
 
+// Steps of placement (a buffer placed, a conflict visited) between two looks at the clock: ~1 ms of work.
+constexpr uint64_t kWorkBetweenChecks = uint64_t{1} << 18;
+
 }  // namespace
 
 HelperThread::HelperThread() : thread_([this] { loop(); }) {}
@@ -154,9 +157,14 @@ void Placer::mark(uint32_t b, bool placed, uint64_t offset) {
 std::vector<uint64_t> Placer::place(const std::vector<uint32_t>& order, Fit fit, uint64_t deadlineNs) {
   std::vector<uint64_t> offsets(problem_.count(), kUnplaced);
   reset(offsets);
+  uint64_t work = 0, checkAt = kWorkBetweenChecks;  // buffers placed and busy ranges met (as placeLowestFirst)
   for (size_t i = 0; i < order.size(); ++i) {
-    if ((i & 1023) == 1023 && os::monotonicNs() > deadlineNs) return {};
+    if (work >= checkAt) {
+      if (os::monotonicNs() > deadlineNs) return {};
+      checkAt = work + kWorkBetweenChecks;
+    }
     put(order[i], fit, offsets);
+    work += 1 + busy_.size() + helperBusy_.size();
   }
   return offsets;
 }
@@ -168,15 +176,21 @@ std::vector<uint64_t> placeLowestFirst(const Problem& p, const std::vector<uint3
   using Entry = std::tuple<uint64_t, uint32_t, uint32_t>;  // (offset, rank, buffer)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
   for (uint32_t b = 0; b < n; ++b) heap.emplace(0, rank[b], b);
-  size_t placed = 0;
+  // The deadline is checked by work done, not by buffers placed: a buffer live throughout a trace of
+  // hundreds of thousands visits every one of them.
+  uint64_t work = 0, checkAt = kWorkBetweenChecks;
   while (!heap.empty()) {
     const auto [offset, r, b] = heap.top();
     heap.pop();
     if (offsets[b] != kUnplaced || offset != lowest[b]) continue;  // placed, or a stale entry
-    if ((++placed & 1023) == 0 && os::monotonicNs() > deadlineNs) return {};
+    if (++work >= checkAt) {
+      if (os::monotonicNs() > deadlineNs) return {};
+      checkAt = work + kWorkBetweenChecks;
+    }
     offsets[b] = offset;
     const uint64_t top = offset + p.size[b];
     index.forEachConflict(b, [&](uint32_t c) {
+      ++work;
       if (offsets[c] == kUnplaced && lowest[c] < top) {
         lowest[c] = top;
         heap.emplace(top, rank[c], c);
