@@ -250,9 +250,12 @@ describe('the preload library: the process allocator', () => {
     expect(preload.error).toBeUndefined();
     // 1,670 of the trace's 2,196 allocations are below the 64 KiB threshold and go to glibc, whose heap may
     // take a page when it reaches a new high (0.5 faults/rep seen on a CI machine). The pool's tensors take
-    // none: one block faulted in per repetition would show as tens of faults, glibc alone as thousands.
+    // none: one block faulted in per repetition would show as tens of faults. The counter counts: glibc's
+    // first repetition faults its memory in (thousands of faults); its steady state varies from run to run
+    // (its mmap threshold rises as it frees mapped blocks: 139 faults per repetition in one CI run, tens of
+    // thousands in others), so it is no yardstick.
     expect(preload.steadyMinorFaultsPerRep).toBeLessThanOrEqual(4);
-    expect(malloc.steadyMinorFaultsPerRep).toBeGreaterThan(1000);
+    expect(malloc.repetitions[0].minorFaults).toBeGreaterThan(1000);
     expect(preload.pool!.hits).toBeGreaterThan(0);
     expect(preload.pool!.osFallbacks).toBe(0);
   });
