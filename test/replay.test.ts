@@ -41,8 +41,10 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     expect(offsets.pool).toMatchObject({ offsetHits: 2196, offsetMisses: 0, osFallbacks: 0 });
     expect(report.offsetPlan!.height).toBeGreaterThanOrEqual(report.lowerBoundBytes);
     expect(offsets.rssGrowthBytes).toBeGreaterThanOrEqual(report.offsetPlan!.height * 0.98);
-    // glibc hands 1-4 MiB tensors back to the kernel and faults them in again every repetition.
-    expect(malloc.steadyMinorFaultsPerRep).toBeGreaterThan(1000);
+    // The counter counts: glibc faults its memory in on the first repetition. (Its steady state varies from
+    // run to run as its mmap threshold rises: 139 faults per repetition in one CI run of the preload suite's
+    // replay, tens of thousands in others.)
+    expect(malloc.repetitions[0].minorFaults).toBeGreaterThan(1000);
     // The yardstick: the offset plan's addresses, pre-faulted, nothing else; not a peer.
     expect(ideal.steadyMinorFaultsPerRep).toBe(0);
     expect(ideal.rssGrowthBytes).toBeGreaterThanOrEqual(report.offsetPlan!.height * 0.98);
