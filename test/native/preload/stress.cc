@@ -121,20 +121,6 @@ void worker(uint64_t seed, int rounds) {
 
 }  // namespace
 
-// TENSORPOOL_MIN_BYTES as the library reads it ("4096", "4K"; 64 KiB when unset).
-static uint64_t thresholdBytes() {
-  const char* text = getenv("TENSORPOOL_MIN_BYTES");
-  if (!text) return 64 << 10;
-  char* unit = nullptr;
-  const uint64_t value = strtoull(text, &unit, 10);
-  switch (*unit) {
-    case 'K': return value << 10;
-    case 'M': return value << 20;
-    case 'G': return value << 30;
-    default: return value;
-  }
-}
-
 int main() {
   using Api = const tp::preload::ProcessPoolApi* (*)();
   Api find = reinterpret_cast<Api>(dlsym(RTLD_DEFAULT, "tensorpool_process_pool"));
@@ -172,7 +158,7 @@ int main() {
   if (stats.allocs == 0) fail("the process pool served nothing", 0);
   // Below 4 KiB the C library's own allocations reach the pool too, and it keeps some of them across the
   // threads' lives (the thread-local storage of the stacks it caches for reuse): not ours to count.
-  if (thresholdBytes() >= 4096 && stats.liveBlocks != before.liveBlocks) {
+  if (api->minBytes >= 4096 && stats.liveBlocks != before.liveBlocks) {
     fail("the process pool holds more blocks after every block was freed", stats.liveBlocks);
   }
   printf("stress: %llu pool allocations (%llu hits, %llu grown, %llu OS), %d failures\n",
