@@ -35,8 +35,25 @@ void sortByOffset(std::vector<std::pair<uint64_t, uint64_t>>& v, std::vector<std
 // Problems this large split each query between two threads (below, the hand-over costs more than it saves).
 constexpr size_t kSplitAbove = 8192;
 
-// Steps of placement (a buffer placed, a conflict visited) between two looks at the clock: ~1 ms of work.
-constexpr uint64_t kWorkBetweenChecks = uint64_t{1} << 18;
+// A deadline kept by work done (buffers placed, conflicts visited), not by buffers placed: a buffer live
+// throughout a trace of hundreds of thousands visits every one of them. The clock is read once per ~1 ms
+// of work.
+class WorkDeadline {
+ public:
+  explicit WorkDeadline(uint64_t deadlineNs) : deadlineNs_(deadlineNs) {}
+  // Counts `steps` more of work; false once the deadline has passed.
+  bool spend(uint64_t steps) {
+    work_ += steps;
+    if (work_ < checkAt_) return true;
+    checkAt_ = work_ + kWorkBetweenChecks;
+    return os::monotonicNs() <= deadlineNs_;
+  }
+
+ private:
+  static constexpr uint64_t kWorkBetweenChecks = uint64_t{1} << 18;
+  const uint64_t deadlineNs_;
+  uint64_t work_ = 0, checkAt_ = kWorkBetweenChecks;
+};
 
 }  // namespace
 
@@ -157,14 +174,10 @@ void Placer::mark(uint32_t b, bool placed, uint64_t offset) {
 std::vector<uint64_t> Placer::place(const std::vector<uint32_t>& order, Fit fit, uint64_t deadlineNs) {
   std::vector<uint64_t> offsets(problem_.count(), kUnplaced);
   reset(offsets);
-  uint64_t work = 0, checkAt = kWorkBetweenChecks;  // buffers placed and busy ranges met (as placeLowestFirst)
+  WorkDeadline deadline(deadlineNs);
   for (size_t i = 0; i < order.size(); ++i) {
-    if (work >= checkAt) {
-      if (os::monotonicNs() > deadlineNs) return {};
-      checkAt = work + kWorkBetweenChecks;
-    }
     put(order[i], fit, offsets);
-    work += 1 + busy_.size() + helperBusy_.size();
+    if (!deadline.spend(1 + busy_.size() + helperBusy_.size())) return {};  // the busy ranges it met
   }
   return offsets;
 }
@@ -176,26 +189,22 @@ std::vector<uint64_t> placeLowestFirst(const Problem& p, const std::vector<uint3
   using Entry = std::tuple<uint64_t, uint32_t, uint32_t>;  // (offset, rank, buffer)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
   for (uint32_t b = 0; b < n; ++b) heap.emplace(0, rank[b], b);
-  // The deadline is checked by work done, not by buffers placed: a buffer live throughout a trace of
-  // hundreds of thousands visits every one of them.
-  uint64_t work = 0, checkAt = kWorkBetweenChecks;
+  WorkDeadline deadline(deadlineNs);
   while (!heap.empty()) {
     const auto [offset, r, b] = heap.top();
     heap.pop();
     if (offsets[b] != kUnplaced || offset != lowest[b]) continue;  // placed, or a stale entry
-    if (++work >= checkAt) {
-      if (os::monotonicNs() > deadlineNs) return {};
-      checkAt = work + kWorkBetweenChecks;
-    }
     offsets[b] = offset;
     const uint64_t top = offset + p.size[b];
+    uint64_t visited = 0;
     index.forEachConflict(b, [&](uint32_t c) {
-      ++work;
+      ++visited;
       if (offsets[c] == kUnplaced && lowest[c] < top) {
         lowest[c] = top;
         heap.emplace(top, rank[c], c);
       }
     });
+    if (!deadline.spend(1 + visited)) return {};
   }
   return offsets;
 }
