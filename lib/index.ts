@@ -19,7 +19,7 @@ export { Trace, TraceBuilder, EventOp } from './trace/trace.js';
 export type { TraceFormat, TraceSummary, TraceAnomalies } from './trace/trace.js';
 export { problemToTrace, problemFromTrace, parseProblemCsv } from './trace/problem.js';
 export type { Problem } from './trace/problem.js';
-export { train, AUTO_INTERVALS, TRAIN_ORDERS } from './train.js';
+export { train, AUTO_INTERVALS, SMALL_AUTO_INTERVALS, TRAIN_ORDERS } from './train.js';
 export type { TrainOptions, TrainOrder, TrainCandidate } from './train.js';
 export { syntheticTrainingTrace } from './trace/synthetic.js';
 export { repeatIteration } from './trace/repeat.js';

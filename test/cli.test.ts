@@ -24,9 +24,11 @@ describe('tensorpool train', () => {
     for (const key of ['lowerBound', 'arenaBytes', 'ratio', 'interval', 'classes', 'trainMs']) expect(out).toHaveProperty(key);
     expect(out.lowerBound).toBe(215441388);
     expect(out.ratio).toBeCloseTo(out.arenaBytes / out.lowerBound, 10);
-    // Size classes at 8 intervals, and one time-shared layout (at the smallest)
-    expect(out.candidates.filter((c: { order: string }) => !c.order.startsWith('time-shared'))).toHaveLength(8);
-    expect(out.candidates.filter((c: { order: string }) => c.order === 'time-shared')).toMatchObject([{ interval: 512 }]);
+    // Size classes at 11 intervals (resnet18 asks for some tensors below 512 B), and one time-shared layout
+    // (at the smallest)
+    expect(out.candidates.filter((c: { order: string }) => !c.order.startsWith('time-shared'))).toHaveLength(11);
+    expect(out.candidates.filter((c: { order: string }) => c.order === 'time-shared')).toMatchObject([{ interval: 64 }]);
+    expect(out.notTimeShared).toBeNull(); // kept
     expect(Plan.read(plan).arenaBytes).toBe(out.arenaBytes);
   });
 
@@ -34,6 +36,15 @@ describe('tensorpool train', () => {
     const r = run('train', traceFixture('transformer_train', 'trace.json.gz'), '--interval', '64K', '--order', 'alloc-time', '--iteration', '2', '--share', 'off');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/trained on\s+iteration 2, order alloc-time, interval 65536/);
+  });
+
+  it('says why it kept no time-shared plan', () => {
+    const flat = path.join(tmp, 'flat.csv'); // two tensors of one size live at once: a layout saves nothing
+    fs.writeFileSync(flat, 'op,id,size,stream\na,1,4096,0\na,2,4096,0\nf,1,,0\nf,2,,0\n');
+    const r = run('train', flat);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^time-shared  not kept: not 2% smaller than the size classes$/m);
+    expect(run('train', flat, '--share', 'off').stdout).not.toMatch(/not kept/);
   });
 
   it('trains one time-shared plan from several traces and says how much memory its blocks share', () => {

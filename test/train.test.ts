@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace, type TrainCandidate } from '../lib/index.js';
+import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace, type TrainCandidate } from '../lib/index.js';
 import { runTrace, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-train-'));
@@ -56,11 +56,38 @@ describe('train(): S0 size-class linked blocks', () => {
     const trace = readTrace(traceFixture('transformer_train', 'trace.csv.gz'));
     const plan = train(trace, { share: false, interval: 'auto' });
     const candidates = plan.training.candidates as { interval: number; arenaBytes: number }[];
-    expect(candidates.map((c) => c.interval)).toEqual([...AUTO_INTERVALS]);
+    // The transformer asks for some tensors below 512 B (layer norms' statistics): the small intervals first.
+    expect(candidates.map((c) => c.interval)).toEqual([...SMALL_AUTO_INTERVALS, ...AUTO_INTERVALS]);
     expect(plan.arenaBytes).toBe(Math.min(...candidates.map((c) => c.arenaBytes)));
     const both = train(trace, { share: false, order: 'auto' });
-    expect((both.training.candidates as unknown[]).length).toBe(2 * AUTO_INTERVALS.length);
+    expect((both.training.candidates as unknown[]).length).toBe(2 * (SMALL_AUTO_INTERVALS.length + AUTO_INTERVALS.length));
     expect(both.arenaBytes).toBeLessThanOrEqual(plan.arenaBytes);
+    const large = parseTrace(Buffer.from('op,id,size,stream\na,1,4096,0\na,2,512,0\nf,1,,0\nf,2,,0\n'), 'large.csv');
+    const onlyLarge = train(large, { share: false, interval: 'auto' }).training.candidates as { interval: number }[];
+    expect(onlyLarge.map((c) => c.interval)).toEqual([...AUTO_INTERVALS]);
+  });
+
+  it("interval 'auto' on small requests (a process recorded at a low threshold) keeps a small interval", () => {
+    // 400 requests of 8-200 B live at once, then freed: in classes of 512 B each wastes most of its block.
+    let csv = 'op,id,size,stream\n';
+    for (let i = 0; i < 400; i++) csv += `a,${i},${8 + ((i * 37) % 193)},0\n`;
+    for (let i = 0; i < 400; i++) csv += `f,${i},,0\n`;
+    const small = parseTrace(Buffer.from(csv), 'small.csv');
+    const plan = train(small, { share: false });
+    const candidates = plan.training.candidates as { interval: number; arenaBytes: number }[];
+    const at512 = candidates.find((c) => c.interval === 512)!;
+    expect(plan.interval).toBeLessThan(512);
+    expect(plan.arenaBytes).toBeLessThan(at512.arenaBytes / 2);
+    expect(replayThrough(new Pool({ plan }), small).osFallbacks).toBe(0);
+  });
+
+  it('says why a time-shared plan was not kept', () => {
+    // Two tensors of one size live at once: a layout saves nothing over one class of two blocks.
+    const flat = parseTrace(Buffer.from('op,id,size,stream\na,1,4096,0\na,2,4096,0\nf,1,,0\nf,2,,0\n'), 'flat.csv');
+    expect(train(flat).training.notTimeShared).toBe('not 2% smaller than the size classes');
+    expect(train(flat, { share: true }).training.notTimeShared).toBeUndefined(); // as small: kept
+    expect(train(flat, { share: false }).training.notTimeShared).toBeUndefined();
+    expect(train(worked).training.notTimeShared).toBeUndefined(); // kept
   });
 
   it('refines beyond S0: never a larger arena, below 1.25x the lower bound on both shared traces with auto', () => {

@@ -1,5 +1,5 @@
 import { readTrace } from '../trace/read.js';
-import { AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type TrainCandidate, type TrainOrder } from '../train.js';
+import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type TrainCandidate, type TrainOrder } from '../train.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
 import { CliError, bytesOption, integerOption, oneOf, parseCommand, writeJsonFile, type Command } from './common.js';
 
@@ -7,11 +7,13 @@ const usage = `usage: tensorpool train <trace>... [-o plan.json] [--interval aut
                         [--refine on|off] [--share auto|on|off] [--iteration N|all] [--json FILE]
 
 Trains a size-class plan from a trace (S0, and time-shared blocks) and prints the lower bound, the arena
-it needs, their ratio, the classes and blocks, and the training time. Several traces (the same model fed
-inputs of different shapes, say) give one plan that serves each of their patterns.
+it needs, their ratio, the classes and blocks, the training time, and why no time-shared plan was kept
+when none was. Several traces (the same model fed inputs of different shapes, say) give one plan that
+serves each of their patterns.
 
   -o, --output FILE   write the plan JSON (load it with new Pool({ plan: FILE }) or --plan FILE)
   --interval          size-class interval in bytes (4096, 64K), or auto: try ${AUTO_INTERVALS.map((i) => (i >= 1024 ? i / 1024 + 'K' : i)).join(', ')}
+                      (and first ${SMALL_AUTO_INTERVALS.join(', ')} on a trace with requests below 512 B)
                       and keep the smallest arena (default auto)
   --order             traversal order: alloc-time (S0's default), size-desc, or auto: both (default alloc-time)
   --refine            on: after S0, lower the arena by moving tensors between classes (a class needs only
@@ -79,6 +81,7 @@ export const trainCommand: Command = {
       const literal = t.literalArenaBytes as number;
       console.log(`refined      from S0's ${formatBytes(literal)} (${round(literal / plan.lowerBound!, 3)}x the lower bound)`);
     }
+    if (t.notTimeShared) console.log(`time-shared  not kept: ${t.notTimeShared as string}`);
     console.log(`classes      ${plan.classes.length} classes, ${plan.blocks} blocks; ${t.borrows} of ${t.tensors} tensors borrow a larger class`);
     console.log(`time         ${round(t.trainMs as number, 1)} ms`);
     console.log('');
@@ -120,6 +123,7 @@ export const trainCommand: Command = {
       refined: t.refined ?? false,
       literalArenaBytes: t.literalArenaBytes ?? plan.arenaBytes,
       timeShared,
+      notTimeShared: t.notTimeShared ?? null,
       sharingPairs: plan.sharingPairs,
       candidates,
     });
