@@ -1,25 +1,34 @@
 /**
  * What a time-shared block costs to serve (issue 13's "replay speed unchanged within 5%"): each trace's
  * time-shared plan (`train(trace, { share: true })`) against its size-class plan (`share: false`), both
- * served by the native replay loop with no touching (the pool's own work and the loop), in one process,
- * repetitions interleaved in alternating order; the table shows medians over the second half.
+ * served by the native replay loop, in one process, repetitions interleaved in alternating order; the table
+ * shows medians over the second half, and the page faults of the time-shared plan's repetitions there.
+ * `--touch none` (the pool's own work and the loop alone) is the strict comparison; `pages` is the replay's
+ * default (one write per 4 KiB of every block), what `tensorpool replay` measures.
  *
  * Blocks of a time-shared plan may share memory, so taking one tests its sharers' live bits and writes its
  * header again (another block's data may have covered it); a size-class block is popped off a list.
  *
- *   npm run build && npx tsx bench/time-shared.ts [--reps 2000] [--json out.json] [--traces DIR] [trace ...]
+ *   npm run build && npx tsx bench/time-shared.ts [--reps 2000] [--touch none,pages] [--json out.json] [--traces DIR] [trace ...]
  */
 import path from 'node:path';
 
-import { Pool, readTrace, train, type Trace } from '../dist/index.js';
-import { native, type NativeReplayer } from '../dist/native.js';
+import { Pool, faults, readTrace, train, type Trace } from '../dist/index.js';
+import { native, type NativeReplayer, type TouchMode } from '../dist/native.js';
 import { nativePoolOf } from '../dist/pool.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
 
-const args = benchArgs(2000, { traces: { type: 'string' } });
-const machine = printHeader('time-shared: serving a time-shared plan against a size-class plan (native loop, touch none)');
+const args = benchArgs(2000, { traces: { type: 'string' }, touch: { type: 'string' } });
+const touches = String(args.values.touch ?? 'none,pages').split(',') as TouchMode[];
+for (const t of touches) {
+  if (!['none', 'pages', 'full'].includes(t)) {
+    console.error(`time-shared bench: --touch takes none, pages or full (a list), got ${JSON.stringify(t)}`);
+    process.exit(2);
+  }
+}
+const machine = printHeader('time-shared: serving a time-shared plan against a size-class plan (native loop)');
 const ocr = path.resolve(__dirname, '../test/fixtures/traces/ocr_det_infer');
 const files = args.positionals.length
   ? args.positionals
@@ -30,39 +39,55 @@ interface Served {
   pool: Pool;
   replayer: NativeReplayer;
   nsPerOp: number[];
+  faults: number[];
 }
 
-function serve(trace: Trace, share: boolean): Served {
+function serve(trace: Trace, share: boolean, touch: TouchMode): Served {
   const pool = new Pool({ plan: train(trace, { share }), frontCache: false });
   const replayer = new native.NativeReplayer(nativePoolOf(pool), trace.ops, trace.eventBuffer, trace.sizes, {
-    touch: 'none',
+    touch,
     iterationMarks: true,
   });
-  return { pool, replayer, nsPerOp: [] };
+  return { pool, replayer, nsPerOp: [], faults: [] };
 }
 
 const rows = [];
 const results = [];
 for (const file of files) {
   const trace = readTrace(file);
-  const shared = serve(trace, true);
-  const classes = serve(trace, false);
-  for (let rep = 0; rep < reps; rep++) {
-    for (const s of rep % 2 ? [shared, classes] : [classes, shared]) {
-      const start = process.hrtime.bigint();
-      s.replayer.run(false);
-      s.nsPerOp.push(Number(process.hrtime.bigint() - start) / trace.ops.length);
+  for (const touch of touches) {
+    const shared = serve(trace, true, touch);
+    const classes = serve(trace, false, touch);
+    for (let rep = 0; rep < reps; rep++) {
+      for (const s of rep % 2 ? [shared, classes] : [classes, shared]) {
+        const before = faults().minor;
+        const start = process.hrtime.bigint();
+        s.replayer.run(false);
+        s.nsPerOp.push(Number(process.hrtime.bigint() - start) / trace.ops.length);
+        s.faults.push(faults().minor - before);
+      }
     }
+    const steady = (values: number[]) => median(values.slice(values.length >> 1));
+    const sharedNs = steady(shared.nsPerOp);
+    const classesNs = steady(classes.nsPerOp);
+    const sharedFaults = steady(shared.faults);
+    const fallbacks = shared.pool.stats().osFallbacks + classes.pool.stats().osFallbacks;
+    rows.push([traceLabel(file), trace.ops.length, touch, round(sharedNs, 1), round(classesNs, 1), round(sharedNs / classesNs, 3), sharedFaults, fallbacks]);
+    results.push({
+      trace: file,
+      events: trace.ops.length,
+      touch,
+      timeSharedNsPerOp: sharedNs,
+      sizeClassesNsPerOp: classesNs,
+      ratio: sharedNs / classesNs,
+      timeSharedFaultsPerRep: sharedFaults,
+      osFallbacks: fallbacks,
+    });
+    shared.pool.close();
+    classes.pool.close();
   }
-  const steady = (s: Served) => median(s.nsPerOp.slice(s.nsPerOp.length >> 1));
-  const sharedNs = steady(shared);
-  const classesNs = steady(classes);
-  const fallbacks = shared.pool.stats().osFallbacks + classes.pool.stats().osFallbacks;
-  rows.push([traceLabel(file), trace.ops.length, round(sharedNs, 1), round(classesNs, 1), round(sharedNs / classesNs, 3), fallbacks]);
-  results.push({ trace: file, events: trace.ops.length, timeSharedNsPerOp: sharedNs, sizeClassesNsPerOp: classesNs, ratio: sharedNs / classesNs, osFallbacks: fallbacks });
-  shared.pool.close();
-  classes.pool.close();
 }
-console.log(formatTable(['trace', 'events', 'time-shared ns/op', 'size classes ns/op', 'ratio', 'OS fallbacks'], rows));
-console.log(`# ${reps} repetitions each, interleaved; medians of the second half; ns/op = a repetition's time / its events`);
-writeJson(args.json, { benchmark: 'time-shared', machine, reps, results });
+console.log(formatTable(['trace', 'events', 'touch', 'time-shared ns/op', 'size classes ns/op', 'ratio', 'faults/rep', 'OS fallbacks'], rows));
+console.log(`# ${reps} repetitions each, interleaved; medians of the second half; ns/op = a repetition's time / its events;`);
+console.log('# faults/rep: minor page faults of a time-shared repetition (whole process)');
+writeJson(args.json, { benchmark: 'time-shared', machine, reps, touches, results });
