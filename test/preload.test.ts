@@ -42,6 +42,19 @@ describe('the preload library: the process allocator', () => {
     expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs \d+/m);
   });
 
+  it("keeps the top of the C library's heap, so what stays below the threshold faults in once, unless the user set glibc's thresholds", () => {
+    // Each repetition frees 4 MiB of 32 KiB blocks at the top of glibc's heap and allocates them again.
+    const kept = underPool([], ['heap-top']);
+    expect(kept.code).toBe(0);
+    expect(kept.out.pool.mode).toBe('default');
+    expect(Math.max(...kept.out.faults)).toBeLessThan(200); // 1,024 pages written per repetition
+    for (const env of [{ MALLOC_TRIM_THRESHOLD_: '0' }, { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=0' }]) {
+      const trimmed = underPool([], ['heap-top'], env);
+      expect(trimmed.code).toBe(0);
+      expect(Math.min(...trimmed.out.faults)).toBeGreaterThan(900); // given back and faulted in every time
+    }
+  });
+
   it('records a trace replayed through malloc/free event for event; its plan serves the replay with no OS fallback', () => {
     const plan = path.join(tmp, 'recorded.plan.json');
     const file = path.join(tmp, 'whole-run.csv');

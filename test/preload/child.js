@@ -1,6 +1,6 @@
 // Runs inside a process started by `tensorpool run` (test/preload.test.ts): does what argv[2] names and
 // prints one JSON line with what it saw.
-const { processPool, measureFaults, readTrace, train } = require('../../dist/index.js');
+const { processPool, measureFaults, parseTrace, readTrace, train } = require('../../dist/index.js');
 const { native } = require('../../dist/native.js');
 
 const task = process.argv[2];
@@ -28,6 +28,16 @@ if (task === 'float32') {
   out.allocs = after.allocs - before.allocs;
   out.hits = after.hits - before.hits;
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
+} else if (task === 'heap-top') {
+  // 128 blocks of 32 KiB (below the threshold: the C library's), all live, then all freed: 4 MiB free at
+  // the top of glibc's heap at the end of every repetition.
+  let csv = 'op,id,size,stream\n';
+  for (let i = 0; i < 128; i++) csv += `a,${i},32768,0\n`;
+  for (let i = 0; i < 128; i++) csv += `f,${i},,0\n`;
+  const trace = parseTrace(Buffer.from(csv), 'heap-top.csv');
+  const replayer = new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+  replayer.run(false);
+  out.faults = [0, 1, 2, 3, 4].map(() => measureFaults(() => replayer.run(false)).minor);
 } else if (task === 'record') {
   // The pool records from the start of the process (tensorpool run --record): the replay is iteration 2.
   const { trace, replayer } = replayerOf(process.argv[3]);
