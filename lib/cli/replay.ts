@@ -91,11 +91,13 @@ function printReport(report: ReplayReport): void {
   for (const r of report.results) {
     const p = r.pool;
     if (!p) continue;
+    // Means over the repetitions: the preload route's counters include the worker's own allocations.
+    const n = (count: number) => round(count, 1);
     const served =
       r.allocator === 'tensorpool-offsets'
-        ? `${p.offsetHits} at planned offsets, ${p.offsetMisses} not (then ${p.hits} from classes, ${p.osFallbacks + p.osOversize} from the OS)`
-        : `${p.hits} own-class hits, ${p.borrows} borrows, ${p.osFallbacks + p.osOversize} OS fallbacks; schedule ${p.scheduleHits} hits, ${p.scheduleMisses} misses` +
-          (p.busySkips ? `; ${p.busySkips} blocks skipped (memory in use)` : '');
+        ? `${n(p.offsetHits)} at planned offsets, ${n(p.offsetMisses)} not (then ${n(p.hits)} from classes, ${n(p.osFallbacks + p.osOversize)} from the OS)`
+        : `${n(p.hits)} own-class hits, ${n(p.borrows)} borrows, ${n(p.osFallbacks + p.osOversize)} OS fallbacks; schedule ${n(p.scheduleHits)} hits, ${n(p.scheduleMisses)} misses` +
+          (p.busySkips ? `; ${n(p.busySkips)} blocks skipped (memory in use)` : '');
     console.log(`  ${r.allocator} per repetition: ${served}`);
   }
   const faultSource = report.results.find((r) => r.available)?.faultSource ?? 'perf_event';
