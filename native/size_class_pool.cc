@@ -220,7 +220,8 @@ void SizeClassPool::unlink(uint32_t r) {
   record.listed = false;
 }
 
-void SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint32_t record, BlockState state, uint64_t requested) const {
+bool SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint32_t record, BlockState state, uint64_t requested) const {
+  const bool lent = requested != 0 && !table_.isOwn(cls, requested);
   header->check = secret_ ^ reinterpret_cast<uintptr_t>(header);
   header->origin = Origin::Arena;
   header->state = state;
@@ -231,8 +232,9 @@ void SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint32_t record
   header->serial = 0;
   header->next = nullptr;
   header->osLength = 0;
-  header->lent = requested != 0 && !table_.isOwn(cls, requested) ? 1 : 0;
+  header->lent = lent ? 1 : 0;
   header->slot = record;
+  return lent;
 }
 
 BlockHeader* SizeClassPool::carveBlock(size_t cls, std::string* error) {
@@ -357,15 +359,22 @@ int SizeClassPool::cachedBlocking(uint32_t block) const {
 }
 
 BlockHeader* SizeClassPool::takeBlock(uint32_t block, uint64_t bytes, Source* source) {
-  Record& record = records_[block];
   if (isLive(block)) return nullptr;
+  const Record& record = records_[block];
+  const size_t cls = record.classIndex;
   if (!available(block)) {
-    counters_[record.classIndex].busy++;
+    counters_[cls].busy++;
     return nullptr;
   }
-  countTakenShared(record.classIndex);  // it stays listed: a walk of the list unlinks it if still live
-  record.header->slot = block;
-  return takeFound(record.header, bytes, source);
+  countTakenShared(cls);  // it stays listed: a walk of the list unlinks it if still live
+  // Written whole from what the record holds, never read back: the header line may be another block's
+  // data until now, and a load from it would wait for that line.
+  BlockHeader* header = record.header;
+  const bool lent = writeHeader(header, cls, block, BlockState::Live, bytes);
+  setLiveBit(block, true);
+  outstanding_++;
+  *source = countServed(cls, lent);
+  return header;
 }
 
 BlockHeader* SizeClassPool::takeFound(BlockHeader* header, uint64_t bytes, Source* source) {
@@ -374,12 +383,14 @@ BlockHeader* SizeClassPool::takeFound(BlockHeader* header, uint64_t bytes, Sourc
   return header;
 }
 
-Source SizeClassPool::countServed(const BlockHeader* header) {
-  if (header->lent) {
-    counters_[header->classIndex].lent++;
+Source SizeClassPool::countServed(const BlockHeader* header) { return countServed(header->classIndex, header->lent != 0); }
+
+Source SizeClassPool::countServed(size_t cls, bool lent) {
+  if (lent) {
+    counters_[cls].lent++;
     return Source::Borrowed;
   }
-  counters_[header->classIndex].hits++;
+  counters_[cls].hits++;
   return Source::Own;
 }
 

@@ -116,6 +116,7 @@ class SizeClassPool {
   void setLive(BlockHeader* header, uint64_t bytes) const;
   // Counts a block served off a free list (or again from a front cache) as a hit or a loan.
   Source countServed(const BlockHeader* header);
+  Source countServed(size_t cls, bool lent);
   void push(size_t cls, BlockHeader* header);
   BlockHeader* pop(size_t cls);
   void setNonEmpty(size_t cls, bool nonEmpty);
@@ -170,7 +171,8 @@ class SizeClassPool {
   // Writes every field of the header of a block of class `cls` (`record`: its record in a time-shared pool),
   // each in place and once: a header zeroed first is written twice, and one built in a temporary and copied
   // stalls on store forwarding (both measured on the time-shared take). `requested` 0 for a free block.
-  void writeHeader(BlockHeader* header, size_t cls, uint32_t record, BlockState state, uint64_t requested) const;
+  // Returns whether the block is lent (its `lent` field).
+  bool writeHeader(BlockHeader* header, size_t cls, uint32_t record, BlockState state, uint64_t requested) const;
   // First class >= from with a free block, or -1.
   int firstNonEmpty(size_t from) const;
 
