@@ -367,14 +367,8 @@ BlockHeader* SizeClassPool::takeBlock(uint32_t block, uint64_t bytes, Source* so
     return nullptr;
   }
   countTakenShared(cls);  // it stays listed: a walk of the list unlinks it if still live
-  // Written whole from what the record holds, never read back: the header line may be another block's
-  // data until now, and a load from it would wait for that line.
-  BlockHeader* header = record.header;
-  const bool lent = writeHeader(header, cls, block, BlockState::Live, bytes);
-  setLiveBit(block, true);
-  outstanding_++;
-  *source = countServed(cls, lent);
-  return header;
+  *source = countServed(cls, markRecordLive(block, bytes));
+  return record.header;
 }
 
 BlockHeader* SizeClassPool::takeFound(BlockHeader* header, uint64_t bytes, Source* source) {
@@ -413,15 +407,21 @@ Source SizeClassPool::reuse(BlockHeader* header, uint64_t bytes) {
 
 BlockHeader* SizeClassPool::markLive(BlockHeader* header, uint64_t bytes) {
   if (shared_) {
-    // Its header may have been written over while it was free (the taker set its slot).
-    const uint32_t r = header->slot;
-    writeHeader(header, records_[r].classIndex, r, BlockState::Live, bytes);
-    setLiveBit(r, true);
-  } else {
-    setLive(header, bytes);
+    markRecordLive(header->slot, bytes);  // the taker set its slot
+    return header;
   }
+  setLive(header, bytes);
   outstanding_++;
   return header;
+}
+
+bool SizeClassPool::markRecordLive(uint32_t r, uint64_t bytes) {
+  // Written whole from what the record holds, never read back: the header may have been another block's
+  // data while it was free, and a load from its line would wait for that line.
+  const bool lent = writeHeader(records_[r].header, records_[r].classIndex, r, BlockState::Live, bytes);
+  setLiveBit(r, true);
+  outstanding_++;
+  return lent;
 }
 
 void SizeClassPool::give(BlockHeader* header) {

@@ -110,6 +110,8 @@ class SizeClassPool {
   // reservation is spent.
   BlockHeader* grow(size_t cls, bool own, Source* source);
   BlockHeader* markLive(BlockHeader* header, uint64_t bytes);
+  // Time-shared pools: marks record r's block live for a request of `bytes`; returns whether it is lent.
+  bool markRecordLive(uint32_t r, uint64_t bytes);
   // Marks a block just taken off a free list live and counts it as a hit or a loan.
   BlockHeader* takeFound(BlockHeader* header, uint64_t bytes, Source* source);
   // A block's state, owner's size and whether it is lent, for a request of `bytes`.
