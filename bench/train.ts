@@ -129,7 +129,7 @@ for (const input of sharedInputs) {
 
 console.log(formatTable(['trace', 'events', 'parse ms', 'order', 'interval', 'refined', 'classes', 'blocks', 'arena / LB', 'train ms'], rows));
 console.log(`# 'S0 4096': S0 literally, fixed 4 KiB interval. auto: best of intervals ${AUTO_INTERVALS.join(', ')}, and first ${SMALL_AUTO_INTERVALS.join(', ')} on a trace with requests below 512 B.`);
-console.log("# refined: train's refine (native/refine.h), default with order auto; 'too large': skipped by its memory limit.");
+console.log("# refined: train's refine (native/train/refine.h), default with order auto; 'too large': skipped by its memory limit.");
 console.log(`# Times are medians of ${args.reps} runs; auto times cover all its candidates.`);
 console.log('');
 console.log(formatTable(['trace', 'events', 'lower bound', 'classes / LB', 'time-shared / LB', 'blocks', 'auto keeps', 'arena / LB', 'train ms'], sharedRows));

@@ -1,7 +1,7 @@
 /**
  * Adaptive mode: the pool records its own first iterations, trains a plan once their pattern is stable,
  * switches to it without a restart, and re-plans when the run drifts away from it. The policy lives here;
- * the native pool records (native/recorder.h), sums each iteration up at markIteration() and switches
+ * the native pool records (native/core/recorder.h), sums each iteration up at markIteration() and switches
  * arenas (Pool::switchPlan, or Pool::prepareSwitch off the JS thread, installed by the next
  * markIteration()). One instance belongs to one Pool.
  *
@@ -31,7 +31,7 @@
  *
  * "Same pattern": the same number of allocations with the same multiset of requested sizes (each size
  * asked for as many times, in any order), compared by count, total bytes and a 53-bit order-independent
- * hash of the sizes (native/pool.h IterationSummary). Where no window holds its patterns exactly, one whose
+ * hash of the sizes (native/core/pool.h IterationSummary). Where no window holds its patterns exactly, one whose
  * iterations are within 2% of each other in allocations and in bytes is taken (a process under the preload
  * library meets allocations now and then that are no pattern's: another thread's, a one-off buffer).
  */

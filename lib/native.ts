@@ -25,7 +25,7 @@ export interface NativeFaultCounts {
   major: number;
 }
 
-/** The pool's counters, as the core keeps them (native/pool.h); PoolStats (pool.ts) adds the classes. */
+/** The pool's counters, as the core keeps them (native/core/pool.h); PoolStats (pool.ts) adds the classes. */
 export interface PoolCounters {
   /** Allocations served, by any route. */
   allocs: number;
@@ -88,7 +88,7 @@ export interface PoolCounters {
   closed: boolean;
 }
 
-/** What markIteration() reports about the iteration that ended (native/pool.h IterationSummary). */
+/** What markIteration() reports about the iteration that ended (native/core/pool.h IterationSummary). */
 export interface NativeIterationSummary {
   allocs: number;
   bytes: number;
@@ -101,7 +101,7 @@ export interface NativeIterationSummary {
   installed: number;
 }
 
-/** Recorded events (native/recorder.h): op 0 alloc (value: bytes), 1 release (value: stream number or 0), 2 mark. */
+/** Recorded events (native/core/recorder.h): op 0 alloc (value: bytes), 1 release (value: stream number or 0), 2 mark. */
 export interface NativeRecording {
   ops: Uint8Array;
   serials: Float64Array;
@@ -309,12 +309,12 @@ export interface NativeAddon {
     borrows: number;
     classOf: Uint32Array;
     ms: number;
-    /** Refinement ran (native/refine.h); then literalSizes / literalBlocks are S0's own classes. */
+    /** Refinement ran (native/train/refine.h); then literalSizes / literalBlocks are S0's own classes. */
     refined: boolean;
     literalSizes?: Float64Array;
     literalBlocks?: Float64Array;
   }[];
-  /** One time-shared plan per interval (native/share.h), or null where the layout failed. */
+  /** One time-shared plan per interval (native/train/share.h), or null where the layout failed. */
   trainTimeShared(
     sizes: Float64Array,
     starts: Float64Array,

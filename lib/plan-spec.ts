@@ -32,7 +32,7 @@ export interface PlanSchedule {
   iterations?: ArrayLike<number>;
   /**
    * Past the last trained iteration, the last `cycle` of them repeat in turn (absent: 1, which follows the
-   * pattern that ended with what followed it in training, else the last; native/schedule.h). Training sets
+   * pattern that ended with what followed it in training, else the last; native/core/schedule.h). Training sets
    * p for a recorded cycle of p patterns, and 2 where a tensor outlives an iteration: the next needs
    * another block for it.
    */

@@ -1,5 +1,5 @@
 /**
- * Recorded events → Trace. The pool records natively (native/recorder.h): per event the allocation's serial
+ * Recorded events → Trace. The pool records natively (native/core/recorder.h): per event the allocation's serial
  * number, which names the buffer, and its size or the stream of a stream-ordered release. This turns them
  * into the trace model train() and replay() take, in tensorpool's time (the event index).
  */

@@ -1,6 +1,6 @@
 /**
  * train(trace) → Plan: S0's allocation information from a recorded iteration (native hot loop in
- * native/train.cc; this side validates, chooses the interval and describes the result).
+ * native/train/train.cc; this side validates, chooses the interval and describes the result).
  */
 import { TensorPoolError } from './errors.js';
 import { native } from './native.js';
@@ -50,14 +50,14 @@ export interface TrainOptions {
   candidates?: number[];
   /**
    * Beyond S0: after S0 has placed every tensor, lower the arena by moving tensors between classes
-   * (native/refine.h): a class needs only as many blocks as it has tensors living at once, and a tensor
+   * (native/train/refine.h): a class needs only as many blocks as it has tensors living at once, and a tensor
    * living at a class's peak may move to another class at least its size that has room then (or to a
    * smaller one given a block, when that costs less than the block saved). Default: true with order
    * 'auto', false otherwise (S0 literally). Skipped, and said so per candidate, when the trace is too large.
    */
   refine?: boolean;
   /**
-   * Time-shared blocks (issue 13; native/share.h): also lay every tensor out as a block of its own class at
+   * Time-shared blocks (issue 13; native/train/share.h): also lay every tensor out as a block of its own class at
    * an offset (an offset planner, greedy by size), tensors of one class at one offset sharing a block, so
    * that blocks whose uses never overlap in time share memory. 'auto' keeps the time-shared plan when its
    * arena is at least SHARE_GAIN smaller than the class plan's (taking a time-shared block also reads the
@@ -156,7 +156,7 @@ export const SHARE_SEARCH_MS = 250;
 export const SHARE_LAYOUT_MS = 10_000;
 
 /**
- * One time-shared layout per interval (native/share.h), greedy by size; with searchMs, the planners' best
+ * One time-shared layout per interval (native/train/share.h), greedy by size; with searchMs, the planners' best
  * search then gets that long on each interval whose greedy layout ends more than 1% above the bound. With
  * `extraConflicts`, the layout keeps those pairs apart too (planned over the conflict graph).
  */

@@ -25,9 +25,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "os.h"
-#include "pool.h"
-#include "train.h"
+#include "os/os.h"
+#include "core/pool.h"
+#include "train/train.h"
 
 using namespace tp;
 

@@ -4,7 +4,7 @@
  * offsets-mode pool, laid out by a static planner) run in their worker; the peers are the C library's
  * malloc as LD_PRELOAD makes it: glibc's by default, or Debian's jemalloc, mimalloc, tcmalloc. `ideal` is
  * the yardstick, not an allocator: the offset plan's addresses in a pre-faulted arena with no bookkeeping
- * at all (native/replay.h IdealAllocator), so its ns/op is what touching the memory alone costs.
+ * at all (native/replay/replay.h IdealAllocator), so its ns/op is what touching the memory alone costs.
  */
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * The replay loop of native/replay.cc, in JavaScript through the public Pool API (allocator
+ * The replay loop of native/replay/replay.cc, in JavaScript through the public Pool API (allocator
  * `tensorpool-js`): every allocation is a `pool.alloc()` ArrayBuffer touched through a typed array, every
  * free a `pool.release()`. What a JS program pays per tensor (with the front cache on Node.js >= 22), next
  * to the native loop's cost of the same pool.
@@ -84,7 +84,7 @@ export class JsReplayer {
     r.releases++;
   }
 
-  // touch 'verify', as native/replay.cc does it: writes (or, with `check`, checks) buffer b's stamp at the
+  // touch 'verify', as native/replay/replay.cc does it: writes (or, with `check`, checks) buffer b's stamp at the
   // start of every page and in its last 4 bytes (a page's stamp that would overlap those left out); answers
   // whether every place held it.
   #stamp(buffer: ArrayBuffer, b: number, check: boolean): boolean {

@@ -2,7 +2,7 @@
 // data (Napi::Addon), so the addon loads in worker threads as well as on the main thread.
 #include "addon.h"
 
-#include "../os.h"
+#include "os/os.h"
 #include "args.h"
 #include "fault_meter_object.h"
 #include "onnxruntime.h"

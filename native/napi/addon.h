@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "../stream.h"
+#include "stream/stream.h"
 
 namespace tp::napi {
 

@@ -3,7 +3,7 @@
 
 #include <napi.h>
 
-#include "../faults.h"
+#include "os/faults.h"
 
 namespace tp::napi {
 

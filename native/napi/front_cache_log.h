@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "../pool.h"
+#include "core/pool.h"
 #include "handle_book.h"
 
 namespace tp::napi {

@@ -17,7 +17,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "../pool.h"
+#include "core/pool.h"
 
 namespace tp::napi {
 

@@ -4,9 +4,9 @@
 #include <thread>
 
 #include "../planner/strategies.h"
-#include "../os.h"
-#include "../share.h"
-#include "../train.h"
+#include "os/os.h"
+#include "train/share.h"
+#include "train/train.h"
 #include "args.h"
 
 namespace tp::napi {

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "../pool.h"
+#include "core/pool.h"
 #include "external_memory.h"
 #include "front_cache_log.h"
 

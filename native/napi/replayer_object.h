@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "../replay.h"
+#include "replay/replay.h"
 
 namespace tp::napi {
 

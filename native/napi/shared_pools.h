@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "../pool.h"
+#include "core/pool.h"
 
 namespace tp::napi {
 

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "../pool.h"
+#include "core/pool.h"
 #include "addon.h"
 #include "args.h"
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <memory>
 
-#include "../stream.h"
+#include "stream/stream.h"
 
 namespace tp::napi {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "../os.h"
+#include "os/os.h"
 
 namespace tp::ort {
 

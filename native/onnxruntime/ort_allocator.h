@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "../pool.h"
+#include "core/pool.h"
 
 namespace tp::ort {
 

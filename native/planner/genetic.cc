@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "os.h"
+#include "os/os.h"
 #include "planner/place.h"
 
 namespace tp::planner {

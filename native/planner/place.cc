@@ -1,6 +1,6 @@
 #include "planner/place.h"
 
-#include "os.h"
+#include "os/os.h"
 
 #include <algorithm>
 #include <numeric>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "os.h"
+#include "os/os.h"
 #include "planner/place.h"
 
 namespace tp::planner {

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <random>
 
-#include "os.h"
+#include "os/os.h"
 #include "planner/genetic.h"
 #include "planner/place.h"
 #include "planner/search.h"

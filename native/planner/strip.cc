@@ -4,7 +4,7 @@
 #include <numeric>
 #include <unordered_set>
 
-#include "os.h"
+#include "os/os.h"
 #include "planner/place.h"
 
 namespace tp::planner {

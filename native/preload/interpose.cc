@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../header.h"
+#include "core/header.h"
 #include "process_pool.h"
 
 extern "C" {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "../classes.h"
+#include "core/classes.h"
 
 namespace tp::preload {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../pool.h"
+#include "core/pool.h"
 
 namespace tp::preload {
 

@@ -19,8 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../os.h"
-#include "../pool.h"
+#include "os/os.h"
+#include "core/pool.h"
 #include "plan_file.h"
 #include "process_api.h"
 

@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../os.h"
+#include "os/os.h"
 
 namespace tp::preload {
 

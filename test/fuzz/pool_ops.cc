@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "os.h"
+#include "os/os.h"
 #include "planner/strategies.h"
-#include "pool.h"
-#include "share.h"
-#include "train.h"
+#include "core/pool.h"
+#include "train/share.h"
+#include "train/train.h"
 
 #include "expect.h"
 

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <map>
 
-#include "header.h"
+#include "core/header.h"
 #include "expect.h"
 #include "preload/process_api.h"
 #include "preload/process_pool.h"

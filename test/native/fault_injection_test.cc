@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "check.h"
-#include "os.h"
-#include "pool.h"
+#include "os/os.h"
+#include "core/pool.h"
 
 using namespace tp;
 

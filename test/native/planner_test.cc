@@ -9,7 +9,7 @@
 #include "planner/place.h"
 #include "planner/search.h"
 #include "planner/strategies.h"
-#include "pool.h"
+#include "core/pool.h"
 
 using namespace tp;
 using namespace tp::planner;

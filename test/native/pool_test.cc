@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "check.h"
-#include "os.h"
-#include "pool.h"
-#include "mix.h"
-#include "schedule.h"
+#include "os/os.h"
+#include "core/pool.h"
+#include "core/mix.h"
+#include "core/schedule.h"
 
 using namespace tp;
 

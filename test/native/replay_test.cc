@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "check.h"
-#include "replay.h"
+#include "replay/replay.h"
 
 using namespace tp;
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "check.h"
-#include "pool.h"
-#include "share.h"
+#include "core/pool.h"
+#include "train/share.h"
 
 using namespace tp;
 

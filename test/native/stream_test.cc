@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "check.h"
-#include "pool.h"
-#include "stream.h"
+#include "core/pool.h"
+#include "stream/stream.h"
 
 using namespace tp;
 

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "check.h"
-#include "pool.h"
-#include "refine.h"
-#include "train.h"
+#include "core/pool.h"
+#include "train/refine.h"
+#include "train/train.h"
 
 using namespace tp;
 

@@ -1,9 +1,9 @@
-#include "replay.h"
+#include "replay/replay.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "os.h"
+#include "os/os.h"
 
 namespace tp {
 

@@ -1,4 +1,4 @@
-#include "size_class_pool.h"
+#include "core/size_class_pool.h"
 
 #include <algorithm>
 

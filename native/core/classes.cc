@@ -1,8 +1,8 @@
-#include "classes.h"
+#include "core/classes.h"
 
 #include <algorithm>
 
-#include "header.h"
+#include "core/header.h"
 
 namespace tp {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "arena.h"
-#include "classes.h"
-#include "header.h"
-#include "schedule.h"
+#include "core/arena.h"
+#include "core/classes.h"
+#include "core/header.h"
+#include "core/schedule.h"
 
 namespace tp {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "arena.h"
+#include "core/arena.h"
 
 namespace tp {
 

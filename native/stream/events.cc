@@ -1,4 +1,4 @@
-#include "events.h"
+#include "stream/events.h"
 
 namespace tp {
 

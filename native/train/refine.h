@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "train.h"
+#include "train/train.h"
 
 namespace tp {
 

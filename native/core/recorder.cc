@@ -1,8 +1,8 @@
-#include "recorder.h"
+#include "core/recorder.h"
 
 #include <algorithm>
 
-#include "os.h"
+#include "os/os.h"
 
 namespace tp {
 

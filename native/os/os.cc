@@ -1,4 +1,4 @@
-#include "os.h"
+#include "os/os.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "faults.h"
-#include "pool.h"
+#include "os/faults.h"
+#include "core/pool.h"
 
 namespace tp {
 

@@ -1,4 +1,4 @@
-#include "faults.h"
+#include "os/faults.h"
 
 namespace tp {
 

@@ -1,12 +1,12 @@
-#include "pool.h"
+#include "core/pool.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "arena.h"
-#include "mix.h"
-#include "os.h"
+#include "core/arena.h"
+#include "core/mix.h"
+#include "os/os.h"
 
 namespace tp {
 

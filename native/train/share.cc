@@ -1,10 +1,10 @@
-#include "share.h"
+#include "train/share.h"
 
 #include <algorithm>
 #include <map>
 #include <utility>
 
-#include "header.h"
+#include "core/header.h"
 #include "planner/strategies.h"
 
 namespace tp {

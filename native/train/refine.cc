@@ -1,4 +1,4 @@
-#include "refine.h"
+#include "train/refine.h"
 
 #include <algorithm>
 #include <functional>
@@ -6,7 +6,7 @@
 #include <queue>
 #include <utility>
 
-#include "os.h"
+#include "os/os.h"
 
 namespace tp {
 

@@ -1,10 +1,10 @@
-#include "arena.h"
+#include "core/arena.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "header.h"
-#include "os.h"
+#include "core/header.h"
+#include "os/os.h"
 
 namespace tp {
 

@@ -1,4 +1,4 @@
-#include "train.h"
+#include "train/train.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,8 +9,8 @@
 #include <queue>
 #include <thread>
 
-#include "os.h"
-#include "refine.h"
+#include "os/os.h"
+#include "train/refine.h"
 
 namespace tp {
 

@@ -1,8 +1,8 @@
-#include "schedule.h"
+#include "core/schedule.h"
 
 #include <algorithm>
 
-#include "mix.h"
+#include "core/mix.h"
 
 namespace tp {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "train.h"
+#include "train/train.h"
 
 namespace tp {
 

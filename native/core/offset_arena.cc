@@ -1,6 +1,6 @@
-#include "offset_arena.h"
+#include "core/offset_arena.h"
 
-#include "header.h"
+#include "core/header.h"
 
 namespace tp {
 

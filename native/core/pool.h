@@ -12,14 +12,14 @@
 #include <unordered_set>
 #include <vector>
 
-#include "adaptive_mutex.h"
-#include "classes.h"
-#include "events.h"
-#include "header.h"
-#include "offset_arena.h"
-#include "recorder.h"
-#include "size_class_pool.h"
-#include "stream.h"
+#include "core/adaptive_mutex.h"
+#include "core/classes.h"
+#include "stream/events.h"
+#include "core/header.h"
+#include "core/offset_arena.h"
+#include "core/recorder.h"
+#include "core/size_class_pool.h"
+#include "stream/stream.h"
 
 namespace tp {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "stream.h"
+#include "stream/stream.h"
 
 namespace tp {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "os.h"
+#include "os/os.h"
 
 namespace tp {
 

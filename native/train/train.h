@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "classes.h"
+#include "core/classes.h"
 
 namespace tp {
 
