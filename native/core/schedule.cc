@@ -53,12 +53,7 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   std::vector<uint64_t>& ahead = cursor->ahead;
   if (cursor->at < entries_.size() && entries_[cursor->at].size == bytes) {
     const ScheduleEntry* entry = &entries_[cursor->at++];
-    // Step over the entries taken out of order since.
-    for (auto taken = std::find(ahead.begin(), ahead.end(), cursor->at); taken != ahead.end();
-         taken = std::find(ahead.begin(), ahead.end(), cursor->at)) {
-      ahead.erase(taken);
-      cursor->at++;
-    }
+    stepOverTaken(cursor);
     cursor->strays = 0;
     return entry;
   }
@@ -87,6 +82,13 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   }
   if (entry) {
     cursor->strays = 0;
+    // So many taken past the expected entry: the run does not make that allocation (a one-off buffer of
+    // the recording, such as a start-up's). Waiting for it, every later allocation would be taken ahead
+    // until the lookahead ran out and the run lost its schedule.
+    if (ahead.size() >= kMissingAfter) {
+      cursor->at++;
+      stepOverTaken(cursor);
+    }
     return entry;
   }
   // A stray is left out of the sizes matched against the schedules, as if it had not come: the next
@@ -95,6 +97,15 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
   cursor->hash = hashBefore;
   if (++cursor->strays >= kStrays) cursor->lost = true;
   return nullptr;
+}
+
+void Schedules::stepOverTaken(Cursor* cursor) const {
+  std::vector<uint64_t>& ahead = cursor->ahead;
+  for (auto taken = std::find(ahead.begin(), ahead.end(), cursor->at); taken != ahead.end();
+       taken = std::find(ahead.begin(), ahead.end(), cursor->at)) {
+    ahead.erase(taken);
+    cursor->at++;
+  }
 }
 
 void Schedules::markKeeps(const std::vector<std::vector<uint32_t>>& sharing) {

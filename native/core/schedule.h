@@ -44,10 +44,12 @@ class Schedules {
   // order (another input shape) -- in a start-up (Cursor::startUp), even then. One that no entry matches (a
   // thread or a one-off buffer the recording did not have) misses alone; after kStrays such in a row the run
   // follows no schedule until the next mark (it has left the trained patterns: searching on would cost every
-  // allocation).
+  // allocation). An expected entry that kMissingAfter allocations have passed, taken ahead of it, is one the
+  // run does not make (a recording's one-off buffer): the cursor steps over it.
   const ScheduleEntry* next(Cursor* cursor, uint64_t bytes) const;
   static constexpr uint64_t kLookahead = 256;
   static constexpr uint32_t kStrays = 16;
+  static constexpr size_t kMissingAfter = 16;
   // The entries next() returns next while the run asks for their sizes in order, at most `max` of them
   // into `out`; how many. None once the run is lost.
   size_t upcoming(const Cursor& cursor, const ScheduleEntry** out, size_t max) const;
@@ -67,6 +69,8 @@ class Schedules {
   uint64_t length(size_t s) const { return starts_[s + 1] - starts_[s]; }
   // Takes the first entry of `bytes` after `at` (within kLookahead) not taken yet, or nullptr.
   const ScheduleEntry* takeAhead(Cursor* cursor, uint64_t at, uint64_t bytes) const;
+  // Moves `at` past the entries taken out of order that it has reached.
+  void stepOverTaken(Cursor* cursor) const;
 
   std::vector<ScheduleEntry> entries_;
   std::vector<uint64_t> starts_;    // schedule s is entries_[starts_[s], starts_[s + 1])

@@ -484,7 +484,11 @@ void printStats() {
            static_cast<unsigned long long>(s.peakBytesLive), static_cast<unsigned long long>(s.arenaBytes),
            static_cast<unsigned long long>(s.committedBytes), static_cast<unsigned long long>(s.reservedBytes),
            static_cast<unsigned long long>(s.iterations), static_cast<unsigned long long>(s.switches));
-  say(line + notFor);
+  std::string schedule;
+  if (s.scheduleHits + s.scheduleMisses > 0) {
+    schedule = "; schedule " + std::to_string(s.scheduleHits) + " hits, " + std::to_string(s.scheduleMisses) + " misses";
+  }
+  say(line + schedule + notFor);
 }
 
 
