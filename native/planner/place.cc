@@ -3,8 +3,10 @@
 #include "os/os.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <queue>
+#include <set>
 #include <tuple>
 
 namespace tp::planner {
@@ -205,6 +207,64 @@ std::vector<uint64_t> placeLowestFirst(const Problem& p, const std::vector<uint3
       }
     });
     if (!deadline.spend(1 + visited)) return {};
+  }
+  return offsets;
+}
+
+std::vector<uint64_t> placeOnline(const Problem& p) {
+  if (p.isGraph()) return {};
+  const size_t n = p.count();
+  // Events by time; at one time, ends (false) before starts (half-open lifetimes: the memory of a buffer
+  // that ends at t is free for one that starts at t).
+  std::vector<std::tuple<uint64_t, bool, uint32_t>> events;  // (time, starts, buffer)
+  events.reserve(2 * n);
+  for (uint32_t b = 0; b < n; ++b) {
+    events.emplace_back(p.lower[b], true, b);
+    events.emplace_back(p.upper[b], false, b);
+  }
+  std::sort(events.begin(), events.end());
+  std::map<uint64_t, uint64_t> freeByStart;            // [start, end): disjoint, never adjacent, below the top
+  std::set<std::pair<uint64_t, uint64_t>> freeBySize;  // (length, start) of the same ranges
+  uint64_t top = 0;                                    // everything from here up is free
+  const auto removeRange = [&](std::map<uint64_t, uint64_t>::iterator it) {
+    freeBySize.erase({it->second - it->first, it->first});
+    return freeByStart.erase(it);
+  };
+  const auto addRange = [&](uint64_t start, uint64_t end) {
+    if (end == top) {
+      top = start;
+      return;
+    }
+    freeByStart.emplace(start, end);
+    freeBySize.emplace(end - start, start);
+  };
+  std::vector<uint64_t> offsets(n, kUnplaced);
+  for (const auto& [time, starts, b] : events) {
+    const uint64_t size = p.size[b];
+    if (starts) {
+      const auto fit = freeBySize.lower_bound({size, 0});
+      if (fit != freeBySize.end()) {
+        const auto [length, start] = *fit;
+        removeRange(freeByStart.find(start));
+        offsets[b] = start;
+        if (length > size) addRange(start + size, start + length);
+        continue;
+      }
+      offsets[b] = top;  // none holds it (and none reaches the top: addRange lowers the top instead)
+      top += size;
+      continue;
+    }
+    uint64_t start = offsets[b], end = start + size;
+    auto next = freeByStart.lower_bound(start);
+    if (next != freeByStart.end() && next->first == end) {
+      end = next->second;
+      next = removeRange(next);
+    }
+    if (next != freeByStart.begin() && std::prev(next)->second == start) {
+      start = std::prev(next)->first;
+      removeRange(std::prev(next));
+    }
+    addRange(start, end);
   }
   return offsets;
 }

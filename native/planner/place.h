@@ -78,6 +78,13 @@ class Placer {
 std::vector<uint64_t> placeLowestFirst(const Problem& problem, const std::vector<uint32_t>& rank,
                                        uint64_t deadlineNs = UINT64_MAX);
 
+// An allocator run over time (interval problems): buffers placed as their lifetimes start, each in the
+// smallest free range that holds it, else at the top; ranges freed as lifetimes end, merged with their
+// neighbours (a range that reaches the top lowers it). O(n log n) whatever the conflicts, so it bounds
+// the time to a first layout where the conflict-driven constructors would visit billions of pairs (a
+// buffer live throughout a recording of a million). Empty for graph problems.
+std::vector<uint64_t> placeOnline(const Problem& problem);
+
 // Orders by a key, descending, ties by longer lifetime, then earlier start, then index: deterministic.
 std::vector<uint32_t> orderBy(const Problem& problem, const std::vector<double>& key);
 std::vector<uint32_t> sizeOrder(const Problem& problem);

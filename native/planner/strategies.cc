@@ -69,32 +69,46 @@ Keys keysOf(const Problem& p) {
   k.area.resize(n);
   k.crowd.resize(n);
   Sections sections;
-  std::vector<uint64_t> loads;
+  // The section loads as a tree of maxima (leaves from `leaves` on): a buffer's heaviest section in
+  // O(log S), where a walk over its sections costs O(S) for a buffer live throughout.
+  std::vector<uint64_t> maxima;
+  size_t leaves = 0;
   if (!p.isGraph()) {
     sections = buildSections(p);
-    loads = sectionLoads(p, sections);
+    const std::vector<uint64_t> loads = sectionLoads(p, sections);
+    leaves = loads.size();
+    maxima.resize(2 * leaves);
+    std::copy(loads.begin(), loads.end(), maxima.begin() + static_cast<std::ptrdiff_t>(leaves));
+    for (size_t i = leaves; i-- > 1;) maxima[i] = std::max(maxima[2 * i], maxima[2 * i + 1]);
   }
+  const auto heaviestIn = [&](size_t from, size_t to) {  // sections [from, to]
+    uint64_t heaviest = 0;
+    for (from += leaves, to += leaves + 1; from < to; from /= 2, to /= 2) {
+      if (from & 1) heaviest = std::max(heaviest, maxima[from++]);
+      if (to & 1) heaviest = std::max(heaviest, maxima[--to]);
+    }
+    return heaviest;
+  };
   for (uint32_t b = 0; b < n; ++b) {
     k.size[b] = static_cast<double>(p.size[b]);
     k.area[b] = p.width(b) * k.size[b];
     uint64_t heaviest = p.size[b];
-    if (!p.isGraph()) {
-      for (uint32_t s = sections.first[b]; s <= sections.last[b]; ++s) heaviest = std::max(heaviest, loads[s]);
-    }
+    if (!p.isGraph()) heaviest = std::max(heaviest, heaviestIn(sections.first[b], sections.last[b]));
     // Crowd first, area second (a lexicographic order within a double: area is below 2^53 / 2^20 here).
     k.crowd[b] = static_cast<double>(heaviest) * 1048576.0 + k.area[b] / (k.area[b] + 1.0);
   }
   return k;
 }
 
-// The constructive heuristics, most promising first, while time remains (the first always runs): the
-// lowest-first constructor under three ranks, then the greedy baselines.
+// The constructive heuristics while time remains: a first layout in O(n log n) (interval problems), then
+// the lowest-first constructor under three ranks, then the greedy baselines. Until one of them has
+// given a layout, each runs to completion; after, they give up at the deadline.
 Candidate constructive(const Problem& p, uint64_t deadline, uint64_t lowerBound) {
   Candidate best;
   const Keys keys = keysOf(p);
-  // The first attempt always completes (its deadline is none); later ones give up at the deadline.
   uint64_t limit = UINT64_MAX;
   const std::pair<const char*, std::function<std::vector<uint64_t>()>> attempts[] = {
+      {"online best fit in time order", [&] { return placeOnline(p); }},
       {"lowest offset first by area", [&] { return placeLowestFirst(p, rankBy(p, keys.area), limit); }},
       {"lowest offset first by section total", [&] { return placeLowestFirst(p, rankBy(p, keys.crowd), limit); }},
       {"lowest offset first by size", [&] { return placeLowestFirst(p, rankBy(p, keys.size), limit); }},
@@ -106,7 +120,7 @@ Candidate constructive(const Problem& p, uint64_t deadline, uint64_t lowerBound)
     const uint64_t since = os::monotonicNs();
     std::vector<uint64_t> offsets = run();
     if (!offsets.empty()) consider(best, std::move(offsets), p, name, since);
-    limit = deadline;
+    if (!best.offsets.empty()) limit = deadline;
   }
   return best;
 }

@@ -87,6 +87,24 @@ TEST(every_strategy_returns_a_verified_layout) {
   }
 }
 
+TEST(online_best_fit_reuses_memory_as_lifetimes_end) {
+  Problem p;
+  p.size = {4, 4, 2, 4};
+  p.lower = {0, 0, 2, 2};
+  p.upper = {2, 5, 4, 6};
+  // b0 ends when b2 starts: b2 takes the smallest free range (b0's), b3 fits in none and goes on top.
+  CHECK((placeOnline(p) == std::vector<uint64_t>{0, 4, 0, 8}));
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    // Few distinct times: many lifetimes start where others end.
+    const Problem r = randomIntervals(seed, 400, seed % 2 ? 64 : 5000, seed % 3 ? 30 : 400);
+    const std::vector<uint64_t> offsets = placeOnline(r);
+    std::string why;
+    CHECK(verify(r, offsets, &why));
+    CHECK(heightOf(r, offsets) >= lowerBound(r).value);
+  }
+  CHECK(placeOnline(randomGraph(1, 10)).empty());
+}
+
 TEST(exact_search_agrees_with_brute_force) {
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     const Problem p = seed % 2 ? randomIntervals(seed, 6, 4, 8) : randomGraph(seed, 6);
