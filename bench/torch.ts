@@ -1,0 +1,218 @@
+/**
+ * PyTorch under each process allocator: the slot PyTorch's tuning guide gives jemalloc or tcmalloc
+ * (LD_PRELOAD), taken by `tensorpool run`. A real workload (bench/torch/steps.py: cnn and lstm training,
+ * encoder inference over six sequence lengths), one process per configuration and round, rounds
+ * interleaved:
+ *
+ *   glibc                    the C library's malloc (torch's default)
+ *   jemalloc, mimalloc,      LD_PRELOADed (bench/install-peers.sh)
+ *   tcmalloc
+ *   tensorpool-run           `tensorpool run` (the preload library on its default classes)
+ *   tensorpool-run-planned   `tensorpool run --plan`, the plan trained (order auto) from a `tensorpool run
+ *                            --record` of the same workload
+ *
+ * Each process times its own steps (Python's start-up and the model's construction are not measured); the
+ * steady state is the second half of its steps. Per configuration: ms per step (median and p95 over every
+ * round's steady steps; the mean weighs every shape of a workload whose steps differ), minor page faults
+ * per step (median), peak RSS (median over rounds), and whether the result (the trained parameters' sum,
+ * or the last output's) is bit-equal to glibc's. Needs a python3 with torch (Debian: python3-torch);
+ * --python names one.
+ *
+ *   npm run build && npx tsx bench/torch.ts [--models cnn,lstm,encoder] [--steps 40] [--rounds 3]
+ *       [--threads 2] [--configs LIST] [--python PATH] [--script FILE] [--json out.json]
+ *
+ * --script runs your own workload instead: `python SCRIPT MODEL STEPS THREADS` for each of --models, its
+ * last line of stdout the JSON line steps.py prints.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { preloadLibrary, readTrace, train } from '../dist/index.js';
+import { resolveAllocator } from '../dist/replay/allocators.js';
+import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { benchArgs, printHeader, writeJson } from './harness.js';
+
+const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool-run', 'tensorpool-run-planned'] as const;
+type ConfigName = (typeof CONFIGS)[number];
+const PEERS = ['jemalloc', 'mimalloc', 'tcmalloc'] as const;
+
+const args = benchArgs(3, {
+  models: { type: 'string' },
+  steps: { type: 'string' },
+  rounds: { type: 'string' },
+  threads: { type: 'string' },
+  configs: { type: 'string' },
+  python: { type: 'string' },
+  script: { type: 'string' },
+});
+const models = String(args.values.models ?? 'cnn,lstm,encoder').split(',');
+const steps = positiveInteger('steps', args.values.steps ?? (args.quick ? '10' : '40'));
+const rounds = positiveInteger('rounds', args.values.rounds ?? (args.quick ? '1' : '3'));
+const threads = positiveInteger('threads', args.values.threads ?? '2');
+const configs = String(args.values.configs ?? CONFIGS.join(',')).split(',') as ConfigName[];
+const script = path.resolve(String(args.values.script ?? path.join(__dirname, 'torch', 'steps.py')));
+const cli = path.resolve(__dirname, '../dist/cli/main.js');
+
+function fail(message: string): never {
+  console.error(`bench/torch: ${message}`);
+  process.exit(2);
+}
+
+function positiveInteger(name: string, value: string | boolean): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) fail(`--${name} must be a positive integer, got ${String(value)}`);
+  return n;
+}
+
+for (const c of configs) if (!CONFIGS.includes(c)) fail(`unknown configuration '${c}' (known: ${CONFIGS.join(', ')})`);
+if (!fs.existsSync(script)) fail(`no such script: ${script}`);
+
+/** The first python that imports torch: --python, else python3 on PATH, else the system's. */
+function findPython(): string {
+  const candidates = args.values.python ? [String(args.values.python)] : ['python3', '/usr/bin/python3'];
+  for (const python of candidates) {
+    if (spawnSync(python, ['-c', 'import torch'], { stdio: 'ignore' }).status === 0) return python;
+  }
+  fail(`no python with torch among ${candidates.join(', ')} (apt-get install python3-torch, or --python PATH)`);
+}
+const python = findPython();
+
+interface StepReport {
+  steps: number;
+  msPerStep: number[];
+  faultsPerStep: number[];
+  maxRssKiB: number;
+  checksum: string;
+}
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-torch-bench-'));
+
+/** How a configuration runs the workload: the command and the environment (or why it cannot run). */
+function command(config: ConfigName, model: string, plan: string | undefined): { argv: string[]; env: NodeJS.ProcessEnv } | string {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of ['LD_PRELOAD', 'TENSORPOOL_PLAN', 'TENSORPOOL_RECORD', 'TENSORPOOL_ADAPTIVE', 'TENSORPOOL_MIN_BYTES']) delete env[name];
+  const workload = [python, script, model, String(steps), String(threads)];
+  if (config === 'glibc') return { argv: workload, env };
+  if ((PEERS as readonly string[]).includes(config)) {
+    const spec = resolveAllocator(config as (typeof PEERS)[number]);
+    if (!spec.library) return `${spec.soname} is not installed (bench/install-peers.sh)`;
+    return { argv: workload, env: { ...env, LD_PRELOAD: spec.library } };
+  }
+  if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary})`;
+  if (config === 'tensorpool-run') return { argv: [process.execPath, cli, 'run', '--', ...workload], env };
+  if (!plan) return 'no plan (its recording failed)';
+  return { argv: [process.execPath, cli, 'run', '--plan', plan, '--', ...workload], env };
+}
+
+function runWorkload(argv: string[], env: NodeJS.ProcessEnv): StepReport {
+  const r = spawnSync(argv[0], argv.slice(1), { env, encoding: 'utf8', maxBuffer: 64 << 20 });
+  const last = r.stdout?.trim().split('\n').pop() ?? '';
+  if (r.status !== 0) throw new Error(`exit ${r.status}: ${(r.stderr ?? '').trim().split('\n').slice(-2).join(' ')}`);
+  try {
+    const report = JSON.parse(last) as StepReport;
+    if (!Array.isArray(report.msPerStep) || !Array.isArray(report.faultsPerStep)) throw new Error('no msPerStep / faultsPerStep');
+    return report;
+  } catch (e) {
+    throw new Error(`the workload's last line is not its JSON report (${(e as Error).message}): ${last.slice(0, 120)}`);
+  }
+}
+
+/** The plan for tensorpool-run-planned: a run of the same workload recorded, then trained. */
+function planFor(model: string): string | undefined {
+  const recording = path.join(scratch, `${model}.csv`);
+  const plan = path.join(scratch, `${model}.plan.json`);
+  const env = { ...process.env };
+  delete env.LD_PRELOAD;
+  try {
+    runWorkload([process.execPath, cli, 'run', '--record', recording, '--', python, script, model, String(steps), String(threads)], env);
+    train(readTrace(recording), { order: 'auto' }).write(plan);
+    return plan;
+  } catch (e) {
+    console.error(`# ${model}: recording for tensorpool-run-planned failed: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
+function percentile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+interface Row {
+  config: ConfigName;
+  runs: StepReport[];
+  error?: string;
+}
+
+function steady(values: number[]): number[] {
+  return values.slice(Math.floor(values.length / 2));
+}
+
+function main(): void {
+  printHeader(`PyTorch under each process allocator (torch steps of ${path.basename(script)}, ${threads} threads)`);
+  const results = [];
+  for (const model of models) {
+    const plan = configs.includes('tensorpool-run-planned') ? planFor(model) : undefined;
+    const rows: Row[] = configs.map((config) => ({ config, runs: [] }));
+    for (let round = 0; round < rounds; round++) {
+      for (const row of rows) {
+        const how = command(row.config, model, plan);
+        if (typeof how === 'string') row.error = how;
+        if (row.error) continue;
+        console.error(`# ${model}: round ${round + 1}/${rounds}, ${row.config}`);
+        try {
+          row.runs.push(runWorkload((how as { argv: string[] }).argv, (how as { env: NodeJS.ProcessEnv }).env));
+        } catch (e) {
+          row.error = (e as Error).message;
+        }
+      }
+    }
+    const summary = rows.map((row) => {
+      if (row.error || row.runs.length === 0) return { config: row.config, error: row.error ?? 'no run' };
+      const ms = row.runs.flatMap((r) => steady(r.msPerStep));
+      const faults = row.runs.flatMap((r) => steady(r.faultsPerStep));
+      return {
+        config: row.config,
+        msPerStep: percentile(ms, 0.5),
+        meanMsPerStep: ms.reduce((a, b) => a + b, 0) / ms.length,
+        p95MsPerStep: percentile(ms, 0.95),
+        faultsPerStep: percentile(faults, 0.5),
+        peakRssBytes: percentile(row.runs.map((r) => r.maxRssKiB * 1024), 0.5),
+        checksums: [...new Set(row.runs.map((r) => r.checksum))],
+      };
+    });
+    const measured = summary.filter((s) => !('error' in s)) as Exclude<(typeof summary)[number], { error: string }>[];
+    const peers = measured.filter((s) => s.config === 'glibc' || (PEERS as readonly string[]).includes(s.config));
+    const bestPeer = Math.min(...peers.map((s) => s.msPerStep));
+    const glibc = measured.find((s) => s.config === 'glibc');
+    console.log(`\n## ${model} (${steps} steps per process, the last ${steps - Math.floor(steps / 2)} measured, ${rounds} round(s))`);
+    console.log(
+      formatTable(
+        ['configuration', 'ms/step', 'mean', 'p95', 'x best peer', 'faults/step', 'peak RSS', 'result = glibc'],
+        summary.map((s) =>
+          'error' in s
+            ? [s.config, s.error ?? '', null, null, null, null, null, null]
+            : [
+                s.config,
+                round(s.msPerStep, 1),
+                round(s.meanMsPerStep, 1),
+                round(s.p95MsPerStep, 1),
+                peers.length ? round(s.msPerStep / bestPeer, 3) : null,
+                round(s.faultsPerStep, 0),
+                formatBytes(s.peakRssBytes),
+                !glibc ? '–' : s.checksums.length === 1 && glibc.checksums.length === 1 && s.checksums[0] === glibc.checksums[0] ? 'yes' : 'no',
+              ],
+        ),
+      ),
+    );
+    results.push({ model, steps, rounds, threads, results: summary });
+  }
+  console.log('# ms/step: the median step (mean: where steps differ in shape, as encoder\'s do, the mean weighs every shape); x best peer: the');
+  console.log('# median over the fastest median of glibc, jemalloc, mimalloc and tcmalloc in this run');
+  fs.rmSync(scratch, { recursive: true, force: true });
+  writeJson(args.json, { script, python, results });
+}
+
+main();
