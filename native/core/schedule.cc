@@ -57,6 +57,10 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
     cursor->strays = 0;
     return entry;
   }
+  if (const ScheduleEntry* late = takePassed(cursor, bytes)) {
+    cursor->strays = 0;
+    return late;
+  }
   // Another order: the first entry of this size ahead that is not taken yet. A process's first iteration is
   // its start-up: a runtime creating a session allocates the sizes it recorded in an order that changes
   // from process to process, and a first size that happens to open a later schedule (a run's small output)
@@ -84,9 +88,11 @@ const ScheduleEntry* Schedules::next(Cursor* cursor, uint64_t bytes) const {
     cursor->strays = 0;
     // So many taken past the expected entry: the run does not make that allocation (a one-off buffer of
     // the recording, such as a start-up's). Waiting for it, every later allocation would be taken ahead
-    // until the lookahead ran out and the run lost its schedule.
+    // until the lookahead ran out and the run lost its schedule. Should it come after all, it is passed.
     if (ahead.size() >= kMissingAfter) {
-      cursor->at++;
+      std::vector<uint64_t>& passed = cursor->passed;
+      if (passed.size() >= kLookahead) passed.erase(passed.begin());
+      passed.push_back(cursor->at++);
       stepOverTaken(cursor);
     }
     return entry;
@@ -106,6 +112,17 @@ void Schedules::stepOverTaken(Cursor* cursor) const {
     ahead.erase(taken);
     cursor->at++;
   }
+}
+
+const ScheduleEntry* Schedules::takePassed(Cursor* cursor, uint64_t bytes) const {
+  std::vector<uint64_t>& passed = cursor->passed;
+  for (auto it = passed.begin(); it != passed.end(); ++it) {
+    if (entries_[*it].size != bytes) continue;
+    const ScheduleEntry* entry = &entries_[*it];
+    passed.erase(it);
+    return entry;
+  }
+  return nullptr;
 }
 
 void Schedules::markKeeps(const std::vector<std::vector<uint32_t>>& sharing) {

@@ -29,7 +29,8 @@ class Schedules {
     uint32_t strays = 0;     // allocations in a row that no schedule entry matched
     bool reordered = false;  // an entry was taken ahead of `at`: the run's order departs from the trace's
     bool startUp = false;    // the first iteration of a pool made with its plan: the process's start-up
-    std::vector<uint64_t> ahead;  // entries at or after `at` already taken out of order
+    std::vector<uint64_t> ahead;   // entries at or after `at` already taken out of order
+    std::vector<uint64_t> passed;  // entries before `at` stepped over as missing and not taken since
   };
   // Starts iteration `iteration` (0 for the first after the plan began serving). Past the trained
   // iterations, a plan whose cycle is 1 follows the iteration that ended (`endedSizes`: the sum of mix64
@@ -45,7 +46,8 @@ class Schedules {
   // thread or a one-off buffer the recording did not have) misses alone; after kStrays such in a row the run
   // follows no schedule until the next mark (it has left the trained patterns: searching on would cost every
   // allocation). An expected entry that kMissingAfter allocations have passed, taken ahead of it, is one the
-  // run does not make (a recording's one-off buffer): the cursor steps over it.
+  // run does not make (a recording's one-off buffer): the cursor steps over it, and should its size come
+  // after all (a longer reordering), the allocation still takes it.
   const ScheduleEntry* next(Cursor* cursor, uint64_t bytes) const;
   static constexpr uint64_t kLookahead = 256;
   static constexpr uint32_t kStrays = 16;
@@ -71,6 +73,8 @@ class Schedules {
   const ScheduleEntry* takeAhead(Cursor* cursor, uint64_t at, uint64_t bytes) const;
   // Moves `at` past the entries taken out of order that it has reached.
   void stepOverTaken(Cursor* cursor) const;
+  // Takes the first passed entry of `bytes`, or nullptr.
+  const ScheduleEntry* takePassed(Cursor* cursor, uint64_t bytes) const;
 
   std::vector<ScheduleEntry> entries_;
   std::vector<uint64_t> starts_;    // schedule s is entries_[starts_[s], starts_[s + 1])
