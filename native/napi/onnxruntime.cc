@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "../onnxruntime/ort_allocator.h"
+#include "onnxruntime/ort_allocator.h"
 #include "args.h"
 #include "pool_object.h"
 

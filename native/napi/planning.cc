@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "../planner/strategies.h"
+#include "planner/strategies.h"
 #include "os/os.h"
 #include "train/share.h"
 #include "train/train.h"

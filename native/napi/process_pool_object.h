@@ -5,7 +5,7 @@
 
 #include <napi.h>
 
-#include "../preload/process_api.h"
+#include "preload/process_api.h"
 
 namespace tp::napi {
 
