@@ -31,6 +31,7 @@ import path from 'node:path';
 
 import { preloadLibrary, readTrace, train } from '../dist/index.js';
 import { resolveAllocator } from '../dist/replay/allocators.js';
+import { median, quantile } from '../dist/report/stats.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
@@ -89,11 +90,22 @@ interface StepReport {
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-torch-bench-'));
 
-/** How a configuration runs the workload: the command and the environment (or why it cannot run). */
-function command(config: ConfigName, model: string, plan: string | undefined): { argv: string[]; env: NodeJS.ProcessEnv } | string {
+/** This process's environment without a preloaded allocator or tensorpool's settings: every run, the
+ *  recording included, starts from it. */
+function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of ['LD_PRELOAD', 'TENSORPOOL_PLAN', 'TENSORPOOL_RECORD', 'TENSORPOOL_ADAPTIVE', 'TENSORPOOL_MIN_BYTES']) delete env[name];
-  const workload = [python, script, model, String(steps), String(threads)];
+  return env;
+}
+
+function workloadOf(model: string): string[] {
+  return [python, script, model, String(steps), String(threads)];
+}
+
+/** How a configuration runs the workload: the command and the environment (or why it cannot run). */
+function command(config: ConfigName, model: string, plan: string | undefined): { argv: string[]; env: NodeJS.ProcessEnv } | string {
+  const env = cleanEnv();
+  const workload = workloadOf(model);
   if (config === 'glibc') return { argv: workload, env };
   if ((PEERS as readonly string[]).includes(config)) {
     const spec = resolveAllocator(config as (typeof PEERS)[number]);
@@ -123,21 +135,14 @@ function runWorkload(argv: string[], env: NodeJS.ProcessEnv): StepReport {
 function planFor(model: string): string | undefined {
   const recording = path.join(scratch, `${model}.csv`);
   const plan = path.join(scratch, `${model}.plan.json`);
-  const env = { ...process.env };
-  delete env.LD_PRELOAD;
   try {
-    runWorkload([process.execPath, cli, 'run', '--record', recording, '--', python, script, model, String(steps), String(threads)], env);
+    runWorkload([process.execPath, cli, 'run', '--record', recording, '--', ...workloadOf(model)], cleanEnv());
     train(readTrace(recording), { order: 'auto' }).write(plan);
     return plan;
   } catch (e) {
     console.error(`# ${model}: recording for tensorpool-run-planned failed: ${(e as Error).message}`);
     return undefined;
   }
-}
-
-function percentile(values: number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
 interface Row {
@@ -158,12 +163,15 @@ function main(): void {
     const rows: Row[] = configs.map((config) => ({ config, runs: [] }));
     for (let round = 0; round < rounds; round++) {
       for (const row of rows) {
-        const how = command(row.config, model, plan);
-        if (typeof how === 'string') row.error = how;
         if (row.error) continue;
+        const how = command(row.config, model, plan);
+        if (typeof how === 'string') {
+          row.error = how;
+          continue;
+        }
         console.error(`# ${model}: round ${round + 1}/${rounds}, ${row.config}`);
         try {
-          row.runs.push(runWorkload((how as { argv: string[] }).argv, (how as { env: NodeJS.ProcessEnv }).env));
+          row.runs.push(runWorkload(how.argv, how.env));
         } catch (e) {
           row.error = (e as Error).message;
         }
@@ -175,11 +183,11 @@ function main(): void {
       const faults = row.runs.flatMap((r) => steady(r.faultsPerStep));
       return {
         config: row.config,
-        msPerStep: percentile(ms, 0.5),
+        msPerStep: median(ms),
         meanMsPerStep: ms.reduce((a, b) => a + b, 0) / ms.length,
-        p95MsPerStep: percentile(ms, 0.95),
-        faultsPerStep: percentile(faults, 0.5),
-        peakRssBytes: percentile(row.runs.map((r) => r.maxRssKiB * 1024), 0.5),
+        p95MsPerStep: quantile([...ms].sort((a, b) => a - b), 0.95),
+        faultsPerStep: median(faults),
+        peakRssBytes: median(row.runs.map((r) => r.maxRssKiB * 1024)),
         checksums: [...new Set(row.runs.map((r) => r.checksum))],
       };
     });

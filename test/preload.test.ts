@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { preloadLibrary, processPool, readTrace, replay, train } from '../lib/index.js';
+import { median } from '../lib/report/stats.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
 import { expectUsageError, run, traceFixture } from './helpers.js';
 
@@ -48,7 +49,6 @@ describe('the preload library: the process allocator', () => {
     expect(kept.code).toBe(0);
     expect(kept.out.pool.mode).toBe('default');
     // 1,024 pages written per repetition; glibc's heap takes a repetition or two to settle.
-    const median = (faults: number[]) => [...faults].sort((a, b) => a - b)[2];
     expect(median(kept.out.faults)).toBeLessThan(200);
     // A threshold the user set freezes glibc's mmap threshold (at its 128 KiB default, or as set): 256 KiB
     // blocks are then mapped and unmapped each time, whatever lies on glibc's heap. Had the library set
