@@ -81,8 +81,10 @@ async function init(message) {
     feedsOf = feedsFromMetadata(session);
     return;
   }
+  // Under the preload library the inputs and outputs are the process's malloc memory too, in the process
+  // pool with ONNX Runtime's allocations (a Pool of their own held 49 MiB of default classes beside it).
   if (message.route === 'lend') pool = new Pool(message.plan ? { plan: Plan.read(message.plan), hugePages: Boolean(message.hugePages) } : undefined);
-  else pool = new Pool(); // inputs and outputs; ONNX Runtime's own allocations go to the process pool
+  else pool = processPool();
   // A plan must hold the session's weights too: they are allocated when the session is created.
   if (message.record) pool.record();
   session = await PooledSession.create(pool, message.model, {

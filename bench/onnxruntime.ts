@@ -9,8 +9,8 @@
  *   tensorpool-planned     ... with a plan trained from a recorded cycle of the same configuration
  *   tensorpool-planned-huge  ... and the plan's arena on transparent huge pages (hugePages: true; only when
  *                          named in --configs)
- *   tensorpool-run         arena off under `tensorpool run --adaptive` (the preload library), PooledSession
- *                          marking the process pool
+ *   tensorpool-run         arena off under `tensorpool run --adaptive` (the preload library), a PooledSession
+ *                          on processPool(): inputs and outputs are malloc'd too, and it marks the process pool
  *   tensorpool-run-planned ... with TENSORPOOL_PLAN trained from a run recorded with TENSORPOOL_RECORD
  *
  * The first cycle warms up; the table is over the cycles after it: ms per run (median, p95) and per cycle

@@ -2,6 +2,8 @@
  * tensorpool/onnxruntime: onnxruntime-node's tensors in a tensorpool Pool.
  *
  * - Inputs over pool memory, zero-copy: `pooledTensor(pool, 'float32', dims)` (release with `pool.release`).
+ *   Under `tensorpool run` the pool may be `processPool()`: the tensors are the process's malloc memory,
+ *   served by the process pool under its plan with everything else ONNX Runtime allocates.
  * - ONNX Runtime's own allocations (activations, outputs) from the pool: `lendToOnnxRuntime(pool)` registers
  *   the pool as the CPU allocator of ONNX Runtime's environment, and a session created with
  *   `POOLED_ACTIVATIONS` in its options allocates from it instead of its own arena.
@@ -20,7 +22,7 @@ import type { InferenceSession, Tensor } from 'onnxruntime-node';
 import { TensorPoolError, fromNative } from './errors.js';
 import { native } from './native.js';
 import { Pool, nativePoolOf, stopFrontCache } from './pool.js';
-import { processPool } from './process-pool.js';
+import { ProcessPool, processPool } from './process-pool.js';
 import { checkBoolean, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
 export type OnnxRuntime = typeof import('onnxruntime-node');
@@ -136,8 +138,18 @@ export function onnxRuntimeAllocatorStats(): { allocs: number; frees: number; he
   return native.ortAllocatorCounters();
 }
 
+/** Where pooled tensors come from: a Pool, or the process pool (whose alloc and release are malloc's). */
+export type TensorSource = Pool | ProcessPool;
+
 function checkPool(pool: unknown): void {
   if (!(pool instanceof Pool)) throw invalidArgument('type', `pool must be a Pool, got ${describe(pool)}`);
+}
+
+function checkSource(pool: unknown): void {
+  if (!(pool instanceof Pool) && !(pool instanceof ProcessPool)) {
+    const hint = pool === null ? ' (processPool() is null in a process not started under the preload library, `tensorpool run`)' : '';
+    throw invalidArgument('type', `pool must be a Pool or processPool(), got ${describe(pool)}${hint}`);
+  }
 }
 
 function elementCount(dims: unknown, name: string): number {
@@ -152,8 +164,8 @@ function elementCount(dims: unknown, name: string): number {
  * what the block held before: fill it. Give it back with `pool.release(tensor.data)`, or a PooledSession's
  * release() when a run may still read it.
  */
-export function pooledTensor(pool: Pool, type: PooledTensorType, dims: readonly number[], options?: { ort?: OnnxRuntime }): Tensor {
-  checkPool(pool);
+export function pooledTensor(pool: TensorSource, type: PooledTensorType, dims: readonly number[], options?: { ort?: OnnxRuntime }): Tensor {
+  checkSource(pool);
   checkOneOf(type, 'type', POOLED_TENSOR_TYPES);
   const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
   const ort = ortOf(o.ort);
@@ -174,10 +186,12 @@ export interface PooledSessionOptions {
   /** Passed to InferenceSession.create (with POOLED_ACTIVATIONS merged in when activations is 'pool'). */
   sessionOptions?: InferenceSession.SessionOptions;
   /**
-   * 'pool' (default): the session's own allocations come from the pool (lendToOnnxRuntime; ONNX Runtime's
-   * arena and, unless sessionOptions ask for it, its memory pattern off). 'runtime': ONNX Runtime's
-   * allocator as configured: its arena, or the process pool when run under `tensorpool run` with
-   * `enableCpuMemArena: false`.
+   * 'pool' (default for a Pool): the session's own allocations come from the pool (lendToOnnxRuntime; ONNX
+   * Runtime's arena and, unless sessionOptions ask for it, its memory pattern off). 'runtime': ONNX
+   * Runtime's allocator as configured: its arena, or the process pool when run under `tensorpool run` with
+   * `enableCpuMemArena: false`. The pool processPool() takes only 'runtime' (its default), and then ONNX
+   * Runtime's arena and memory pattern are off unless sessionOptions ask for them: it serves every
+   * allocation through malloc.
    */
   activations?: 'pool' | 'runtime';
   /** Pre-allocate outputs in the pool once their shapes are known for the inputs' shapes (default true). */
@@ -199,7 +213,7 @@ interface OutputShape {
  */
 export class PooledSession {
   readonly session: InferenceSession;
-  readonly pool: Pool;
+  readonly pool: TensorSource;
   readonly #ort: OnnxRuntime;
   readonly #poolOutputs: boolean;
   // The pools whose iterations are this session's runs: the session's, and the process pool when it serves
@@ -215,7 +229,7 @@ export class PooledSession {
   readonly #releasing = new WeakSet<ArrayBufferLike>();
   #closed = false;
 
-  private constructor(session: InferenceSession, pool: Pool, ort: OnnxRuntime, poolOutputs: boolean, marked: { markIteration(): void }[]) {
+  private constructor(session: InferenceSession, pool: TensorSource, ort: OnnxRuntime, poolOutputs: boolean, marked: { markIteration(): void }[]) {
     this.session = session;
     this.pool = pool;
     this.#ort = ort;
@@ -223,14 +237,18 @@ export class PooledSession {
     this.#marked = marked;
   }
 
-  static async create(pool: Pool, model: string | Uint8Array, options?: PooledSessionOptions): Promise<PooledSession> {
-    checkPool(pool);
+  static async create(pool: TensorSource, model: string | Uint8Array, options?: PooledSessionOptions): Promise<PooledSession> {
+    checkSource(pool);
     if (typeof model !== 'string' && !(model instanceof Uint8Array)) {
       throw invalidArgument('type', `model must be a path or a Uint8Array, got ${describe(model)}`);
     }
     const o = checkOptions<PooledSessionOptions>(options, 'options', ['ort', 'sessionOptions', 'activations', 'poolOutputs', 'markIterations']);
     const ort = ortOf(o.ort);
-    const activations = o.activations === undefined ? 'pool' : checkOneOf(o.activations, 'options.activations', ['pool', 'runtime'] as const);
+    const whole = pool instanceof ProcessPool;
+    const activations = o.activations === undefined ? (whole ? 'runtime' : 'pool') : checkOneOf(o.activations, 'options.activations', ['pool', 'runtime'] as const);
+    if (whole && activations === 'pool') {
+      throw invalidArgument('range', "processPool() serves ONNX Runtime through malloc: use activations 'runtime' (its default), not 'pool'");
+    }
     const poolOutputs = o.poolOutputs === undefined ? true : checkBoolean(o.poolOutputs, 'options.poolOutputs');
     const markIterations = o.markIterations === undefined ? true : checkBoolean(o.markIterations, 'options.markIterations');
     const given = o.sessionOptions ?? {};
@@ -238,7 +256,10 @@ export class PooledSession {
       throw invalidArgument('type', `options.sessionOptions must be an object, got ${describe(given)}`);
     }
     let sessionOptions: InferenceSession.SessionOptions = { ...given };
-    if (activations === 'pool') {
+    // The arena would keep ONNX Runtime's allocations from reaching malloc, and the pattern lays each input
+    // shape out in one block of its own (see below).
+    if (whole) sessionOptions = { enableCpuMemArena: false, enableMemPattern: false, ...given };
+    if (activations === 'pool' && !whole) {
       lendToOnnxRuntime(pool, { ort });
       const extra = (given.extra ?? {}) as Record<string, unknown>;
       const session = { ...((extra.session as Record<string, unknown>) ?? {}), ...POOLED_ACTIVATIONS.extra.session };
@@ -249,7 +270,7 @@ export class PooledSession {
     }
     const session =
       typeof model === 'string' ? await ort.InferenceSession.create(model, sessionOptions) : await ort.InferenceSession.create(model, sessionOptions);
-    const processAllocator = activations === 'runtime' ? processPool() : null;
+    const processAllocator = activations === 'runtime' && !whole ? processPool() : null;
     const marked = !markIterations ? [] : processAllocator ? [pool, processAllocator] : [pool];
     return new PooledSession(session, pool, ort, poolOutputs, marked);
   }

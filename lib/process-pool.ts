@@ -8,15 +8,17 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { Buffer } from 'node:buffer';
 
 import { Adaptation, checkAdaptiveOptions, type PlanSwitch } from './adaptive.js';
-import { fromNative } from './errors.js';
+import { TensorPoolError, fromNative } from './errors.js';
 import { native, packageRoot, type NativeProcessPoolInfo } from './native.js';
 import { Plan } from './plan.js';
 import type { PlanSpec } from './plan-spec.js';
 import { PoolControl, type PoolStats } from './pool-control.js';
 import type { Trace } from './trace/trace.js';
-import { checkFunction } from './validate.js';
+import { MAX_ALLOC_BYTES } from './pool.js';
+import { checkFunction, checkInteger, describe, invalidArgument } from './validate.js';
 
 /** The preload library's file: this package's build when it was compiled here, else its prebuild. */
 export const preloadLibrary: string = [
@@ -35,6 +37,10 @@ export class ProcessPool {
   readonly planPath: string | null;
   readonly recordPath: string | null;
   readonly #control: PoolControl;
+  // The buffers alloc() made that are not released yet, and those released: release() tells a second
+  // release from a buffer alloc() never made.
+  readonly #buffers = new WeakSet<ArrayBuffer>();
+  readonly #released = new WeakSet<ArrayBuffer>();
   #onSwitch: ((event: PlanSwitch) => void) | null = null;
 
   /** @internal use processPool() */
@@ -99,6 +105,40 @@ export class ProcessPool {
 
   stats(): PoolStats {
     return this.#control.stats();
+  }
+
+  /**
+   * An ArrayBuffer of exactly `bytes` bytes from the process's malloc, uninitialised (like Pool.alloc, unlike
+   * `new ArrayBuffer`, whose calloc would clear a pool block on every call): from `minBytes` up the process
+   * pool serves it, under the plan and the recording like every other malloc of the process, so a tensor
+   * made here shares the plan's memory with the runtime's own instead of holding a second pool's. Give it
+   * back with release(); one never released goes back when the garbage collector frees it.
+   */
+  alloc(bytes: number): ArrayBuffer {
+    checkInteger(bytes, 'bytes', 1, MAX_ALLOC_BYTES);
+    // allocUnsafeSlow: an ArrayBuffer of its own (no slab), allocated without zero-filling, i.e. by malloc.
+    const buffer = Buffer.allocUnsafeSlow(bytes).buffer as ArrayBuffer;
+    this.#buffers.add(buffer);
+    return buffer;
+  }
+
+  /**
+   * Gives a buffer from alloc() back to malloc at once (rather than at a garbage collection): it is detached,
+   * so every view on it has length 0 from here. Takes the ArrayBuffer or any view on it. Throws, changing
+   * nothing, for a buffer already released or one alloc() did not make.
+   */
+  release(buffer: ArrayBuffer | ArrayBufferView): void {
+    const arrayBuffer = ArrayBuffer.isView(buffer) ? buffer.buffer : buffer;
+    if (!(arrayBuffer instanceof ArrayBuffer)) {
+      throw invalidArgument('type', `release() takes an ArrayBuffer from processPool().alloc() or a view on one, got ${describe(buffer)}`);
+    }
+    if (this.#released.has(arrayBuffer)) {
+      throw new TensorPoolError('ERR_TP_DOUBLE_RELEASE', 'this buffer was already released (it is detached)');
+    }
+    if (!this.#buffers.has(arrayBuffer)) throw new TensorPoolError('ERR_TP_FOREIGN_BUFFER', 'this buffer was not made by processPool().alloc()');
+    this.#buffers.delete(arrayBuffer);
+    this.#released.add(arrayBuffer);
+    native.freeBuffer(arrayBuffer); // an ArrayBuffer of its own is always detachable
   }
 }
 

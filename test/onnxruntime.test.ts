@@ -174,16 +174,33 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     pool.close();
   });
 
-  it("under `tensorpool run` (arena off), the process pool serves ONNX Runtime's allocations through malloc", () => {
+  /** The child's JSON line, from a session under `tensorpool run` whose tensors come from `source`. */
+  function runUnderPreload(source: 'pool' | 'process') {
     const inputFile = path.join(tmp, 'input.f32');
     fs.writeFileSync(inputFile, Buffer.from(inputValues(BATCH).buffer));
+    const child = path.resolve(__dirname, 'onnxruntime/child.js');
     const r = spawnSync(
       process.execPath,
-      [path.resolve(__dirname, '../dist/cli/main.js'), 'run', '--', process.execPath, path.resolve(__dirname, 'onnxruntime/child.js'), modelFile, String(BATCH), '6', inputFile],
+      [path.resolve(__dirname, '../dist/cli/main.js'), 'run', '--', process.execPath, child, modelFile, String(BATCH), '6', inputFile, source],
       { encoding: 'utf8', timeout: 120_000 },
     );
     expect(r.status, r.stderr).toBe(0);
-    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    return JSON.parse(r.stdout.trim().split('\n').pop()!);
+  }
+
+  it("on processPool() the session's own tensors are malloc'd in the process pool too; misuse is refused", async () => {
+    const out = runUnderPreload('process');
+    const expected = await reference();
+    for (const output of out.outputs) expect(Float32Array.from(output)).toEqual(expected);
+    expect(out.tensorHits).toBe(1); // the 128 KiB input, from the process pool
+    expect(out.processIterations).toBe(6);
+    expect(out.poolStats).toEqual({ osFallbacks: 0, osOversize: 0 });
+    expect(out.errors).toEqual(['ERR_TP_DOUBLE_RELEASE', 'ERR_TP_FOREIGN_BUFFER', 'ERR_TP_INVALID_ARGUMENT']);
+    expect(Math.min(...out.faults.slice(2))).toBeLessThan(60);
+  });
+
+  it("under `tensorpool run` (arena off), the process pool serves ONNX Runtime's allocations through malloc", () => {
+    const out = runUnderPreload('pool');
     return reference().then((expected) => {
       for (const output of out.outputs) expect(Float32Array.from(output)).toEqual(expected);
       expect(out.processIterations).toBe(6); // one mark per run on the pool that serves ONNX Runtime
