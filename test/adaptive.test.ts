@@ -207,7 +207,8 @@ describe('adaptive pool: record, train, switch', () => {
     const switched = costs.findIndex((c) => c.generation === 2);
     expect(switched).toBeGreaterThan(0);
     expect(pool.plan!.schedule!.cycle).toBe(6);
-    expect(costs.slice(switched).every((c) => c.osFallbacks === 0 && c.unplannedBorrows === 0)).toBe(true);
+    // costs[switched] is the iteration whose mark installed the plan: the default classes served it.
+    expect(costs.slice(switched + 1).every((c) => c.osFallbacks === 0 && c.unplannedBorrows === 0)).toBe(true);
     expect(costs.length - switched).toBeGreaterThanOrEqual(24); // four cycles served by the plan, at least
     expect(pool.stats().adaptive!.switches).toBe(1);
     releaseAll(pool, live);

@@ -204,7 +204,7 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     return reference().then((expected) => {
       for (const output of out.outputs) expect(Float32Array.from(output)).toEqual(expected);
       expect(out.processIterations).toBe(6); // one mark per run on the pool that serves ONNX Runtime
-      expect(out.processHits).toBeGreaterThanOrEqual(6); // ONNX Runtime's activations, each run
+      expect(out.processServed).toBeGreaterThanOrEqual(6); // ONNX Runtime's activations, each run
       expect(out.poolStats).toEqual({ osFallbacks: 0, osOversize: 0 });
       expect(Math.min(...out.faults.slice(2))).toBeLessThan(60); // a run writes ~150 pages of activations
     });

@@ -52,7 +52,8 @@ struct PlanSpec {
 
 // The classes a pool uses when it is given no plan: 64 B, then four classes per doubling from 128 B up to
 // 64 MiB (128, 160, 192, 224, 256, 320, ...), with no blocks carved up front: a growing pool carves them on
-// first use. Internal waste is below 25% of a request.
+// first use. Internal waste is below 25% of a request in its own class, below 50% in a block lent to it
+// (SizeClassPool lends a block of up to four classes up before it grows a class).
 PlanSpec defaultPlan();
 
 class SizeClassTable {

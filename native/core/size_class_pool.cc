@@ -310,6 +310,14 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
   }
   const bool growFirst = ownExists && growth_ == Growth::BeforeBorrowing;
   if (growFirst) {
+    for (size_t lender = first + 1; lender <= first + kNearLenders && lender < table_.count(); ++lender) {
+      if (!hasFree(lender)) continue;
+      if (BlockHeader* header = pop(lender)) {
+        counters_[lender].lent++;
+        *source = Source::Borrowed;
+        return markLive(header, bytes);
+      }
+    }
     if (BlockHeader* header = grow(first, true, source)) return markLive(header, bytes);
   }
   for (int lender = firstNonEmpty(ownExists ? first + 1 : first); lender >= 0;

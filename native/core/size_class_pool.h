@@ -38,8 +38,13 @@ enum class Source : uint8_t { Own, Borrowed, Grown, GrownLent };
 // Whether, and when, a pool carves new blocks from its spare reservation.
 enum class Growth : uint8_t {
   Off,
-  // The default classes: dense (four per doubling), so a larger class lending wastes up to half the
-  // block; an empty own class grows first.
+  // The default classes: dense (four per doubling). An empty own class borrows from the next
+  // kNearLenders classes (a block up to twice the request) before it grows, and from farther ones only
+  // when it cannot grow: a block far larger than the request would waste most of itself, and one that
+  // near would otherwise stay free while a new one is carved. A program whose sizes vary from run to run
+  // (an OCR model on six image shapes) otherwise holds a block in every class each shape asks for: the
+  // detection model's default-class pool held 767 MiB above the process's base, 443 MiB with 2 near
+  // lenders and 393 MiB with 4 (ONNX Runtime's arena: 368).
   BeforeBorrowing,
   // A trained plan: borrowing is part of what training planned, so it comes first; a class grows only
   // when nothing free fits (where a plan that does not grow goes to the OS).
@@ -105,6 +110,7 @@ class SizeClassPool {
 
  private:
   SizeClassPool() = default;
+  static constexpr size_t kNearLenders = 4;  // Growth::BeforeBorrowing: one doubling of the default classes
   BlockHeader* carveBlock(size_t cls, std::string* error);
   // Carves a block in class `cls` for a request it is (`own`) or is not the own class of; nullptr when the
   // reservation is spent.

@@ -322,6 +322,23 @@ TEST(growing_pool_carves_then_falls_back_to_the_os) {
   CHECK(pool->alloc(65ull << 20).route == Route::OsOversize);
 }
 
+TEST(default_classes_borrow_a_block_up_to_four_classes_up_before_growing) {
+  auto pool = makePool(defaultPlan(), true, 64 << 20);
+  Allocation big = pool->alloc(4 << 20);
+  CHECK(big.route == Route::Grown);
+  CHECK(pool->release(big.data) == ReleaseStatus::Ok);
+  Allocation near = pool->alloc(2200000);  // class 2.5 MiB, empty; 4 MiB is three classes up: lent
+  CHECK(near.route == Route::Borrowed && near.data == big.data && pool->stats().grown == 1);
+  CHECK(pool->release(near.data) == ReleaseStatus::Ok);
+  Allocation far = pool->alloc(1500000);  // class 1.5 MiB: 4 MiB is six classes up, so the class grows
+  CHECK(far.route == Route::Grown && far.data != big.data && pool->stats().grown == 2);
+  Allocation own = pool->alloc(4 << 20);  // the 4 MiB block went back to its class
+  CHECK(own.route == Route::Own && own.data == big.data);
+  Allocation farther = pool->alloc(1500000);  // its class's one block is live, 4 MiB too: grows again
+  CHECK(farther.route == Route::Grown && pool->stats().grown == 3);
+  for (const Allocation& x : {far, own, farther}) CHECK(pool->release(x.data) == ReleaseStatus::Ok);
+}
+
 TEST(a_growing_trained_plan_borrows_as_trained_and_grows_only_when_nothing_fits) {
   // Sparse classes, as training makes them: 4096 B requests have no class of their own.
   PlanSpec plan;

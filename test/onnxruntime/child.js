@@ -44,7 +44,7 @@ const { PooledSession } = require('../../dist/onnxruntime.js');
   }
   const after = processPool().stats();
   out.processAllocs = after.allocs - before.allocs;
-  out.processHits = after.hits - before.hits;
+  out.processServed = after.hits + after.borrows - before.hits - before.borrows;
   out.processIterations = after.iterations - before.iterations;
   out.poolStats = { osFallbacks: after.osFallbacks, osOversize: after.osOversize };
   await session.close();
