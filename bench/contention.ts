@@ -14,6 +14,7 @@ import path from 'node:path';
 import { preloadLibrary } from '../dist/index.js';
 import { findLibrary } from '../dist/replay/allocators.js';
 import { formatTable, round } from '../dist/report/table.js';
+import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(5, { pairs: { type: 'string' } });
@@ -47,7 +48,6 @@ for (let rep = 0; rep < args.reps; rep++) {
   console.error(`# repetition ${rep + 1}/${args.reps}`);
 }
 
-const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 const rows = available.map(([name]) => {
   const m = samples.get(name)!.map(median);
   return [name, ...m.map((v) => round(v, 1)), round(m[0] / m[1], 2)];

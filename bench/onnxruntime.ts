@@ -38,6 +38,7 @@ import { preloadLibrary, readTrace, train } from '../dist/index.js';
 import { progressBar } from '../dist/cli/progress.js';
 import { findLibrary } from '../dist/replay/allocators.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { median, quantile } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['ort-arena', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-planned', 'tensorpool-planned-huge', 'tensorpool-run', 'tensorpool-run-planned'] as const;
@@ -216,11 +217,6 @@ function adaptiveNote(a: AdaptiveSummary | null): string {
   return `; adaptive: ${a.mode}, ${switched}${a.abandoned ? `, ${a.abandoned} attempt(s) abandoned (${a.lastError})` : ''}`;
 }
 
-function percentile(values: number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-}
-const median = (values: number[]) => percentile(values, 0.5);
 const meanFaults = (runs: Run[]) => runs.reduce((a, r) => a + r.minorFaults, 0) / runs.length;
 
 async function main(): Promise<void> {
@@ -265,7 +261,7 @@ async function main(): Promise<void> {
       config: p.name,
       ...(p.error && { error: p.error }),
       msMedian: steady.length ? median(ms) : null,
-      msP95: steady.length ? percentile(ms, 0.95) : null,
+      msP95: steady.length ? quantile([...ms].sort((a, b) => a - b), 0.95) : null,
       faultsPerRun: steady.length ? meanFaults(steady) : null,
       // Cycle by cycle: where adaptive mode switched, the cycle that built the plan's arena shows.
       faultsPerCycle: p.runs.slice(1).map(meanFaults),

@@ -14,6 +14,7 @@ import { spawnSync } from 'node:child_process';
 
 import { preloadLibrary, replay, type ReplayReport } from '../dist/index.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { median } from '../dist/report/stats.js';
 import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
 
 const args = benchArgs(20, { traces: { type: 'string' }, starts: { type: 'string' }, thresholds: { type: 'string' } });
@@ -21,11 +22,6 @@ const machine = printHeader('preload: the process allocator against the peers an
 const traces = benchTraces(args.values.traces as string | undefined);
 const starts = Number(args.values.starts ?? 30);
 const thresholds = String(args.values.thresholds ?? '4K,16K,64K,256K,1M').split(',');
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 /** Wall time of `node -e 0`, ms, with and without the library, alternating, `starts` times each. */
 function startup(): { plainMs: number; preloadedMs: number } {

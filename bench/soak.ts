@@ -38,6 +38,7 @@ import { native } from '../dist/native.js';
 import { toNativePlan } from '../dist/plan-spec.js';
 import { nativePoolOf } from '../dist/pool.js';
 import { formatTable, round } from '../dist/report/table.js';
+import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(1, {
@@ -296,7 +297,6 @@ interface Growth {
 }
 
 function growth(samples: number[], warm: number): Growth {
-  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? NaN;
   const after = median(samples.slice(warm, warm + 10)), end = median(samples.slice(-10));
   const tail = samples.slice(warm);
   const meanX = (tail.length - 1) / 2, meanY = tail.reduce((a, b) => a + b, 0) / tail.length;
