@@ -43,6 +43,18 @@ describe('the preload library: the process allocator', () => {
     expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs \d+/m);
   });
 
+  it('processPool().alloc(): ArrayBuffers from the process pool through malloc, back in it at release(), not at a collection', () => {
+    const r = underPool([], ['alloc']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.out.allocs).toBe(20); // 5 rounds x 4 buffers of 16 MiB
+    expect(r.out.hits).toBe(20); // one block of its own class, taken again each time
+    expect(r.out.liveAfterLoops).toBe(0); // every buffer released went back at once
+    expect(r.out.liveWithOne).toBe(1);
+    expect(r.out.liveAfterRelease).toBe(0);
+    expect(r.out.keptLength).toBe(0);
+    expect(Math.min(...r.out.faults)).toBeLessThan(100); // 5 x 4 x 4096 pages written, none faulted in again
+  });
+
   it("keeps glibc's heap top and its mmap threshold up, so what stays below the threshold faults in once, unless the user set glibc's thresholds", () => {
     // Each repetition allocates 4 MiB of 256 KiB blocks (below --min-bytes 1M: glibc's) and frees them.
     const kept = underPool(['--min-bytes', '1M'], ['heap-top']);

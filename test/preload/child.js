@@ -28,6 +28,28 @@ if (task === 'float32') {
   out.allocs = after.allocs - before.allocs;
   out.hits = after.hits - before.hits;
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
+} else if (task === 'alloc') {
+  // processPool().alloc(): 16 MiB ArrayBuffers from malloc, released at once (no garbage collection here).
+  const live = () => pool.stats().liveBlocks;
+  const loop = () => {
+    for (let k = 0; k < 4; k++) {
+      const x = new Float32Array(pool.alloc(16 << 20));
+      for (let i = 0; i < x.length; i += 1024) x[i] = i;
+      pool.release(x);
+    }
+  };
+  loop();
+  const before = pool.stats();
+  out.faults = [0, 1, 2, 3, 4].map(() => measureFaults(loop).minor);
+  const after = pool.stats();
+  out.allocs = after.allocs - before.allocs;
+  out.hits = after.hits - before.hits;
+  out.liveAfterLoops = after.liveBlocks - before.liveBlocks;
+  const kept = pool.alloc(1 << 20);
+  out.liveWithOne = live() - after.liveBlocks;
+  pool.release(kept);
+  out.keptLength = kept.byteLength; // detached
+  out.liveAfterRelease = live() - after.liveBlocks;
 } else if (task === 'heap-top') {
   // 16 blocks of 256 KiB (run below the threshold: the C library's), all live, then all freed: 4 MiB
   // free at the top of glibc's heap at the end of every repetition, or, above glibc's mmap threshold,
