@@ -173,13 +173,10 @@ TP_EXPORT void* aligned_alloc(size_t alignment, size_t bytes) {
 }
 
 TP_EXPORT void* memalign(size_t alignment, size_t bytes) {
-  if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
-    if (void* p = poolAlloc(bytes)) return p;
-  }
-  if (alignment <= 16) return __libc_malloc(bytes);
-  // glibc rounds a non-power-of-two alignment up to the next power of two; so does this.
-  if (alignment <= tp::kBlockAlign) return libcAligned(bytes, isPowerOfTwo(alignment) ? alignment : alignment <= 32 ? 32 : 64);
-  return __libc_memalign(alignment, bytes);
+  // glibc rounds an alignment that is no power of two up to the next one; so does this up to 64 (beyond
+  // it, glibc's own memalign serves and rounds).
+  if (alignment > 16 && alignment < tp::kBlockAlign && !isPowerOfTwo(alignment)) alignment = alignment <= 32 ? 32 : 64;
+  return allocate(bytes, alignment);
 }
 
 // Page alignment is more than pool blocks promise: the C library serves these.
