@@ -13,37 +13,39 @@ function replayerOf(file) {
   return { trace, replayer: new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false }) };
 }
 
-if (task === 'float32') {
-  const loop = () => {
-    for (let k = 0; k < 4; k++) {
-      const x = new Float32Array(4 << 20);
-      for (let i = 0; i < x.length; i += 1024) x[i] = i;
-    }
-    global.gc();
-  };
+// One write per 4 KiB page of a Float32Array.
+function touchPages(x) {
+  for (let i = 0; i < x.length; i += 1024) x[i] = i;
+}
+
+// `loop` once to warm up, then five measured rounds: each one's minor faults, and the pool's counters around
+// them (with the allocations and own-class hits they made).
+function measuredRounds(loop) {
   loop();
   const before = pool.stats();
-  out.faults = [0, 1, 2, 3, 4].map(() => measureFaults(loop).minor);
+  const faults = [0, 1, 2, 3, 4].map(() => measureFaults(loop).minor);
   const after = pool.stats();
-  out.allocs = after.allocs - before.allocs;
-  out.hits = after.hits - before.hits;
+  return { faults, before, after, allocs: after.allocs - before.allocs, hits: after.hits - before.hits };
+}
+
+if (task === 'float32') {
+  const { faults, before, after, allocs, hits } = measuredRounds(() => {
+    for (let k = 0; k < 4; k++) touchPages(new Float32Array(4 << 20));
+    global.gc();
+  });
+  Object.assign(out, { faults, allocs, hits });
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
 } else if (task === 'alloc') {
   // processPool().alloc(): 16 MiB ArrayBuffers from malloc, released at once (no garbage collection here).
   const live = () => pool.stats().liveBlocks;
-  const loop = () => {
+  const { faults, before, after, allocs, hits } = measuredRounds(() => {
     for (let k = 0; k < 4; k++) {
       const x = new Float32Array(pool.alloc(16 << 20));
-      for (let i = 0; i < x.length; i += 1024) x[i] = i;
+      touchPages(x);
       pool.release(x);
     }
-  };
-  loop();
-  const before = pool.stats();
-  out.faults = [0, 1, 2, 3, 4].map(() => measureFaults(loop).minor);
-  const after = pool.stats();
-  out.allocs = after.allocs - before.allocs;
-  out.hits = after.hits - before.hits;
+  });
+  Object.assign(out, { faults, allocs, hits });
   out.liveAfterLoops = after.liveBlocks - before.liveBlocks;
   const kept = pool.alloc(1 << 20);
   out.liveWithOne = live() - after.liveBlocks;
