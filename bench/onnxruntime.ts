@@ -14,7 +14,8 @@
  *   tensorpool-run-planned ... with TENSORPOOL_PLAN trained from a run recorded with TENSORPOOL_RECORD
  *
  * The first cycle warms up; the table is over the cycles after it: ms per run (median, p95) and per cycle
- * (the sum of each shape's median: where shapes differ much in cost, the median run is one shape's), minor page
+ * (the sum of each shape's median: where shapes differ much in cost, the median run is one shape's), the median
+ * ratio of each run to the arena's run of the same shape and cycle with its 95% interval, minor page
  * faults per run (the whole process; also cycle by cycle), RSS at the end of each cycle (median; whole, and
  * above the worker's RSS before the session and the pool were made: the weights and the tensors) and at its
  * peak. Every configuration's outputs are compared bit for bit with ort-arena's. Writes --json and --html
@@ -37,8 +38,8 @@ import path from 'node:path';
 import { preloadLibrary, readTrace, train } from '../dist/index.js';
 import { progressBar } from '../dist/cli/progress.js';
 import { findLibrary } from '../dist/replay/allocators.js';
-import { formatBytes, formatTable, round } from '../dist/report/table.js';
-import { median, quantile } from '../dist/report/stats.js';
+import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
+import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['ort-arena', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-planned', 'tensorpool-planned-huge', 'tensorpool-run', 'tensorpool-run-planned'] as const;
@@ -257,6 +258,11 @@ async function main(): Promise<void> {
     const identical = reference && p.runs.length === reference.runs.length
       ? p.runs.every((cycle, c) => cycle.every((r, i) => r.hash === reference.runs[c][i].hash))
       : null;
+    // Each steady run against the arena's run of the same shape in the same cycle, seconds apart: the
+    // machine's drift cancels out of the ratio, and the interval says whether a difference is more than noise.
+    const paired = reference && p.runs.length === reference.runs.length && steady.length
+      ? medianInterval(pairedRatios(ms, reference.runs.slice(1).flat().map((r) => r.ms)))
+      : null;
     return {
       config: p.name,
       ...(p.error && { error: p.error }),
@@ -272,6 +278,7 @@ async function main(): Promise<void> {
       identicalOutputs: identical,
       perShapeMs,
       msPerCycle: perShapeMs && Object.values(perShapeMs).reduce((a, b) => a + b, 0),
+      pairedMsVsArena: paired,
       pool: p.pool ?? null,
     };
   });
@@ -279,7 +286,7 @@ async function main(): Promise<void> {
   console.log();
   console.log(
     formatTable(
-      ['config', 'ms/run', 'p95 ms', 'x arena', 'ms/cycle', 'x arena', 'faults/run', 'x arena faults', 'steady RSS', 'x arena', 'above base', 'x arena', 'peak RSS', 'outputs'],
+      ['config', 'ms/run', 'p95 ms', 'x arena', 'ms/cycle', 'x arena', 'x arena, paired runs (95% CI)', 'faults/run', 'x arena faults', 'steady RSS', 'x arena', 'above base', 'x arena', 'peak RSS', 'outputs'],
       results.map((r) => [
         r.config,
         r.msMedian === null ? null : round(r.msMedian, 1),
@@ -287,6 +294,7 @@ async function main(): Promise<void> {
         arena?.msMedian && r.msMedian ? round(r.msMedian / arena.msMedian, 2) : null,
         r.msPerCycle === null ? null : round(r.msPerCycle, 1),
         arena?.msPerCycle && r.msPerCycle ? round(r.msPerCycle / arena.msPerCycle, 2) : null,
+        r.pairedMsVsArena && formatInterval(r.pairedMsVsArena),
         r.faultsPerRun === null ? null : Math.round(r.faultsPerRun),
         arena?.faultsPerRun && r.faultsPerRun !== null ? round(r.faultsPerRun / arena.faultsPerRun, 3) : null,
         r.steadyRssBytes === null ? null : formatBytes(r.steadyRssBytes),
@@ -301,6 +309,8 @@ async function main(): Promise<void> {
   for (const r of results) {
     if (r.pool) console.log(`  ${r.config}: pool ${r.pool.hits} hits, ${r.pool.borrows} borrows (${r.pool.unplannedBorrows} unplanned), ${r.pool.grown} grown (pre-faulted), ${r.pool.scheduleMisses} schedule misses, ${r.pool.osFallbacks} OS fallbacks, ${r.pool.osOversize} oversize; arena ${formatBytes(r.pool.arenaBytes)}${adaptiveNote(r.pool.adaptive)}`);
   }
+  console.log(`  x arena, paired runs: the median of each steady run's time over the arena's run of the same shape in the same cycle,`);
+  console.log('  and its 95% distribution-free interval: a difference is more than noise only when the interval excludes 1');
   console.log('  page faults per run, cycle by cycle:');
   for (const r of results) if (r.faultsPerCycle.length) console.log(`  ${r.config.padEnd(24)} ${r.faultsPerCycle.map((f) => Math.round(f)).join(' | ')}`);
   console.log(`  per shape, ms (median): ${shapes.map((s) => s.join('x')).join(' | ')}`);

@@ -2,7 +2,8 @@
  * What a time-shared block costs to serve (issue 13's "replay speed unchanged within 5%"): each trace's
  * time-shared plan (`train(trace, { share: true })`) against its size-class plan (`share: false`), both
  * served by the native replay loop, in one process, repetitions interleaved in alternating order; the table
- * shows medians over the second half, and the page faults of the time-shared plan's repetitions there.
+ * shows medians over the second half, the median ratio of the pairs there with its 95% interval, and the
+ * page faults of the time-shared plan's repetitions there.
  * `--touch none` (the pool's own work and the loop alone) is the strict comparison; `pages` is the replay's
  * default (one write per 4 KiB of every block), what `tensorpool replay` measures.
  *
@@ -16,8 +17,8 @@ import path from 'node:path';
 import { Pool, faults, readTrace, train, type Trace } from '../dist/index.js';
 import { native, type NativeReplayer, type TouchMode } from '../dist/native.js';
 import { nativePoolOf } from '../dist/pool.js';
-import { formatTable, round } from '../dist/report/table.js';
-import { median } from '../dist/report/stats.js';
+import { formatInterval, formatTable, round } from '../dist/report/table.js';
+import { median, medianInterval, pairedRatios } from '../dist/report/stats.js';
 import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
 
 const args = benchArgs(2000, { traces: { type: 'string' }, touch: { type: 'string' } });
@@ -67,12 +68,15 @@ for (const file of files) {
         s.faults.push(faults().minor - before);
       }
     }
-    const steady = (values: number[]) => median(values.slice(values.length >> 1));
+    const half = (values: number[]) => values.slice(values.length >> 1);
+    const steady = (values: number[]) => median(half(values));
     const sharedNs = steady(shared.nsPerOp);
     const classesNs = steady(classes.nsPerOp);
+    // Repetition by repetition (each pair measured back to back): the machine's drift cancels out.
+    const paired = medianInterval(pairedRatios(half(shared.nsPerOp), half(classes.nsPerOp)));
     const sharedFaults = steady(shared.faults);
     const fallbacks = shared.pool.stats().osFallbacks + classes.pool.stats().osFallbacks;
-    rows.push([traceLabel(file), trace.ops.length, touch, round(sharedNs, 1), round(classesNs, 1), round(sharedNs / classesNs, 3), sharedFaults, fallbacks]);
+    rows.push([traceLabel(file), trace.ops.length, touch, round(sharedNs, 1), round(classesNs, 1), round(sharedNs / classesNs, 3), formatInterval(paired, 3), sharedFaults, fallbacks]);
     results.push({
       trace: file,
       events: trace.ops.length,
@@ -80,6 +84,7 @@ for (const file of files) {
       timeSharedNsPerOp: sharedNs,
       sizeClassesNsPerOp: classesNs,
       ratio: sharedNs / classesNs,
+      pairedRatio: paired,
       timeSharedFaultsPerRep: sharedFaults,
       osFallbacks: fallbacks,
     });
@@ -87,7 +92,8 @@ for (const file of files) {
     classes.pool.close();
   }
 }
-console.log(formatTable(['trace', 'events', 'touch', 'time-shared ns/op', 'size classes ns/op', 'ratio', 'faults/rep', 'OS fallbacks'], rows));
+console.log(formatTable(['trace', 'events', 'touch', 'time-shared ns/op', 'size classes ns/op', 'ratio', 'paired ratio (95% CI)', 'faults/rep', 'OS fallbacks'], rows));
 console.log(`# ${reps} repetitions each, interleaved; medians of the second half; ns/op = a repetition's time / its events;`);
+console.log('# paired ratio: the median of each time-shared repetition over the size-classes one beside it, with its 95% interval;');
 console.log('# faults/rep: minor page faults of a time-shared repetition (whole process)');
 writeJson(args.json, { benchmark: 'time-shared', machine, reps, touches, results });

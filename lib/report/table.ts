@@ -1,5 +1,7 @@
 /** Plain-text tables for the CLI and the benchmarks. */
 
+import type { MedianInterval } from './stats.js';
+
 export type Cell = string | number | null | undefined;
 
 /** Right-aligns numbers, left-aligns text; `null`/`undefined` print as '-'. */
@@ -30,4 +32,9 @@ export function formatBytes(bytes: number): string {
 export function round(value: number, digits = 2): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;
+}
+
+/** "median (low-high)", e.g. a ratio with its confidence interval: 0.99 (0.97-1.01). */
+export function formatInterval(interval: MedianInterval, digits = 2): string {
+  return `${round(interval.median, digits)} (${round(interval.low, digits)}-${round(interval.high, digits)})`;
 }
