@@ -157,7 +157,9 @@ export type ReleaseCode = (typeof ReleaseCode)[keyof typeof ReleaseCode];
 export interface NativeControlledPool {
   stats(): PoolCounters;
   classStats(): NativeClassStats;
+  /** The summary of the iteration that ended; with `false`, undefined (none is built). */
   markIteration(): NativeIterationSummary;
+  markIteration(wantSummary: false): undefined;
   switchPlan(plan: NativePlanSpec): void;
   /** Builds the plan's arena off the JS thread; resolves (to its generation) once the next markIteration() will install it. */
   prepareSwitch(plan: NativePlanSpec): Promise<number>;

@@ -70,9 +70,12 @@ export class PoolControl {
   }
 
   markIteration(): void {
-    const ended = this.#native.markIteration();
-    const switched = this.adaptation?.step(ended);
-    if (switched) this.adaptation!.onSwitch?.(switched);
+    if (this.adaptation === null) {
+      this.#native.markIteration(false);
+      return;
+    }
+    const switched = this.adaptation.step(this.#native.markIteration());
+    if (switched) this.adaptation.onSwitch?.(switched);
   }
 
   record(options: unknown): void {

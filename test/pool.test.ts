@@ -6,6 +6,7 @@ import path from 'node:path';
 
 import { Pool, TensorPoolError, faults, measureFaults, memoryUsage, processPool, type PoolStats } from '../lib/index.js';
 import { native } from '../lib/native.js';
+import { nativePoolOf } from '../lib/pool.js';
 import { ShadowBlocks, expectCode, underAsan, logUniformSize, patternIntact, seededRandom } from './helpers.js';
 
 const MiB = 1 << 20;
@@ -300,6 +301,22 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
     expect(s.classes[0].size).toBe(64);
     expect(s.classes[s.classes.length - 1].size).toBe(64 * MiB);
     pool.release(b);
+  });
+
+  it('markIteration() counts the iteration; the native summary is built only when asked for', () => {
+    const pool = new Pool();
+    const nativePool = nativePoolOf(pool);
+    pool.release(pool.alloc(4096));
+    pool.markIteration(); // no adaptive mode: nothing reads a summary
+    expect(pool.stats().iterations).toBe(1);
+    const buffers = [pool.alloc(1000), pool.alloc(3000)];
+    expect(nativePool.markIteration()).toMatchObject({ allocs: 2, bytes: 4000 });
+    pool.alloc(10);
+    expect(nativePool.markIteration(false)).toBeUndefined();
+    expect(nativePool.markIteration()).toMatchObject({ allocs: 0, bytes: 0 }); // the unasked summary was still taken
+    expect(pool.stats().iterations).toBe(4);
+    for (const b of buffers) pool.release(b);
+    pool.close();
   });
 
   it('hugePages and prefault options build working pools', () => {

@@ -237,13 +237,12 @@ Napi::Value PoolObject::SetEventPooling(const Napi::CallbackInfo& info) {
 Napi::Value PoolObject::MarkIteration(const Napi::CallbackInfo& info) {
   settle();
   const IterationSummary ended = pool_->markIteration();
-  Napi::Object o = summaryObject(info.Env(), ended);
   if (log_) log_->publish(*pool_, ended.installed);
   if (ended.installed) {
     // The retired arena's free pages go back to the OS off this thread: this mark stays short.
     queueWork(info.Env(), "tensorpool.discardRetired", [pool = pool_] { pool->discardRetired(); }, [](napi_env) {});
   }
-  return o;
+  return summaryIfWanted(info, ended);
 }
 
 Napi::Value PoolObject::SwitchPlan(const Napi::CallbackInfo& info) {

@@ -105,6 +105,11 @@ Napi::Object summaryObject(Napi::Env env, const IterationSummary& ended) {
   return o;
 }
 
+Napi::Value summaryIfWanted(const Napi::CallbackInfo& info, const IterationSummary& ended) {
+  if (info.Length() > 0 && info[0].IsBoolean() && !info[0].As<Napi::Boolean>().Value()) return info.Env().Undefined();
+  return summaryObject(info.Env(), ended);
+}
+
 Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& classes, uint64_t interval) {
   const size_t n = classes.size();
   Napi::Float64Array size = Napi::Float64Array::New(env, n), blocks = Napi::Float64Array::New(env, n),

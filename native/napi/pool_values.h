@@ -15,6 +15,9 @@ namespace tp::napi {
 Napi::Object statsObject(Napi::Env env, const PoolStats& s);
 // -> { allocs, bytes, sizeHash, osFallbacks, osOversize, unplannedBorrows, recorderEnd, installed }
 Napi::Object summaryObject(Napi::Env env, const IterationSummary& ended);
+// markIteration(wantSummary?): the summary object, or undefined when called with false (a caller that
+// reads no summary, such as a pool without adaptive mode, does not pay for building one on every mark).
+Napi::Value summaryIfWanted(const Napi::CallbackInfo& info, const IterationSummary& ended);
 // -> { interval, size, blocks, free, hits, lent, grown } (Float64Arrays, one entry per class)
 Napi::Object classStatsObject(Napi::Env env, const std::vector<ClassStats>& classes, uint64_t interval);
 // -> { on, truncated, begin, end }

@@ -107,7 +107,7 @@ Napi::Value ProcessPoolObject::MarkIteration(const Napi::CallbackInfo& info) {
   if (ended.installed) {
     queueWork(info.Env(), "tensorpool.discardRetired", [api = api_] { api->discardRetired(); }, [](napi_env) {});
   }
-  return summaryObject(info.Env(), ended);
+  return summaryIfWanted(info, ended);
 }
 
 Napi::Value ProcessPoolObject::SwitchPlan(const Napi::CallbackInfo& info) {
