@@ -166,9 +166,13 @@ function elementCount(dims: unknown, name: string): number {
  */
 export function pooledTensor(pool: TensorSource, type: PooledTensorType, dims: readonly number[], options?: { ort?: OnnxRuntime }): Tensor {
   checkSource(pool);
-  checkOneOf(type, 'type', POOLED_TENSOR_TYPES);
   const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
-  const ort = ortOf(o.ort);
+  return tensorIn(pool, ortOf(o.ort), type, dims);
+}
+
+/** pooledTensor() once the pool and the module are known good: checks the type and the dims. */
+function tensorIn(pool: TensorSource, ort: OnnxRuntime, type: PooledTensorType, dims: readonly number[]): Tensor {
+  checkOneOf(type, 'type', POOLED_TENSOR_TYPES);
   const length = elementCount(dims, 'dims');
   const array = ARRAY_OF[type];
   const buffer = pool.alloc(Math.max(1, length * array.BYTES_PER_ELEMENT));
@@ -201,6 +205,16 @@ export interface PooledSessionOptions {
 }
 
 type Feeds = Record<string, Tensor>;
+// A tensor released while runs held it: it goes back when the last of them (`runs` left) settles.
+interface WaitingRelease {
+  buffer: ArrayBufferLike;
+  giveBack: () => void;
+  runs: number;
+}
+interface Flight {
+  buffers: Set<ArrayBufferLike>;
+  waiting: WaitingRelease[];
+}
 interface OutputShape {
   type: PooledTensorType;
   dims: number[];
@@ -224,8 +238,8 @@ export class PooledSession {
   // Outputs ONNX Runtime allocated (onnxruntime-node's ArrayBuffers in the C heap), and those released.
   readonly #runtimeOutputs = new WeakSet<Tensor>();
   readonly #freedOutputs = new WeakSet<Tensor>();
-  // The buffers each run in flight reads or writes, and its promise.
-  readonly #inFlight = new Set<{ settled: Promise<unknown>; buffers: Set<ArrayBufferLike> }>();
+  // The runs in flight: the buffers each reads or writes, and the releases waiting for it to settle.
+  readonly #inFlight = new Set<Flight>();
   readonly #releasing = new WeakSet<ArrayBufferLike>();
   #closed = false;
 
@@ -277,7 +291,7 @@ export class PooledSession {
 
   /** A tensor over a fresh pool block (see pooledTensor). */
   tensor(type: PooledTensorType, dims: readonly number[]): Tensor {
-    return pooledTensor(this.pool, type, dims, { ort: this.#ort });
+    return tensorIn(this.pool, this.#ort, type, dims);
   }
 
   /** Runs in flight (called and not settled). */
@@ -300,9 +314,13 @@ export class PooledSession {
     const fetches = outputs ?? preallocated;
     const pending = (fetches ? this.session.run(feeds, fetches, runOptions ?? {}) : this.session.run(feeds, runOptions ?? {})) as Promise<Record<string, Tensor>>;
     // Registered before run() returns, so that a release() right after the call (before awaiting) waits.
-    const flight = { settled: pending.then(nothing, nothing), buffers: new Set<ArrayBufferLike>() };
-    for (const tensor of [...Object.values(feeds), ...Object.values(fetches ?? {})]) flight.buffers.add((tensor.data as ArrayBufferView).buffer);
+    const flight: Flight = { buffers: new Set(), waiting: [] };
+    for (const name in feeds) flight.buffers.add((feeds[name].data as ArrayBufferView).buffer);
+    if (fetches) for (const name in fetches) flight.buffers.add((fetches[name].data as ArrayBufferView).buffer);
     this.#inFlight.add(flight);
+    // Before this run()'s own continuation: the tensors released during the run are back when it returns.
+    const landed = (): void => this.#landed(flight);
+    pending.then(landed, landed);
     let result: Record<string, Tensor>;
     try {
       result = await pending;
@@ -316,16 +334,15 @@ export class PooledSession {
       // The outputs' shapes depend on the input data, not only on its shape: no more pre-allocation for them.
       this.#outputShapes.set(key, null);
       return await this.#runWithoutOutputs(feeds, runOptions);
-    } finally {
-      this.#inFlight.delete(flight);
     }
     if (fetches) {
       // onnxruntime-node returns a copy of each output written into `fetches`, in a new ArrayBuffer of the C
       // heap that nobody will see. Left to the garbage collector, such copies are freed in bursts, glibc
       // gives its heap back to the OS and the next runs fault it in again: free each one now.
-      const kept = new Set([...Object.values(fetches), ...Object.values(feeds)].map((t) => (t.data as ArrayBufferView).buffer));
-      for (const [name, tensor] of Object.entries(result)) if (name in fetches) freeOwnBuffer(tensor, kept);
-      Object.assign(result, fetches);
+      for (const name in fetches) {
+        if (name in result) freeOwnBuffer(result[name], flight.buffers);
+        result[name] = fetches[name];
+      }
     } else {
       this.#learn(key, result);
     }
@@ -361,20 +378,30 @@ export class PooledSession {
         this.#freedOutputs.add(tensor);
         giveBack = () => freeOwnBuffer(tensor, new Set());
       }
-      const runs = [...this.#inFlight].filter((run) => run.buffers.has(buffer)).map((run) => run.settled);
-      if (runs.length === 0) {
-        giveBack();
-        continue;
+      let release: WaitingRelease | undefined;
+      for (const run of this.#inFlight) {
+        if (!run.buffers.has(buffer)) continue;
+        release ??= { buffer, giveBack, runs: 0 };
+        release.runs++;
+        run.waiting.push(release);
       }
-      this.#releasing.add(buffer);
-      void Promise.all(runs).then(() => {
-        this.#releasing.delete(buffer);
-        try {
-          giveBack();
-        } catch (error) {
-          process.emitWarning(`tensorpool: a tensor released during a run could not go back: ${(error as Error).message}`);
-        }
-      });
+      if (release === undefined) giveBack();
+      else this.#releasing.add(buffer);
+    }
+  }
+
+  // A run settled: it no longer holds its buffers, and those released while it ran go back once no other run
+  // in flight holds them.
+  #landed(flight: Flight): void {
+    this.#inFlight.delete(flight);
+    for (const release of flight.waiting) {
+      if (--release.runs > 0) continue;
+      this.#releasing.delete(release.buffer);
+      try {
+        release.giveBack();
+      } catch (error) {
+        process.emitWarning(`tensorpool: a tensor released during a run could not go back: ${(error as Error).message}`);
+      }
     }
   }
 
@@ -388,22 +415,24 @@ export class PooledSession {
     await this.session.release();
   }
 
+  // The inputs' names, types and dims, in the order given: feeds built the same way each run give the same
+  // key (another order only learns the output shapes again).
   #signature(feeds: Feeds): string {
     if (!feeds || typeof feeds !== 'object') throw invalidArgument('type', `feeds must be an object of tensors, got ${describe(feeds)}`);
-    const parts: string[] = [];
-    for (const name of Object.keys(feeds).sort()) {
+    let key = '';
+    for (const name in feeds) {
       const tensor = feeds[name];
-      this.#checkTensor(tensor, `input '${name}'`);
-      parts.push(`${name}:${tensor.type}[${tensor.dims.join(',')}]`);
+      this.#checkTensor(tensor, 'input', name);
+      key += `${name}:${tensor.type}[${tensor.dims}];`;
     }
-    return parts.join(';');
+    return key;
   }
 
-  #checkTensor(tensor: Tensor, name: string): void {
-    if (!(tensor instanceof this.#ort.Tensor)) throw invalidArgument('type', `${name} must be a Tensor, got ${describe(tensor)}`);
+  #checkTensor(tensor: Tensor, kind: 'input' | 'output', name: string): void {
+    if (!(tensor instanceof this.#ort.Tensor)) throw invalidArgument('type', `${kind} '${name}' must be a Tensor, got ${describe(tensor)}`);
     const data = tensor.data as ArrayBufferView;
     if (ArrayBuffer.isView(data) && (data.byteLength === 0 || this.#releasing.has(data.buffer)) && tensor.size > 0) {
-      throw new TensorPoolError('ERR_TP_RELEASED', `${name} was released: its buffer is detached or going back to the pool`);
+      throw new TensorPoolError('ERR_TP_RELEASED', `${kind} '${name}' was released: its buffer is detached or going back to the pool`);
     }
   }
 
@@ -411,7 +440,7 @@ export class PooledSession {
     if (!outputs || typeof outputs !== 'object') throw invalidArgument('type', `outputs must be an object of tensors, got ${describe(outputs)}`);
     const known = this.#outputShapes.get(key);
     for (const [name, tensor] of Object.entries(outputs)) {
-      this.#checkTensor(tensor, `output '${name}'`);
+      this.#checkTensor(tensor, 'output', name);
       const expected = known?.get(name);
       if (expected && (expected.type !== tensor.type || expected.dims.join(',') !== tensor.dims.join(','))) {
         throw new TensorPoolError(
@@ -445,8 +474,6 @@ export class PooledSession {
     this.#outputShapes.set(key, shapes);
   }
 }
-
-function nothing(): void {}
 
 /**
  * Frees a tensor's memory at once by detaching its ArrayBuffer, when the tensor views the whole of it and

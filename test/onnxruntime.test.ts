@@ -98,6 +98,29 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     pool.close();
   });
 
+  it('an input two runs in flight read, released at once, goes back only once both have settled', async () => {
+    const expected = await reference();
+    const pool = new Pool();
+    const session = await PooledSession.create(pool, modelFile, { activations: 'runtime', poolOutputs: false });
+    const x = session.tensor('float32', dims);
+    (x.data as Float32Array).set(inputValues(BATCH));
+    const runs = [session.run({ x }), session.run({ x })];
+    session.release(x);
+    expect(session.inFlight).toBe(2);
+    expect(() => session.release(x)).toThrow(expect.objectContaining({ code: 'ERR_TP_DOUBLE_RELEASE' }));
+    const other = pool.float32(BATCH * CHANNELS * SIDE * SIDE).fill(1e30); // never x's block while a run holds it
+    const first = await Promise.race(runs);
+    expect(Float32Array.from(first.y.data as Float32Array)).toEqual(expected);
+    const [a, b] = await Promise.all(runs);
+    expect(session.inFlight).toBe(0);
+    expect(pool.stats().liveBlocks).toBe(1); // x went back before the runs' results reached us; `other` is live
+    for (const out of [a, b]) expect(Float32Array.from(out.y.data as Float32Array)).toEqual(expected);
+    session.release(a.y, b.y);
+    pool.release(other);
+    await session.close();
+    pool.close();
+  });
+
   it("release() frees ONNX Runtime's own outputs, and run() frees the copy onnxruntime-node makes of a pre-allocated one", async () => {
     const expected = await reference();
     const pool = new Pool();
