@@ -279,6 +279,9 @@ async function main(): Promise<void> {
       perShapeMs,
       msPerCycle: perShapeMs && Object.values(perShapeMs).reduce((a, b) => a + b, 0),
       pairedMsVsArena: paired,
+      // Every run's ms, cycle by cycle in the order of the shapes (the first cycle warms up): for pairing
+      // configurations other than with the arena.
+      msByCycle: p.runs.map((cycle) => cycle.map((r) => r.ms)),
       pool: p.pool ?? null,
     };
   });
@@ -311,6 +314,16 @@ async function main(): Promise<void> {
   }
   console.log(`  x arena, paired runs: the median of each steady run's time over the arena's run of the same shape in the same cycle,`);
   console.log('  and its 95% distribution-free interval: a difference is more than noise only when the interval excludes 1');
+  const fastestPeer = results
+    .filter((r) => r.config in PEER_LIBRARIES || r.config === 'glibc')
+    .filter((r) => r.msMedian !== null && !r.error)
+    .sort((a, b) => a.msMedian! - b.msMedian!)[0];
+  if (fastestPeer) {
+    const pairedWith = (r: (typeof results)[number]) =>
+      formatInterval(medianInterval(pairedRatios(r.msByCycle.slice(1).flat(), fastestPeer.msByCycle.slice(1).flat())));
+    const ours = results.filter((r) => r.config.startsWith('tensorpool') && r.msByCycle.length === fastestPeer.msByCycle.length && !r.error);
+    console.log(`  x ${fastestPeer.config} (the fastest peer), paired runs: ${ours.map((r) => `${r.config} ${pairedWith(r)}`).join(', ')}`);
+  }
   console.log('  page faults per run, cycle by cycle:');
   for (const r of results) if (r.faultsPerCycle.length) console.log(`  ${r.config.padEnd(24)} ${r.faultsPerCycle.map((f) => Math.round(f)).join(' | ')}`);
   console.log(`  per shape, ms (median): ${shapes.map((s) => s.join('x')).join(' | ')}`);
