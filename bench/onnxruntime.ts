@@ -344,6 +344,7 @@ function writeHtml(file: string, report: { model: string; shapes: string[]; resu
       (r) =>
         `<tr><td>${r.config}</td><td>${r.msMedian?.toFixed(1) ?? '–'}${bar(r.msMedian, column('msMedian'))}</td>` +
         `<td>${r.msPerCycle?.toFixed(1) ?? '–'}${bar(r.msPerCycle, column('msPerCycle'))}</td>` +
+        `<td>${r.pairedMsVsArena ? formatInterval(r.pairedMsVsArena) : '–'}</td>` +
         `<td>${r.faultsPerRun === null ? '–' : Math.round(r.faultsPerRun)}${bar(r.faultsPerRun, column('faultsPerRun'))}</td>` +
         `<td>${r.steadyRssBytes === null ? '–' : formatBytes(r.steadyRssBytes)}${bar(r.steadyRssBytes, column('steadyRssBytes'))}</td>` +
         `<td>${r.peakRssBytes === null ? '–' : formatBytes(r.peakRssBytes)}</td><td>${r.error ?? (r.identicalOutputs === false ? 'DIFFERENT' : r.identicalOutputs ? 'identical' : '–')}</td></tr>`,
@@ -354,7 +355,7 @@ function writeHtml(file: string, report: { model: string; shapes: string[]; resu
     `<!doctype html><meta charset="utf-8"><title>tensorpool: onnxruntime-node</title>
 <style>body{font:14px system-ui;margin:2em}td,th{padding:4px 10px;text-align:left;vertical-align:top}</style>
 <h1>onnxruntime-node: ${path.basename(report.model)}</h1><p>shapes ${report.shapes.join(', ')}; steady state after the first cycle</p>
-<table><tr><th>configuration</th><th>ms/run (median)</th><th>ms/cycle</th><th>page faults/run</th><th>steady RSS</th><th>peak RSS</th><th>outputs vs ort-arena</th></tr>
+<table><tr><th>configuration</th><th>ms/run (median)</th><th>ms/cycle</th><th>x arena, paired runs (95% interval)</th><th>page faults/run</th><th>steady RSS</th><th>peak RSS</th><th>outputs vs ort-arena</th></tr>
 ${rows}</table>\n`,
   );
   console.log(`# wrote ${file}`);
