@@ -12,8 +12,9 @@
  */
 import { spawnSync } from 'node:child_process';
 
-import { preloadLibrary, replay, type ReplayReport } from '../dist/index.js';
-import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { preloadLibrary, replay, type AllocatorResult, type ReplayReport } from '../dist/index.js';
+import { pairedTime } from '../dist/replay/replay.js';
+import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
 
@@ -42,6 +43,11 @@ function startup(): { plainMs: number; preloadedMs: number } {
   return { plainMs: median(plain), preloadedMs: median(preloaded) };
 }
 
+function pairedCell(r: AllocatorResult, ideal: AllocatorResult): string | null {
+  const paired = pairedTime(r, ideal);
+  return paired && formatInterval(paired, 3);
+}
+
 async function main(): Promise<void> {
   const reports: ReplayReport[] = [];
   const summary = [];
@@ -56,16 +62,16 @@ async function main(): Promise<void> {
     console.log(`\n## ${trace} (lower bound ${formatBytes(report.lowerBoundBytes)})`);
     console.log(
       formatTable(
-        ['allocator', 'ns/op', 'x ideal', 'alloc ns', 'release ns', 'minor faults/rep', 'RSS growth', 'x LB'],
+        ['allocator', 'ns/op', 'x ideal', 'x ideal, paired (95% CI)', 'alloc ns', 'release ns', 'minor faults/rep', 'RSS growth', 'x LB'],
         report.results.map((r) =>
           r.available
-            ? [r.allocator, round(r.nsPerOp, 0), round(r.nsPerOp / ideal.nsPerOp, 3), round(r.allocNs ?? NaN, 0), round(r.releaseNs ?? NaN, 0), round(r.steadyMinorFaultsPerRep, 1), formatBytes(r.rssGrowthBytes), round(r.rssVsLowerBound, 3)]
-            : [r.allocator, r.error ?? 'not available', null, null, null, null, null, null],
+            ? [r.allocator, round(r.nsPerOp, 0), round(r.nsPerOp / ideal.nsPerOp, 3), pairedCell(r, ideal), round(r.allocNs ?? NaN, 0), round(r.releaseNs ?? NaN, 0), round(r.steadyMinorFaultsPerRep, 1), formatBytes(r.rssGrowthBytes), round(r.rssVsLowerBound, 3)]
+            : [r.allocator, r.error ?? 'not available', null, null, null, null, null, null, null],
         ),
       ),
     );
     const ours = report.results.find((r) => r.allocator === 'tensorpool-preload')!;
-    summary.push([traceLabel(trace), round(ours.steadyMinorFaultsPerRep, 1), round(ours.nsPerOp / ideal.nsPerOp, 3), round(ours.rssVsLowerBound, 3)]);
+    summary.push([traceLabel(trace), round(ours.steadyMinorFaultsPerRep, 1), round(ours.nsPerOp / ideal.nsPerOp, 3), pairedCell(ours, ideal), round(ours.rssVsLowerBound, 3)]);
   }
   // The workers inherit this process's environment: one replay per threshold, each against its own ideal.
   const sweep: (string | number)[][] = [];
@@ -85,12 +91,13 @@ async function main(): Promise<void> {
 
   const start = startup();
   console.log('\n## targets: 0 faults/rep in steady state; ns/op <= 1.10x ideal; start-up overhead <= 5%');
-  console.log(formatTable(['trace', 'preload faults/rep', 'preload vs ideal', 'RSS growth / LB'], summary));
+  console.log(formatTable(['trace', 'preload faults/rep', 'preload vs ideal', 'paired (95% CI)', 'RSS growth / LB'], summary));
   console.log(
     `node -e 0: ${round(start.plainMs, 1)} ms plain, ${round(start.preloadedMs, 1)} ms preloaded ` +
       `(${round((start.preloadedMs / start.plainMs - 1) * 100, 1)}% overhead; medians of ${starts}, alternating)`,
   );
-  console.log(`# ${args.reps} repetitions per allocator, interleaved; medians of the last half`);
+  console.log(`# ${args.reps} repetitions per allocator, interleaved; medians of the last half; paired: each repetition over ideal's`);
+  console.log('# of the same round, the median ratio and its 95% distribution-free interval');
   writeJson(args.json, { benchmark: 'preload', machine, reps: args.reps, reports, sweep, startup: start });
 }
 

@@ -5,6 +5,7 @@ import path from 'node:path';
 
 import { OffsetPlan, Plan, readTrace, replay, syntheticTrainingTrace, train, type Pool } from '../lib/index.js';
 import { JsReplayer } from '../lib/replay/js-replayer.js';
+import { pairedTime } from '../lib/replay/replay.js';
 import { EventOp, TraceBuilder } from '../lib/trace/trace.js';
 import { findLibrary, isAvailable, missingMessage, resolveAllocator } from '../lib/replay/allocators.js';
 import { replayReportHtml } from '../lib/report/html.js';
@@ -31,6 +32,9 @@ describe('replay(): tensorpool against real allocators, each in its own process'
       expect(r.faultSource).toMatch(/perf_event|getrusage/);
     }
     expect(pool.steadyMinorFaultsPerRep).toBe(0);
+    // Paired by round: repetitions 2 (wall clock) of each, the steady half's only untimed one.
+    expect(pairedTime(pool, pool)).toEqual({ median: 1, low: 1, high: 1, confidence: 0 });
+    expect(pairedTime(pool, ideal)!.median).toBeCloseTo(pool.repetitions[2].ns / ideal.repetitions[2].ns, 12);
     expect(pool.pool).toMatchObject({ osFallbacks: 0, osOversize: 0, scheduleMisses: 0, scheduleHits: 2196 });
     // The pre-faulted arena is growth over the worker's baseline: about the plan's arena (less what the
     // worker's heap gave back after the baseline was taken: once seen at 0.9896 of it).

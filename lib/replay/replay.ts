@@ -13,7 +13,7 @@ import { packageRoot, type TouchMode } from '../native.js';
 import { OffsetPlan } from '../offset-plan.js';
 import { Plan } from '../plan.js';
 import { machineInfo, type MachineInfo } from '../report/machine.js';
-import { median } from '../report/stats.js';
+import { median, medianInterval, type MedianInterval } from '../report/stats.js';
 import { readTrace } from '../trace/read.js';
 import { Trace } from '../trace/trace.js';
 import { train } from '../train.js';
@@ -369,4 +369,20 @@ function checkOffsetPlanFits(plan: OffsetPlan, trace: Trace): void {
       `the offset plan (${plan.sizes.length} buffers, planned on ${what}) does not match ${trace.name}'s allocations: plan it from this trace`,
     );
   }
+}
+
+/**
+ * `a`'s time over `b`'s, repetition by repetition (the replay runs the allocators' k-th repetitions one
+ * after another), over the steady half's wall-clock repetitions: the median ratio and its 95% interval.
+ * Null when either did not run or their repetitions do not pair up.
+ */
+export function pairedTime(a: AllocatorResult, b: AllocatorResult): MedianInterval | null {
+  if (!a.available || !b.available || a.repetitions.length !== b.repetitions.length) return null;
+  const from = Math.floor(a.repetitions.length / 2);
+  const ratios: number[] = [];
+  for (let k = from; k < a.repetitions.length; k++) {
+    const [x, y] = [a.repetitions[k], b.repetitions[k]];
+    if (!x.timed && !y.timed) ratios.push(x.ns / y.ns);
+  }
+  return ratios.length ? medianInterval(ratios) : null;
 }
