@@ -318,23 +318,12 @@ export class PooledSession {
     for (const name in feeds) flight.buffers.add((feeds[name].data as ArrayBufferView).buffer);
     if (fetches) for (const name in fetches) flight.buffers.add((fetches[name].data as ArrayBufferView).buffer);
     this.#inFlight.add(flight);
+    const done = this.#outcome(pending, feeds, key, outputs, preallocated, runOptions);
     // Before this run()'s own continuation: the tensors released during the run are back when it returns.
     const landed = (): void => this.#landed(flight);
-    pending.then(landed, landed);
-    let result: Record<string, Tensor>;
-    try {
-      result = await pending;
-    } catch (error) {
-      if (preallocated) for (const t of Object.values(preallocated)) this.pool.release(t.data as ArrayBufferView);
-      const message = String((error as Error)?.message ?? '');
-      if (!/has shape .* but the computed output shape/.test(message)) throw error;
-      if (outputs) {
-        throw new TensorPoolError('ERR_TP_OUTPUT_SHAPE', `an output given does not match what the model computes: ${message.split('\n')[0]}`, { cause: error });
-      }
-      // The outputs' shapes depend on the input data, not only on its shape: no more pre-allocation for them.
-      this.#outputShapes.set(key, null);
-      return await this.#runWithoutOutputs(feeds, runOptions);
-    }
+    done.then(landed, landed);
+    const { result, fetched } = await done;
+    if (!fetched) return result;
     if (fetches) {
       // onnxruntime-node returns a copy of each output written into `fetches`, in a new ArrayBuffer of the C
       // heap that nobody will see. Left to the garbage collector, such copies are freed in bursts, glibc
@@ -348,6 +337,31 @@ export class PooledSession {
     }
     for (const [name, tensor] of Object.entries(result)) if (!fetches || !(name in fetches)) this.#runtimeOutputs.add(tensor);
     return result;
+  }
+
+  // What the run gave; `fetched` false when ONNX Runtime refused the pre-allocated outputs because their
+  // shapes depend on the input data, not only on its shape, and the same inputs ran again without them:
+  // within the run's flight, so that inputs released meanwhile stay held until this second run has read them.
+  async #outcome(
+    pending: Promise<Record<string, Tensor>>,
+    feeds: Feeds,
+    key: string,
+    outputs: Record<string, Tensor> | undefined,
+    preallocated: Record<string, Tensor> | undefined,
+    runOptions: InferenceSession.RunOptions | undefined,
+  ): Promise<{ result: Record<string, Tensor>; fetched: boolean }> {
+    try {
+      return { result: await pending, fetched: true };
+    } catch (error) {
+      if (preallocated) for (const t of Object.values(preallocated)) this.pool.release(t.data as ArrayBufferView);
+      const message = String((error as Error)?.message ?? '');
+      if (!/has shape .* but the computed output shape/.test(message)) throw error;
+      if (outputs) {
+        throw new TensorPoolError('ERR_TP_OUTPUT_SHAPE', `an output given does not match what the model computes: ${message.split('\n')[0]}`, { cause: error });
+      }
+      this.#outputShapes.set(key, null); // no more pre-allocation for these inputs
+      return { result: await this.#runWithoutOutputs(feeds, runOptions), fetched: false };
+    }
   }
 
   async #runWithoutOutputs(feeds: Feeds, runOptions?: InferenceSession.RunOptions): Promise<Record<string, Tensor>> {

@@ -23,12 +23,12 @@ function floatTensor(name: string, dims: number[], seed: number): onnx.ITensorPr
   return { name, dims, dataType: onnx.TensorProto.DataType.FLOAT, floatData: weights(dims.reduce((a, b) => a * b, 1), seed) };
 }
 
-function valueInfo(name: string, dims: (number | string)[]): onnx.IValueInfoProto {
+function valueInfo(name: string, dims: (number | string)[], elemType = onnx.TensorProto.DataType.FLOAT): onnx.IValueInfoProto {
   return {
     name,
     type: {
       tensorType: {
-        elemType: onnx.TensorProto.DataType.FLOAT,
+        elemType,
         shape: { dim: dims.map((d) => (typeof d === 'string' ? { dimParam: d } : { dimValue: d })) },
       },
     },
@@ -59,6 +59,21 @@ export function smallModel(): Uint8Array {
       { opType: 'Reshape', input: ['r', 'shape'], output: ['f'] },
       { opType: 'MatMul', input: ['f', 'm'], output: ['y'] },
     ],
+  };
+  const model: onnx.IModelProto = { irVersion: 8, opsetImport: [{ domain: '', version: 13 }], producerName: 'tensorpool tests', graph };
+  return onnx.ModelProto.encode(onnx.ModelProto.create(model)).finish();
+}
+
+/**
+ * An output whose shape depends on the input's data, not only on its shape: input 'x' float[n] -> output
+ * 'where' int64[1, k], the indices of x's non-zero elements (NonZero).
+ */
+export function nonZeroModel(): Uint8Array {
+  const graph: onnx.IGraphProto = {
+    name: 'tensorpool-test-nonzero',
+    input: [valueInfo('x', ['n'])],
+    output: [valueInfo('where', [1, 'k'], onnx.TensorProto.DataType.INT64)],
+    node: [{ opType: 'NonZero', input: ['x'], output: ['where'] }],
   };
   const model: onnx.IModelProto = { irVersion: 8, opsetImport: [{ domain: '', version: 13 }], producerName: 'tensorpool tests', graph };
   return onnx.ModelProto.encode(onnx.ModelProto.create(model)).finish();

@@ -14,7 +14,7 @@ import {
   pooledTensor,
   stopLendingToOnnxRuntime,
 } from '../lib/onnxruntime.js';
-import { CHANNELS, CLASSES, SIDE, inputValues, smallModel } from './onnx-model.js';
+import { CHANNELS, CLASSES, SIDE, inputValues, nonZeroModel, smallModel } from './onnx-model.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-onnxruntime-'));
 const modelFile = path.join(tmp, 'small.onnx');
@@ -117,6 +117,27 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     for (const out of [a, b]) expect(Float32Array.from(out.y.data as Float32Array)).toEqual(expected);
     session.release(a.y, b.y);
     pool.release(other);
+    await session.close();
+    pool.close();
+  });
+
+  it('an output shape that depends on the data: run again without pre-allocation, its input held until then', async () => {
+    const pool = new Pool();
+    const session = await PooledSession.create(pool, nonZeroModel(), { activations: 'runtime', sessionOptions: { logSeverityLevel: 3 } });
+    const nonZero = async (values: number[]) => {
+      const x = session.tensor('float32', [values.length]);
+      (x.data as Float32Array).set(values);
+      const pending = session.run({ x });
+      session.release(x); // goes back only once the run, and the run again without outputs, have read it
+      pool.float32(values.length).fill(0); // a block handed out meanwhile (x's, if it went back too early)
+      const where = (await pending).where;
+      const indices = Array.from(where.data as BigInt64Array, Number);
+      session.release(where);
+      return indices;
+    };
+    expect(await nonZero([0, 3, 0, 5])).toEqual([1, 3]); // learns output [1, 2] for float32[4]
+    expect(await nonZero([7, 0, 0, 0])).toEqual([0]); // pre-allocated [1, 2] refused: run again
+    expect(await nonZero([1, 1, 0, 1])).toEqual([0, 1, 3]); // no more pre-allocation for float32[4]
     await session.close();
     pool.close();
   });
