@@ -14,11 +14,12 @@
  * Each process times its own steps (Python's start-up and the model's construction are not measured); the
  * steady state is the second half of its steps. Per configuration: ms per step (median and p95 over every
  * round's steady steps; the mean weighs every shape of a workload whose steps differ), minor page faults
- * per step (median), peak RSS (median over rounds), and whether the result (the trained parameters' sum,
+ * per step (median), peak RSS (median over rounds), each step's time over the fastest peer's step of the same
+ * round and number (the median ratio and its 95% interval), and whether the result (the trained parameters' sum,
  * or the last output's) is bit-equal to glibc's. Needs a python3 with torch (Debian: python3-torch);
  * --python names one.
  *
- *   npm run build && npx tsx bench/torch.ts [--models cnn,lstm,encoder] [--steps 40] [--rounds 3]
+ *   npm run build && npx tsx bench/torch.ts [--models cnn,lstm,encoder] [--steps 40] [--reps 3]
  *       [--threads 2] [--configs LIST] [--python PATH] [--script FILE] [--json out.json]
  *
  * --script runs your own workload instead: `python SCRIPT MODEL STEPS THREADS` for each of --models, its
@@ -31,8 +32,8 @@ import path from 'node:path';
 
 import { preloadLibrary, readTrace, train } from '../dist/index.js';
 import { resolveAllocator } from '../dist/replay/allocators.js';
-import { median, quantile } from '../dist/report/stats.js';
-import { formatBytes, formatTable, round } from '../dist/report/table.js';
+import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
+import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool-run', 'tensorpool-run-planned'] as const;
@@ -50,7 +51,8 @@ const args = benchArgs(3, {
 });
 const models = String(args.values.models ?? 'cnn,lstm,encoder').split(',');
 const steps = positiveInteger('steps', args.values.steps ?? (args.quick ? '10' : '40'));
-const rounds = positiveInteger('rounds', args.values.rounds ?? (args.quick ? '1' : '3'));
+// Rounds are the bench's repetitions: --reps, as every bench calls them (--rounds: the same, its older name).
+const rounds = args.values.rounds !== undefined ? positiveInteger('rounds', args.values.rounds) : args.values.reps !== undefined ? args.reps : args.quick ? 1 : 3;
 const threads = positiveInteger('threads', args.values.threads ?? '2');
 const configs = String(args.values.configs ?? CONFIGS.join(',')).split(',') as ConfigName[];
 const script = path.resolve(String(args.values.script ?? path.join(__dirname, 'torch', 'steps.py')));
@@ -183,6 +185,7 @@ function main(): void {
       const faults = row.runs.flatMap((r) => steady(r.faultsPerStep));
       return {
         config: row.config,
+        steadyMs: row.runs.map((r) => steady(r.msPerStep)),
         msPerStep: median(ms),
         meanMsPerStep: ms.reduce((a, b) => a + b, 0) / ms.length,
         p95MsPerStep: quantile([...ms].sort((a, b) => a - b), 0.95),
@@ -194,20 +197,30 @@ function main(): void {
     const measured = summary.filter((s) => !('error' in s)) as Exclude<(typeof summary)[number], { error: string }>[];
     const peers = measured.filter((s) => s.config === 'glibc' || (PEERS as readonly string[]).includes(s.config));
     const bestPeer = Math.min(...peers.map((s) => s.msPerStep));
+    const fastest = peers.find((s) => s.msPerStep === bestPeer);
+    // Step k of round r against the fastest peer's step k of round r: processes run one after another.
+    const pairedWithFastest = (s: (typeof measured)[number]) =>
+      fastest && s.steadyMs.length === fastest.steadyMs.length && s.steadyMs.every((m, r) => m.length === fastest.steadyMs[r].length)
+        ? medianInterval(pairedRatios(s.steadyMs.flat(), fastest.steadyMs.flat()))
+        : null;
     const glibc = measured.find((s) => s.config === 'glibc');
     console.log(`\n## ${model} (${steps} steps per process, the last ${steps - Math.floor(steps / 2)} measured, ${rounds} round(s))`);
     console.log(
       formatTable(
-        ['configuration', 'ms/step', 'mean', 'p95', 'x best peer', 'faults/step', 'peak RSS', 'result = glibc'],
+        ['configuration', 'ms/step', 'mean', 'p95', 'x best peer', 'paired (95% CI)', 'faults/step', 'peak RSS', 'result = glibc'],
         summary.map((s) =>
           'error' in s
-            ? [s.config, s.error ?? '', null, null, null, null, null, null]
+            ? [s.config, s.error ?? '', null, null, null, null, null, null, null]
             : [
                 s.config,
                 round(s.msPerStep, 1),
                 round(s.meanMsPerStep, 1),
                 round(s.p95MsPerStep, 1),
                 peers.length ? round(s.msPerStep / bestPeer, 3) : null,
+                (() => {
+                  const paired = pairedWithFastest(s);
+                  return paired && formatInterval(paired, 3);
+                })(),
                 round(s.faultsPerStep, 0),
                 formatBytes(s.peakRssBytes),
                 !glibc ? '–' : s.checksums.length === 1 && glibc.checksums.length === 1 && s.checksums[0] === glibc.checksums[0] ? 'yes' : 'no',
@@ -215,10 +228,18 @@ function main(): void {
         ),
       ),
     );
-    results.push({ model, steps, rounds, threads, results: summary });
+    results.push({
+      model,
+      steps,
+      rounds,
+      threads,
+      fastestPeer: fastest?.config ?? null,
+      results: summary.map((s) => ('error' in s ? s : { ...s, pairedWithFastestPeer: pairedWithFastest(s) })),
+    });
   }
   console.log('# ms/step: the median step (mean: where steps differ in shape, as encoder\'s do, the mean weighs every shape); x best peer: the');
-  console.log('# median over the fastest median of glibc, jemalloc, mimalloc and tcmalloc in this run');
+  console.log('# median over the fastest median of glibc, jemalloc, mimalloc and tcmalloc in this run; paired: each steady step over that');
+  console.log("# peer's step of the same round and number, the median ratio and its 95% distribution-free interval");
   fs.rmSync(scratch, { recursive: true, force: true });
   writeJson(args.json, { script, python, results });
 }
