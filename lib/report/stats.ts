@@ -1,8 +1,11 @@
 /** Small statistics helpers shared by replay, benchmarks and reports. */
 
 export function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
+  return middleOf([...values].sort((a, b) => a - b));
+}
+
+function middleOf(sorted: readonly number[]): number {
+  if (sorted.length === 0) return Number.NaN;
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
@@ -44,7 +47,7 @@ export function medianInterval(values: readonly number[], confidence = 0.95): Me
     below += nextTerm;
     k++;
   }
-  return { median: median(sorted), low: sorted[k - 1], high: sorted[n - k], confidence: Math.max(0, 1 - 2 * below) };
+  return { median: middleOf(sorted), low: sorted[k - 1], high: sorted[n - k], confidence: Math.max(0, 1 - 2 * below) };
 }
 
 /** Element-wise a[i] / b[i] of two paired samples (measured alternately), for medianInterval. */
