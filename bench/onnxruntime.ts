@@ -39,7 +39,7 @@ import { preloadLibrary, readTrace, train } from '../dist/index.js';
 import { progressBar } from '../dist/cli/progress.js';
 import { findLibrary } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
-import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
+import { median, medianInterval, pairedRatios, quantile, type MedianInterval } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['ort-arena', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-planned', 'tensorpool-planned-huge', 'tensorpool-run', 'tensorpool-run-planned'] as const;
@@ -220,6 +220,17 @@ function adaptiveNote(a: AdaptiveSummary | null): string {
 
 const meanFaults = (runs: Run[]) => runs.reduce((a, r) => a + r.minorFaults, 0) / runs.length;
 
+/**
+ * Each steady run of `p` over `q`'s run of the same shape in the same cycle, seconds apart: the machine's
+ * drift cancels out of the ratio, and the interval says whether a difference is more than noise. Null when
+ * either has no steady cycle or they ran different numbers of cycles (one failed on the way).
+ */
+function pairedSteadyRuns(p: Participant, q: Participant): MedianInterval | null {
+  if (p.runs.length !== q.runs.length || p.runs.length < 2) return null;
+  const steadyMs = (x: Participant) => x.runs.slice(1).flat().map((r) => r.ms);
+  return medianInterval(pairedRatios(steadyMs(p), steadyMs(q)));
+}
+
 async function main(): Promise<void> {
   const machine = printHeader('onnxruntime-node: a real model served by ONNX Runtime\'s arena, the peers and tensorpool');
   console.log(`# model ${model}; shapes ${shapes.map((s) => s.join('x')).join(', ')}; ${cycles} cycles (the first warms up); ${threads} intra-op threads`);
@@ -258,11 +269,7 @@ async function main(): Promise<void> {
     const identical = reference && p.runs.length === reference.runs.length
       ? p.runs.every((cycle, c) => cycle.every((r, i) => r.hash === reference.runs[c][i].hash))
       : null;
-    // Each steady run against the arena's run of the same shape in the same cycle, seconds apart: the
-    // machine's drift cancels out of the ratio, and the interval says whether a difference is more than noise.
-    const paired = reference && p.runs.length === reference.runs.length && steady.length
-      ? medianInterval(pairedRatios(ms, reference.runs.slice(1).flat().map((r) => r.ms)))
-      : null;
+    const paired = reference ? pairedSteadyRuns(p, reference) : null;
     return {
       config: p.name,
       ...(p.error && { error: p.error }),
@@ -279,8 +286,7 @@ async function main(): Promise<void> {
       perShapeMs,
       msPerCycle: perShapeMs && Object.values(perShapeMs).reduce((a, b) => a + b, 0),
       pairedMsVsArena: paired,
-      // Every run's ms, cycle by cycle in the order of the shapes (the first cycle warms up): for pairing
-      // configurations other than with the arena.
+      // Every run's ms, cycle by cycle in the order of the shapes (the first cycle warms up).
       msByCycle: p.runs.map((cycle) => cycle.map((r) => r.ms)),
       pool: p.pool ?? null,
     };
@@ -314,15 +320,15 @@ async function main(): Promise<void> {
   }
   console.log(`  x arena, paired runs: the median of each steady run's time over the arena's run of the same shape in the same cycle,`);
   console.log('  and its 95% distribution-free interval: a difference is more than noise only when the interval excludes 1');
-  const fastestPeer = results
+  const fastest = results
     .filter((r) => r.config in PEER_LIBRARIES || r.config === 'glibc')
     .filter((r) => r.msMedian !== null && !r.error)
     .sort((a, b) => a.msMedian! - b.msMedian!)[0];
+  const fastestPeer = fastest && participants.find((p) => p.name === fastest.config);
   if (fastestPeer) {
-    const pairedWith = (r: (typeof results)[number]) =>
-      formatInterval(medianInterval(pairedRatios(r.msByCycle.slice(1).flat(), fastestPeer.msByCycle.slice(1).flat())));
-    const ours = results.filter((r) => r.config.startsWith('tensorpool') && r.msByCycle.length === fastestPeer.msByCycle.length && !r.error);
-    console.log(`  x ${fastestPeer.config} (the fastest peer), paired runs: ${ours.map((r) => `${r.config} ${pairedWith(r)}`).join(', ')}`);
+    const ours = participants.filter((p) => p.name.startsWith('tensorpool') && !p.error);
+    const cells = ours.map((p) => [p.name, pairedSteadyRuns(p, fastestPeer)] as const).filter(([, paired]) => paired);
+    console.log(`  x ${fastestPeer.name} (the fastest peer), paired runs: ${cells.map(([name, paired]) => `${name} ${formatInterval(paired!)}`).join(', ')}`);
   }
   console.log('  page faults per run, cycle by cycle:');
   for (const r of results) if (r.faultsPerCycle.length) console.log(`  ${r.config.padEnd(24)} ${r.faultsPerCycle.map((f) => Math.round(f)).join(' | ')}`);

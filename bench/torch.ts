@@ -203,6 +203,11 @@ function main(): void {
       fastest && s.steadyMs.length === fastest.steadyMs.length && s.steadyMs.every((m, r) => m.length === fastest.steadyMs[r].length)
         ? medianInterval(pairedRatios(s.steadyMs.flat(), fastest.steadyMs.flat()))
         : null;
+    const pairedOf = new Map(measured.map((s) => [s.config, pairedWithFastest(s)]));
+    const pairedCell = (config: ConfigName) => {
+      const paired = pairedOf.get(config);
+      return paired ? formatInterval(paired, 3) : null;
+    };
     const glibc = measured.find((s) => s.config === 'glibc');
     console.log(`\n## ${model} (${steps} steps per process, the last ${steps - Math.floor(steps / 2)} measured, ${rounds} round(s))`);
     console.log(
@@ -217,10 +222,7 @@ function main(): void {
                 round(s.meanMsPerStep, 1),
                 round(s.p95MsPerStep, 1),
                 peers.length ? round(s.msPerStep / bestPeer, 3) : null,
-                (() => {
-                  const paired = pairedWithFastest(s);
-                  return paired && formatInterval(paired, 3);
-                })(),
+                pairedCell(s.config),
                 round(s.faultsPerStep, 0),
                 formatBytes(s.peakRssBytes),
                 !glibc ? '–' : s.checksums.length === 1 && glibc.checksums.length === 1 && s.checksums[0] === glibc.checksums[0] ? 'yes' : 'no',
@@ -234,7 +236,7 @@ function main(): void {
       rounds,
       threads,
       fastestPeer: fastest?.config ?? null,
-      results: summary.map((s) => ('error' in s ? s : { ...s, pairedWithFastestPeer: pairedWithFastest(s) })),
+      results: summary.map((s) => ('error' in s ? s : { ...s, pairedWithFastestPeer: pairedOf.get(s.config) })),
     });
   }
   console.log('# ms/step: the median step (mean: where steps differ in shape, as encoder\'s do, the mean weighs every shape); x best peer: the');
