@@ -92,7 +92,7 @@ for (const file of benchTraces(args.values.traces as string | undefined)) {
   const steps: Step[][] = ends.map(() => []);
   const switches: Record<(typeof MODES)[number], PlanSwitch[]> = { sync: [], background: [] };
   for (let rep = 0; rep < args.reps; rep++) {
-    const make = (allocator: Parameters<typeof native.NativeReplayer>[0]) =>
+    const make = (allocator: ConstructorParameters<typeof native.NativeReplayer>[0]) =>
       new native.NativeReplayer(allocator, trace.ops, trace.eventBuffer, trace.sizes, { touch, iterationMarks: false });
     const pools = MODES.map((mode) => {
       const pool = new Pool({ adaptive: { background: mode === 'background', onSwitch: (event) => switches[mode].push(event) } });

@@ -33,7 +33,7 @@ import path from 'node:path';
 import { getHeapStatistics } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 
-import { Pool, memoryUsage, readTrace, train, type Trace } from '../dist/index.js';
+import { Pool, memoryUsage, readTrace, train } from '../dist/index.js';
 import { native } from '../dist/native.js';
 import { toNativePlan } from '../dist/plan-spec.js';
 import { nativePoolOf } from '../dist/pool.js';

@@ -75,7 +75,7 @@ for (const input of inputs) {
   for (const order of ['alloc-time', 'size-desc'] as TrainOrder[]) {
     for (const interval of autoIntervals(input.trace)) {
       const { value, ms } = timed(() => trainEachInterval(input.trace, [interval], order)[0].candidate);
-      results.push({ trace: input.name, events: input.trace.eventCount, order, interval, ...value, trainMs: ms, lowerBound });
+      results.push({ trace: input.name, events: input.trace.eventCount, ...value, trainMs: ms, lowerBound });
       if (interval === 4096) {
         rows.push([input.name, input.trace.eventCount, input.parseMs === null ? null : round(input.parseMs, 0), order, 'S0 4096', 'no', value.classes, value.blocks, round(value.ratio, 3), round(ms, 1)]);
       }

@@ -60,7 +60,7 @@ describe('static offset planners', () => {
     const n = 300_000;
     const lower = Float64Array.from({ length: n }, (_, i) => i);
     const problem = { name: 'wide', ids: Array.from({ length: n }, (_, i) => String(i)), lower, upper: lower.map((v) => v + 2),
-      size: Float64Array.from({ length: n }, (_, i) => 64 * (1 + (i % 7))), alignment: null, offsets: null };
+      size: Float64Array.from({ length: n }, (_, i) => 64 * (1 + (i % 7))), alignment: null, offsets: null, columns: [], rows: [] };
     const layout = planOffsets(problem, { strategy: 'greedy-size' });
     expectSound(layout);
     expect(layout.peak).toBe(64 * 13); // two live at once: the largest beside the next largest

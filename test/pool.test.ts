@@ -102,7 +102,7 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
     expect(f[0]).toBeUndefined();
     f[0] = 7; // a write through a detached view goes nowhere
     const next = pool.float32(1024); // LIFO: the same block
-    expect(native.bufferAddress(next.buffer)).toBeGreaterThan(0);
+    expect(native.bufferAddress(next.buffer as ArrayBuffer)).toBeGreaterThan(0);
     expect(next[0]).toBe(42); // still the old contents: the stale write did not land
     pool.release(next);
   });
@@ -161,7 +161,7 @@ describe('Pool: size-class linked blocks with an OS fallback', () => {
     const pool = new Pool({ plan });
     class Refusing extends Float32Array {
       constructor(...args: ConstructorParameters<typeof Float32Array>) {
-        super(...(args as [ArrayBuffer, number, number]));
+        super(...(args as unknown as [ArrayBuffer, number, number]));
         throw new Error('refused');
       }
     }

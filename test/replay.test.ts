@@ -196,6 +196,7 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
         lowerBoundBytes: trace.lowerBound(),
         machine: { cpus: 1, cpuModel: 'x & y', memoryBytes: 1, kernel: 'k', node: 'v' },
         plan: null,
+        offsetPlan: null,
         results: [],
       },
       trace,

@@ -26,7 +26,7 @@ describe('stream-ordered release (S4)', () => {
     const a = pool.float32(16 * 1024); // 64 KiB class
     const b = pool.float32(16 * 1024);
     for (let i = 0; i < a.length; i++) a[i] = i;
-    const addressOfA = native.bufferAddress(a.buffer);
+    const addressOfA = native.bufferAddress(a.buffer as ArrayBuffer);
     slowWork(stream, scratch);
     stream.copy(b, a);
     pool.release(a, { stream });
@@ -35,7 +35,7 @@ describe('stream-ordered release (S4)', () => {
     for (let i = 0; i < 50; i++) {
       const x = pool.float32(16 * 1024);
       x.fill(-1);
-      handedOut.add(native.bufferAddress(x.buffer));
+      handedOut.add(native.bufferAddress(x.buffer as ArrayBuffer));
       pool.release(x);
     }
     expect(handedOut.has(addressOfA)).toBe(false); // the copy was still pending: A was not handed out
@@ -54,12 +54,12 @@ describe('stream-ordered release (S4)', () => {
     const a = pool.float32(16 * 1024);
     const b = pool.float32(16 * 1024);
     for (let i = 0; i < a.length; i++) a[i] = i;
-    const addressOfA = native.bufferAddress(a.buffer);
+    const addressOfA = native.bufferAddress(a.buffer as ArrayBuffer);
     slowWork(stream, scratch);
     stream.copy(b, a);
     pool.release(a); // the hazard S4 exists for
     const x = pool.float32(16 * 1024);
-    expect(native.bufferAddress(x.buffer)).toBe(addressOfA); // reused while the copy still waits to run
+    expect(native.bufferAddress(x.buffer as ArrayBuffer)).toBe(addressOfA); // reused while the copy still waits to run
     x.fill(-1);
     await stream.synchronize();
     expect(b[0]).toBe(-1); // the copy read the new owner's data, not A's
@@ -76,19 +76,19 @@ describe('stream-ordered release (S4)', () => {
     const scratch = new Pool().uint8(64 * MiB);
     pool.markIteration();
     const a = pool.uint8(size);
-    const addressOfA = native.bufferAddress(a.buffer);
+    const addressOfA = native.bufferAddress(a.buffer as ArrayBuffer);
     slowWork(stream, scratch);
     pool.release(a, { stream });
     expect(() => pool.release(a)).toThrow();
     const b = pool.uint8(size); // planned over A, which the stream may still read: served elsewhere
-    expect(native.bufferAddress(b.buffer)).not.toBe(addressOfA);
+    expect(native.bufferAddress(b.buffer as ArrayBuffer)).not.toBe(addressOfA);
     expect(pool.stats()).toMatchObject({ offsetHits: 1, offsetMisses: 1, deferredPending: 1 });
     pool.release(b);
     await stream.synchronize();
     expect(pool.reclaim()).toBe(1);
     pool.markIteration();
     const again = pool.uint8(size);
-    expect(native.bufferAddress(again.buffer)).toBe(addressOfA);
+    expect(native.bufferAddress(again.buffer as ArrayBuffer)).toBe(addressOfA);
     expect(pool.stats()).toMatchObject({ offsetHits: 2, offsetMisses: 1, deferredPending: 0, liveBlocks: 1 });
     pool.release(again);
     await stream.close();
