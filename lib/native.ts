@@ -348,4 +348,5 @@ export const packageRoot = path.join(__dirname, '..');
 const loadBinding: (dir: string) => unknown = require('node-gyp-build');
 
 // TENSORPOOL_ADDON names a specific build to load instead (the sanitizer run uses an ASan build).
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a path known only at run time
 export const native = (process.env.TENSORPOOL_ADDON ? require(process.env.TENSORPOOL_ADDON) : loadBinding(packageRoot)) as NativeAddon;

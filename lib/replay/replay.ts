@@ -196,7 +196,7 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorpool-replay-'));
   const participants: Participant[] = names.map((name) => ({ spec: resolveAllocator(name), records: [] }));
   try {
-    let tracePath = typeof input === 'string' ? input : path.join(scratch, 'trace.csv');
+    const tracePath = typeof input === 'string' ? input : path.join(scratch, 'trace.csv');
     if (typeof input !== 'string') trace.writeCsv(tracePath);
     let plan: Plan | null = null;
     let planPath: string | undefined;
