@@ -57,6 +57,18 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     expect(ideal.vsBestPeer).toBeCloseTo(ideal.nsPerOp / malloc.nsPerOp, 10);
     expect(pool.vsBestPeer).toBeCloseTo(pool.nsPerOp / malloc.nsPerOp, 10);
     expect(offsets.vsBestPeer).toBeCloseTo(offsets.nsPerOp / malloc.nsPerOp, 10);
+    // The one peer measured is the best; every ratio's spread comes from the repetitions paired with it.
+    expect(report.bestPeer).toBe('malloc');
+    expect(malloc.vsBestPeerInterval).toMatchObject({ median: 1, low: 1, high: 1 });
+    for (const r of [pool, offsets, ideal]) expect(r.vsBestPeerInterval).toEqual(pairedTime(r, malloc));
+    for (const r of [pool, offsets, malloc, ideal]) {
+      expect(r.spread.nsPerOp.median).toBe(r.nsPerOp);
+      expect(r.spread.nsPerOp.low).toBeLessThanOrEqual(r.nsPerOp);
+      expect(r.spread.nsPerOp.high).toBeGreaterThanOrEqual(r.nsPerOp);
+      expect(r.spread.allocNs!.median).toBe(r.allocNs);
+      expect(r.spread.minorFaults.min).toBeLessThanOrEqual(r.steadyMinorFaultsPerRep);
+      expect(r.spread.minorFaults.max).toBeGreaterThanOrEqual(r.steadyMinorFaultsPerRep);
+    }
   });
 
   it('touch modes, a plan trained elsewhere, and a per-iteration plan', async () => {
@@ -155,6 +167,16 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
     expect(r.stdout).toMatch(/resnet18_train\.csv\.gz: 2821 events, 1442 buffers/);
     expect(r.stdout).toMatch(/allocator\s+ns\/op\s+alloc ns\s+release ns\s+x best peer\s+faults\/rep\s+peak RSS\s+RSS growth\s+x LB/);
     expect(r.stderr).toMatch(/replay: 4\/4 repetitions/);
+    // The plan (time-shared, laid out for the trace and its last iteration once more) follows every
+    // allocation, and nothing printed says otherwise (a warning once counted the extra iteration).
+    expect(r.stdout).toMatch(/order time-shared-repeating/);
+    expect(r.stdout).toMatch(/tensorpool per repetition: .*schedule 1442 hits, 0 misses/);
+    expect(r.stdout).not.toMatch(/warning/);
+    // The legend under the table: each column, the best peer by its rule, each row.
+    for (const key of ['ns/op', '±', 'x best peer', 'faults/rep', 'RSS growth', 'x LB', 'tensorpool', 'malloc']) {
+      expect(r.stdout).toMatch(new RegExp(`^  ${key.replace('/', '\\/')} +\\S`, 'm'));
+    }
+    expect(r.stdout).toMatch(/lowest median ns\/op in this run: malloc/);
     const out = JSON.parse(fs.readFileSync(json, 'utf8'));
     expect(out).toMatchObject({ reps: 2, touch: 'pages' });
     expect(out.trace).toMatch(/resnet18_train/);
@@ -197,6 +219,7 @@ describe('tensorpool replay / bench (CLI) and the HTML report', () => {
         machine: { cpus: 1, cpuModel: 'x & y', memoryBytes: 1, kernel: 'k', node: 'v' },
         plan: null,
         offsetPlan: null,
+        bestPeer: null,
         results: [],
       },
       trace,

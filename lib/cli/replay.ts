@@ -3,6 +3,7 @@ import path from 'node:path';
 
 import { packageRoot } from '../native.js';
 import { replay, TOUCH_MODES, type ReplayReport, type TouchMode } from '../replay/replay.js';
+import type { MedianInterval } from '../report/stats.js';
 import { ALLOCATOR_NAMES, type AllocatorName } from '../replay/allocators.js';
 import { replayReportHtml } from '../report/html.js';
 import { describeMachine } from '../report/machine.js';
@@ -75,11 +76,11 @@ function printReport(report: ReplayReport): void {
       ? [
           r.allocator,
           ...(verify ? [r.corruptions] : []),
-          round(r.nsPerOp, 0),
-          r.allocNs === null ? null : round(r.allocNs, 0),
-          r.releaseNs === null ? null : round(r.releaseNs, 0),
-          r.vsBestPeer === null ? null : round(r.vsBestPeer, 3),
-          round(r.steadyMinorFaultsPerRep, 1),
+          withSpread(r.nsPerOp, r.spread.nsPerOp, 0),
+          r.allocNs === null ? null : withSpread(r.allocNs, r.spread.allocNs, 0),
+          r.releaseNs === null ? null : withSpread(r.releaseNs, r.spread.releaseNs, 0),
+          r.vsBestPeer === null ? null : withSpread(r.vsBestPeer, r.vsBestPeerInterval, 3),
+          faultsCell(r.steadyMinorFaultsPerRep, r.spread.minorFaults),
           formatBytes(r.peakRssBytes),
           formatBytes(r.rssGrowthBytes),
           round(r.rssVsLowerBound, 3),
@@ -100,11 +101,80 @@ function printReport(report: ReplayReport): void {
           (p.busySkips ? `; ${n(p.busySkips)} blocks skipped (memory in use)` : '');
     console.log(`  ${r.allocator} per repetition: ${served}`);
   }
+  console.log('');
+  console.log(legend(report));
+}
+
+/** A median and the spread of its 95% interval, as the larger distance from it in percent: "11533 ±4%". */
+function withSpread(value: number, interval: MedianInterval | null, digits: number): string {
+  const shown = String(round(value, digits));
+  // One repetition has no spread to show (confidence 0).
+  if (!interval || !(interval.confidence > 0) || !(interval.median > 0)) return shown;
+  const spread = Math.max(interval.high - interval.median, interval.median - interval.low) / interval.median;
+  return `${shown} ±${spread >= 0.1 ? Math.round(100 * spread) : round(100 * spread, 1)}%`;
+}
+
+/** The mean faults per repetition, and the range of the repetitions when they differ: "1.5 (0-3)". */
+function faultsCell(mean: number, range: { min: number; max: number }): string {
+  const shown = String(round(mean, 1));
+  return range.min === range.max || !Number.isFinite(range.min) ? shown : `${shown} (${range.min}-${range.max})`;
+}
+
+/** What each column and row means, printed under the table. */
+function legend(report: ReplayReport): string {
+  const steady = `the steady repetitions (the last ${report.reps - Math.floor(report.reps / 2)} of ${report.reps})`;
   const faultSource = report.results.find((r) => r.available)?.faultSource ?? 'perf_event';
-  console.log(`  ns/op: the repetition's time (touching included) / allocs and releases; alloc/release ns: inside the calls; faults: ${faultSource}`);
-  if (report.results.some((r) => r.allocator === 'ideal' && r.available)) {
-    console.log("  ideal: the offset plan's addresses, pre-faulted, no bookkeeping: the floor (its alloc/release ns are the timer's own cost)");
+  const names = new Set(report.results.filter((r) => r.available).map((r) => r.allocator));
+  const rows: [string, string][] = [
+    ['ns/op', `a repetition's wall time (touching the memory included) / its allocs + releases; median of ${steady}`],
+    ['±', `the median's confidence interval (distribution-free: 95%, or with few repetitions their whole range, ${confidenceOf(report)}), as its larger distance from the median; wide: a noisy machine`],
+    ['alloc/release ns', 'time inside the calls alone, from the repetitions that time every call (every other one)'],
+    [
+      'x best peer',
+      report.bestPeer
+        ? `ns/op / the best peer's ns/op, the best peer being the one of the peers measured (malloc, jemalloc, mimalloc, tcmalloc) with the lowest median ns/op in this run: ${report.bestPeer}; ± from the ratios repetition by repetition (they run interleaved); below 1 is faster`
+        : 'ns/op / the best peer\'s: no peer (malloc, jemalloc, mimalloc, tcmalloc) ran',
+    ],
+    ['faults/rep', `minor page faults per repetition (${faultSource}), mean of ${steady}, with their range`],
+    ['peak RSS', "the allocator's worker process at its peak (one figure per run: no spread)"],
+    ['RSS growth', 'peak RSS - the RSS before the first repetition: the memory the allocator took for the trace'],
+    ['x LB', "RSS growth / the trace's lower bound (the most bytes live at once); 1 is no overhead"],
+  ];
+  const what: Partial<Record<AllocatorName, string>> = {
+    tensorpool: 'the pool in process, its plan (above) trained on this trace',
+    'tensorpool-classes': 'the same trace\'s size classes only (time-shared blocks off)',
+    'tensorpool-js': "tensorpool's pool driven from JavaScript (alloc() and release() per event)",
+    'tensorpool-offsets': 'the pool in offsets mode: each allocation at the offset plan\'s address (above), classes behind it',
+    'tensorpool-preload': "tensorpool run's route: the worker's malloc replaced by the preload library (the process pool, default classes)",
+    malloc: "glibc's malloc",
+    ideal: "the yardstick, not an allocator: the offset plan's addresses, pre-faulted, no bookkeeping (its alloc/release ns are the timer's own cost)",
+  };
+  for (const name of ['jemalloc', 'mimalloc', 'tcmalloc'] as const) what[name] = `${name} through LD_PRELOAD`;
+  for (const name of ALLOCATOR_NAMES) if (names.has(name) && what[name]) rows.push([name, what[name]!]);
+  const width = Math.max(...rows.map(([key]) => key.length));
+  return rows.map(([key, text]) => wrap(text, LEGEND_COLUMNS - width - 4).map((line, i) => `  ${(i ? '' : key).padEnd(width)}  ${line}`.trimEnd()).join('\n')).join('\n');
+}
+
+const LEGEND_COLUMNS = 110;
+
+/** The lowest confidence among the intervals the table shows, in words: "at least 94%". */
+function confidenceOf(report: ReplayReport): string {
+  const intervals = report.results.filter((r) => r.available).flatMap((r) => [r.spread.nsPerOp, r.spread.allocNs, r.spread.releaseNs, r.vsBestPeerInterval]);
+  const lowest = Math.min(...intervals.filter((i): i is MedianInterval => i !== null && i.confidence > 0).map((i) => i.confidence));
+  return Number.isFinite(lowest) ? `here at least ${Math.floor(100 * lowest)}%` : 'none here: too few repetitions';
+}
+
+/** Words into lines of at most `columns` characters (a longer word stands alone). */
+function wrap(text: string, columns: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > columns) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
   }
+  return [...lines, line];
 }
 
 async function runReplay(tracePath: string, values: Record<string, string | undefined>): Promise<void> {

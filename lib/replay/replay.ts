@@ -66,8 +66,20 @@ export interface AllocatorResult {
   lowerBoundBytes: number;
   /** rssGrowthBytes / lowerBoundBytes. */
   rssVsLowerBound: number;
-  /** nsPerOp / the best peer's nsPerOp in this run (peers: malloc, jemalloc, mimalloc, tcmalloc). */
+  /** nsPerOp / the best peer's nsPerOp in this run (ReplayReport.bestPeer). */
   vsBestPeer: number | null;
+  /** The spread of vsBestPeer: this allocator's time over the best peer's, repetition by repetition (pairedTime). */
+  vsBestPeerInterval: MedianInterval | null;
+  /**
+   * The spread over the steady repetitions: the 95% intervals of the medians nsPerOp, allocNs and
+   * releaseNs (medianInterval), and the fewest and most minor faults of a repetition.
+   */
+  spread: {
+    nsPerOp: MedianInterval;
+    allocNs: MedianInterval | null;
+    releaseNs: MedianInterval | null;
+    minorFaults: { min: number; max: number };
+  };
   faultSource: string;
   /** tensorpool's allocators only: how their requests were served, per repetition. */
   pool?: PoolCounters;
@@ -84,6 +96,11 @@ export interface ReplayReport {
   machine: MachineInfo;
   plan: { arenaBytes: number; interval: number; order: unknown; source: unknown; warnings: string[] } | null;
   offsetPlan: { height: number; strategy: string; optimal: boolean; source: unknown } | null;
+  /**
+   * The peer every `vsBestPeer` divides by: of the peers measured (malloc, jemalloc, mimalloc, tcmalloc;
+   * isPeer), the one with the lowest median ns/op in this run. Null when no peer ran.
+   */
+  bestPeer: AllocatorName | null;
   results: AllocatorResult[];
 }
 
@@ -158,8 +175,11 @@ function planWarnings(plan: Plan, trace: Trace): string[] {
   for (const size of trace.sizes) if (size > largest) oversize++;
   if (oversize > 0) warnings.push(`${oversize} of ${trace.bufferCount} buffers are larger than the plan's largest class (${largest} B): they go to the OS`);
   if (plan.schedule) {
+    // Only the trace's own allocations can differ: a time-shared plan laid out for the trace followed by
+    // its last iteration repeating (order 'time-shared-repeating') schedules that one more copy too, which
+    // this replay never reaches. Allocations past the schedule's end count as differing.
     const n = Math.min(plan.schedule.sizes.length, trace.bufferCount);
-    let differ = Math.abs(plan.schedule.sizes.length - trace.bufferCount);
+    let differ = trace.bufferCount - n;
     for (let k = 0; k < n; k++) if (plan.schedule.sizes[k] !== trace.sizes[k]) differ++;
     if (differ > 0 && plan.training.iteration === 'all') {
       warnings.push(`the plan's schedule differs from this trace at ${differ} allocation(s): those are routed by class`);
@@ -274,8 +294,11 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
     const lowerBoundBytes = trace.lowerBound();
     const results = participants.map((p) => summarise(p, lowerBoundBytes));
     const peers = results.filter((r) => r.available && isPeer(r.allocator));
-    const best = peers.length ? Math.min(...peers.map((r) => r.nsPerOp)) : null;
-    for (const r of results) r.vsBestPeer = best && r.available ? r.nsPerOp / best : null;
+    const best = peers.reduce<AllocatorResult | null>((b, r) => (b === null || r.nsPerOp < b.nsPerOp ? r : b), null);
+    for (const r of results) {
+      r.vsBestPeer = best && r.available ? r.nsPerOp / best.nsPerOp : null;
+      r.vsBestPeerInterval = best && r.available ? pairedTime(r, best) : null;
+    }
     return {
       trace: trace.name,
       events: trace.eventCount,
@@ -291,6 +314,7 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
         source: plan.source.trace,
         warnings: planWarnings(plan, trace),
       },
+      bestPeer: best?.allocator ?? null,
       offsetPlan: offsetPlan && {
         height: offsetPlan.height,
         strategy: offsetPlan.strategy,
@@ -312,13 +336,17 @@ function summarise(p: Participant, lowerBoundBytes: number): AllocatorResult {
   const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN);
   const available = !p.error && p.finished !== undefined && steady.length > 0;
   const growth = p.finished ? Math.max(0, p.finished.peakRssBytes - p.finished.rssStartBytes) : Number.NaN;
+  const nsPerOp = medianInterval((wall.length ? wall : steady).map((r) => r.ns / (r.allocs + r.releases)));
+  const allocNs = timed.length ? medianInterval(timed.map((r) => r.allocNs / r.allocs)) : null;
+  const releaseNs = timed.length ? medianInterval(timed.map((r) => r.releaseNs / r.releases)) : null;
+  const faults = steady.map((r) => r.minorFaults);
   return {
     allocator: p.spec.name,
     available,
     ...(p.error && { error: p.error }),
-    nsPerOp: median((wall.length ? wall : steady).map((r) => r.ns / (r.allocs + r.releases))),
-    allocNs: timed.length ? median(timed.map((r) => r.allocNs / r.allocs)) : null,
-    releaseNs: timed.length ? median(timed.map((r) => r.releaseNs / r.releases)) : null,
+    nsPerOp: nsPerOp.median,
+    allocNs: allocNs && allocNs.median,
+    releaseNs: releaseNs && releaseNs.median,
     repetitionMs: median(steady.map((r) => r.ns / 1e6)),
     corruptions: p.records.reduce((sum, r) => sum + r.corruptions, 0),
     steadyMinorFaultsPerRep: mean(steady.map((r) => r.minorFaults)),
@@ -328,6 +356,13 @@ function summarise(p: Participant, lowerBoundBytes: number): AllocatorResult {
     lowerBoundBytes,
     rssVsLowerBound: growth / lowerBoundBytes,
     vsBestPeer: null,
+    vsBestPeerInterval: null,
+    spread: {
+      nsPerOp,
+      allocNs,
+      releaseNs,
+      minorFaults: { min: faults.length ? Math.min(...faults) : Number.NaN, max: faults.length ? Math.max(...faults) : Number.NaN },
+    },
     faultSource: p.faultSource ?? 'none',
     pool: p.finished?.pool && perRepetition(p.finished.pool, p.records.length),
     repetitions: p.records,
