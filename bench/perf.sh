@@ -2,11 +2,12 @@
 # Profiles a trace replay with perf: page-fault counts per allocator (perf stat), then a call-graph profile
 # of the tensorpool replay (perf record -g; the addon keeps frame pointers and symbols) and its top symbols.
 #
-#   bench/perf.sh [trace] [reps]        (default: the bundled resnet18 trace, 10 repetitions)
+#   usage: sh bench/perf.sh [trace] [reps]        (default: the bundled resnet18 trace, 10 repetitions)
 #
 # Software events (page-faults, minor-faults, major-faults, task-clock) work in VMs where hardware counters
 # do not. perf counts the whole command: node's own start-up (~10k faults) is in every line.
 set -eu
+case "${1-}" in -h|--help) exec sh "$(dirname "$0")/../scripts/usage.sh" "$0" ;; esac
 cd "$(dirname "$0")/.."
 trace=${1:-traces/resnet18_train.csv.gz}
 reps=${2:-10}

