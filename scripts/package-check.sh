@@ -18,20 +18,19 @@ for required in package/prebuilds/linux-x64/tensorpool.node package/prebuilds/li
   grep -qx "$required" "$work/contents" || { echo "package-check: $required is not in the tarball" >&2; exit 1; }
 done
 
-# PATH with node and npm only: installing must not need g++, cc or make.
+# A PATH with node, npm, npx and the shell npm runs scripts with, nothing else: installing and using the
+# package must not need g++, cc or make (the system's bin directories hold them, so they are not on it).
 mkdir -p "$work/bin" "$work/consumer"
-ln -s "$(command -v node)" "$work/bin/node"
-ln -s "$(command -v npm)" "$work/bin/npm"
-ln -s "$(command -v npx)" "$work/bin/npx"
-for tool in g++ cc make; do
+for tool in node npm npx sh; do ln -s "$(command -v "$tool")" "$work/bin/$tool"; done
+for tool in g++ c++ gcc cc clang make cmake; do
   if PATH="$work/bin" command -v "$tool" >/dev/null 2>&1; then echo "package-check: $tool is on the restricted PATH" >&2; exit 1; fi
 done
 cd "$work/consumer"
 echo '{ "name": "consumer", "version": "1.0.0", "private": true }' >package.json
-PATH="$work/bin:/bin" npm install --no-audit --no-fund --loglevel=error "$tarball"
+PATH="$work/bin" npm install --no-audit --no-fund --loglevel=error "$tarball"
 if [ -d node_modules/tensorpool/build ]; then echo "package-check: installing compiled the addon (build/ exists)" >&2; exit 1; fi
 
-PATH="$work/bin:/bin" node -e "
+PATH="$work/bin" node -e "
 const tp = require('tensorpool');
 const pool = new tp.Pool();
 const x = pool.float32(1 << 20);
@@ -40,18 +39,18 @@ pool.release(x);
 if (pool.stats().allocs !== 1) throw new Error('require: the pool did not serve');
 "
 # onnxruntime-node is an optional peer: the subpath loads without it and says what is missing when used.
-PATH="$work/bin:/bin" node -e "
+PATH="$work/bin" node -e "
 const ortHelpers = require('tensorpool/onnxruntime');
 if (typeof ortHelpers.PooledSession !== 'function') throw new Error('tensorpool/onnxruntime: PooledSession missing');
 try { ortHelpers.loadOnnxRuntime(); throw new Error('onnxruntime-node was installed with tensorpool'); }
 catch (error) { if (error.code !== 'ERR_TP_ONNXRUNTIME') throw error; }
 "
-PATH="$work/bin:/bin" npx tensorpool run --stats -- node -e "
+PATH="$work/bin" npx tensorpool run --stats -- node -e "
 const { processPool, preloadLibrary } = require('tensorpool');
 if (!preloadLibrary.includes('prebuilds') || !processPool()) throw new Error('run: the prebuilt preload library did not serve');
 " 2>"$work/run.err"
 grep -q '^tensorpool: process pool' "$work/run.err" || { cat "$work/run.err"; echo "package-check: tensorpool run printed no stats" >&2; exit 1; }
-PATH="$work/bin:/bin" node --input-type=module -e "
+PATH="$work/bin" node --input-type=module -e "
 const { Pool, readTrace } = await import('tensorpool');
 if (typeof Pool !== 'function' || typeof readTrace !== 'function') throw new Error('import: named exports missing');
 "
@@ -68,6 +67,6 @@ export { allocs, arena };
 EOF
 "$repo/node_modules/.bin/tsc" --noEmit --strict --module node16 --moduleResolution node16 --target es2022 \
   --types node --typeRoots "$repo/node_modules/@types" consumer.ts
-PATH="$work/bin:/bin" npx tensorpool bench --reps 2 --allocators tensorpool,malloc >"$work/bench.txt"
+PATH="$work/bin" npx tensorpool bench --reps 2 --allocators tensorpool,malloc >"$work/bench.txt"
 grep -q '^tensorpool' "$work/bench.txt" || { cat "$work/bench.txt"; echo "package-check: bench printed no tensorpool row" >&2; exit 1; }
 echo "package-check: the tarball installs without a compiler, loads with require and import, type-checks, runs bench and run (the preload library)"
