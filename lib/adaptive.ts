@@ -45,6 +45,10 @@ import type { Trace } from './trace/trace.js';
 import { train, type TrainOptions } from './train.js';
 import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
+/**
+ * Adaptive mode (PoolOptions.adaptive): the pool records its own iterations, trains a plan from them and
+ * switches to it at a mark, again when the pattern drifts.
+ */
 export interface AdaptiveOptions {
   /** Iterations to let pass before recording. Default 1. */
   warmupIterations?: number;
@@ -78,6 +82,10 @@ export interface AdaptiveOptions {
   onSwitch?: (event: PlanSwitch) => void;
 }
 
+/**
+ * Where adaptive mode stands: warming up, recording a window, training, switching to the plan, serving it
+ * ('planned'), or given up on a plan ('unplanned').
+ */
 export type AdaptiveMode = 'warm-up' | 'recording' | 'training' | 'switching' | 'planned' | 'unplanned';
 
 /** One iteration as the drift check saw it. */
@@ -91,6 +99,7 @@ export interface IterationReport {
   unplannedBorrows: number;
 }
 
+/** One switch to a newly trained plan, as AdaptiveOptions.onSwitch and ProcessPool.onSwitch receive it. */
 export interface PlanSwitch {
   /** The pool's generation now serving (stats().generation). */
   generation: number;
@@ -121,6 +130,7 @@ export interface PlanSwitch {
   readyMs: number;
 }
 
+/** Adaptive mode's state (PoolStats.adaptive). */
 export interface AdaptiveStats {
   mode: AdaptiveMode;
   /** Iterations completed (with at least one allocation). */

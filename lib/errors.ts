@@ -22,8 +22,10 @@ export type TensorPoolErrorCode =
   | 'ERR_TP_NOT_SHARED'
   | 'ERR_TP_NOT_OWNER';
 
+/** The errors tensorpool throws: `code` says which (TensorPoolErrorCode), the message what was wrong. */
 export class TensorPoolError extends Error {
   readonly code: TensorPoolErrorCode;
+  /** An error of `code`; `options.cause` keeps the error that led to it. */
   constructor(code: TensorPoolErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'TensorPoolError';

@@ -6,11 +6,13 @@
 import { native, type MemoryUsage } from './native.js';
 import { checkFunction, checkOneOf, checkOptions } from './validate.js';
 
+/** Page faults: minor (a page mapped without I/O) and major (read from disk). */
 export interface FaultCounts {
   minor: number;
   major: number;
 }
 
+/** measureFaults()'s answer: the faults `fn` took, where they were counted, and what `fn` returned. */
 export interface FaultMeasurement<T> extends FaultCounts {
   /** Where the numbers come from: a perf_event software counter, or getrusage(2). */
   source: 'perf_event' | 'getrusage';
@@ -20,6 +22,7 @@ export interface FaultMeasurement<T> extends FaultCounts {
   result: T;
 }
 
+/** Options of measureFaults(). */
 export interface MeasureOptions {
   /**
    * 'thread' (default): faults taken by the JS thread, from a perf_event counter where the kernel allows

@@ -34,6 +34,10 @@ import type { NativePool } from './native.js';
 /** Whether this Node.js has what the cache needs (`ArrayBuffer.prototype.transfer`, Node >= 22). */
 export const FRONT_CACHE_SUPPORTED = typeof (ArrayBuffer.prototype as { transfer?: unknown }).transfer === 'function';
 
+/**
+ * The front cache (PoolOptions.frontCache): released buffers kept in JavaScript to serve the next allocation
+ * of the same byte length without a native call (Node.js >= 22).
+ */
 export interface FrontCacheOptions {
   /** Bytes the cache holds at most (requested bytes of its buffers). Default 256 MiB. */
   maxBytes?: number;
@@ -43,6 +47,7 @@ export interface FrontCacheOptions {
   maxDormant?: number;
 }
 
+/** The front cache's counters (PoolStats.frontCache). */
 export interface FrontCacheStats {
   /** Allocations the cache served (counted in the pool's allocs and hits too). */
   served: number;

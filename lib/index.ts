@@ -33,3 +33,11 @@ export type { Strategy, OffsetLayout, PlanOffsetsOptions, ConflictProblem, Opera
 export { OffsetPlan, OFFSET_PLAN_FORMAT, OFFSET_PLAN_VERSION } from './offset-plan.js';
 export type { OffsetPlanOptions, OffsetPlanSource } from './offset-plan.js';
 export { Stream, StreamEvent } from './stream.js';
+// Types the API above refers to (in its signatures and results).
+export type { PlanSchedule, PlanLayout } from './plan-spec.js';
+export type { PoolStats as ProcessPoolStats } from './pool-control.js';
+export type { RepetitionRecord, PoolCounters as ReplayPoolCounters } from './replay/protocol.js';
+export type { MedianInterval } from './report/stats.js';
+export type { MachineInfo } from './report/machine.js';
+export type { DetectedFormat } from './trace/read.js';
+export type { TraceParts } from './trace/trace.js';

@@ -17,9 +17,12 @@ import { problemFromTrace } from './trace/problem.js';
 import type { Trace } from './trace/trace.js';
 import { checkInteger, checkOneOf, checkOptions, describe } from './validate.js';
 
+/** The `format` field of an offset plan file. */
 export const OFFSET_PLAN_FORMAT = 'tensorpool-offset-plan';
+/** The version of the offset plan files this package writes. */
 export const OFFSET_PLAN_VERSION = 1;
 
+/** Where an offset plan came from: the trace, the iteration planned, and its buffer count. */
 export interface OffsetPlanSource {
   trace?: string;
   iteration?: number | 'all';
@@ -27,6 +30,7 @@ export interface OffsetPlanSource {
   [key: string]: unknown;
 }
 
+/** Options of OffsetPlan.fromTrace(). */
 export interface OffsetPlanOptions {
   /** Plan one iteration (1-based), replayed every iteration, or the whole trace. Default 'all'. */
   iteration?: number | 'all';
@@ -36,7 +40,12 @@ export interface OffsetPlanOptions {
 
 const ALIGN = 64;
 
+/**
+ * A static layout for offsets mode (PoolOptions.offsets): every allocation of a trace (or of one iteration,
+ * replayed every iteration) at a planned offset in one arena.
+ */
 export class OffsetPlan {
+  /** An offset plan of these parts, as they are (fromTrace() and fromJSON() make checked ones). */
   constructor(
     /** Bytes of arena the layout needs. */
     readonly height: number,
@@ -70,6 +79,7 @@ export class OffsetPlan {
     });
   }
 
+  /** The offset plan file's content (what write() writes). */
   toJSON() {
     return {
       format: OFFSET_PLAN_FORMAT,
@@ -84,6 +94,7 @@ export class OffsetPlan {
     };
   }
 
+  /** An offset plan from a parsed file's content; `where` names it in errors (ERR_TP_BAD_PLAN). */
   static fromJSON(json: unknown, where = 'offset plan'): OffsetPlan {
     const bad = (message: string) => new TensorPoolError('ERR_TP_BAD_PLAN', `${where}: ${message}`);
     const o = json as Record<string, unknown>;
@@ -117,6 +128,7 @@ export class OffsetPlan {
     );
   }
 
+  /** Reads an offset plan file (ERR_TP_BAD_PLAN when it is not one). */
   static read(path: string): OffsetPlan {
     let json: unknown;
     try {
@@ -127,6 +139,7 @@ export class OffsetPlan {
     return OffsetPlan.fromJSON(json, path);
   }
 
+  /** Writes the plan to `path` as JSON, atomically (a reader never sees half a file). */
   write(path: string): void {
     writeFileAtomic(path, JSON.stringify(this.toJSON()) + '\n');
   }

@@ -25,12 +25,14 @@ import { Pool, nativePoolOf, stopFrontCache } from './pool.js';
 import { ProcessPool, processPool } from './process-pool.js';
 import { checkBoolean, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
+/** The onnxruntime-node module's type (an optional peer dependency: loadOnnxRuntime() loads it). */
 export type OnnxRuntime = typeof import('onnxruntime-node');
 
 /** Tensor element types a pooled tensor can have: those with a typed array. */
 export const POOLED_TENSOR_TYPES = [
   'float32', 'float64', 'float16', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'bool',
 ] as const;
+/** An element type a pooled tensor can have (POOLED_TENSOR_TYPES). */
 export type PooledTensorType = (typeof POOLED_TENSOR_TYPES)[number];
 
 const ARRAY_OF: Record<PooledTensorType, { BYTES_PER_ELEMENT: number; new (b: ArrayBuffer, o: number, n: number): ArrayBufferView }> = {
@@ -184,6 +186,7 @@ function tensorIn(pool: TensorSource, ort: OnnxRuntime, type: PooledTensorType, 
   }
 }
 
+/** Options of PooledSession.create(). */
 export interface PooledSessionOptions {
   /** The onnxruntime-node module (default: loaded from where tensorpool is installed). */
   ort?: OnnxRuntime;
@@ -204,7 +207,8 @@ export interface PooledSessionOptions {
   markIterations?: boolean;
 }
 
-type Feeds = Record<string, Tensor>;
+/** A run's inputs by name, as onnxruntime-node's InferenceSession.run takes them. */
+export type Feeds = Record<string, Tensor>;
 // A tensor released while runs held it: it goes back when the last of them (`runs` left) settles.
 interface WaitingRelease {
   buffer: ArrayBufferLike;
@@ -251,6 +255,11 @@ export class PooledSession {
     this.#marked = marked;
   }
 
+  /**
+   * Makes an ONNX Runtime session of `model` (a file's path or its bytes) whose tensors come from `pool`: a
+   * Pool, or the process pool (processPool(), under `tensorpool run`). Fails with ERR_TP_ONNXRUNTIME when
+   * onnxruntime-node cannot be loaded.
+   */
   static async create(pool: TensorSource, model: string | Uint8Array, options?: PooledSessionOptions): Promise<PooledSession> {
     checkSource(pool);
     if (typeof model !== 'string' && !(model instanceof Uint8Array)) {

@@ -6,6 +6,7 @@ import { TensorPoolError } from './errors.js';
 import { describe } from './validate.js';
 import type { NativePlanSpec } from './native.js';
 
+/** One size class of a plan. */
 export interface PlanClass {
   /** Bytes per block: a multiple of the interval. */
   size: number;
@@ -51,6 +52,10 @@ export interface PlanLayout {
   offsets: ArrayLike<number>;
 }
 
+/**
+ * What a Pool is built from: the interval, the classes and, from training, the schedule and a time-shared
+ * layout.
+ */
 export interface PlanSpec {
   /** Sizes are rounded up to a multiple of this to name their class (S0). */
   interval: number;

@@ -22,7 +22,9 @@ import { writeFileAtomic } from './files.js';
 import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanLayout, type PlanSchedule, type PlanSpec } from './plan-spec.js';
 import { describe } from './validate.js';
 
+/** The `format` field of a plan file. */
 export const PLAN_FORMAT = 'tensorpool-plan';
+/** The version of the plan files this package writes. */
 export const PLAN_VERSION = 2;
 /** Versions this reader accepts. */
 export const PLAN_VERSIONS: readonly number[] = [1, 2];
@@ -46,6 +48,7 @@ export interface PlanTraining {
   [key: string]: unknown;
 }
 
+/** A plan file's content (Plan.toJSON(), Plan.read()). */
 export interface PlanJson {
   format: typeof PLAN_FORMAT;
   version: number;
@@ -59,6 +62,10 @@ export interface PlanJson {
   training: PlanTraining;
 }
 
+/**
+ * A trained plan (train()): the size classes and block counts a Pool is built from, where training placed
+ * each allocation, and where the plan came from. Read and written as JSON files.
+ */
 export class Plan implements PlanSpec {
   readonly interval: number;
   readonly classes: PlanClass[];
@@ -71,6 +78,7 @@ export class Plan implements PlanSpec {
   readonly source: PlanSource;
   readonly training: PlanTraining;
 
+  /** A plan from a spec (checked: ERR_TP_BAD_PLAN when inconsistent) and what is known of its origin. */
   constructor(
     spec: PlanSpec,
     meta: { lowerBound?: number | null; source?: PlanSource; training?: PlanTraining } = {},
@@ -115,6 +123,7 @@ export class Plan implements PlanSpec {
     return this.lowerBound ? this.arenaBytes / this.lowerBound : null;
   }
 
+  /** The plan file's content (what write() writes). */
   toJSON(): PlanJson {
     return {
       format: PLAN_FORMAT,
@@ -183,6 +192,7 @@ export class Plan implements PlanSpec {
     });
   }
 
+  /** Reads a plan file (ERR_TP_BAD_PLAN when it is not one this version reads). */
   static read(path: string): Plan {
     let text: string;
     try {

@@ -10,7 +10,14 @@ import { problemFromTrace, type Problem } from './trace/problem.js';
 import { Trace } from './trace/trace.js';
 import { checkInteger, checkOneOf, checkOptions, describe } from './validate.js';
 
+/**
+ * A static planner: 'greedy-size' (largest first, each at the lowest offset that fits), 's1' (first fit in
+ * size order; operator graphs add their mutex relations), 's2' (2-D strip packing), 's3' (a genetic search
+ * over placement orders), or 'best' (constructive heuristics, then an exact search within the time limit:
+ * the lowest peak found).
+ */
 export type Strategy = 'greedy-size' | 's1' | 's2' | 's3' | 'best';
+/** Every Strategy planOffsets() takes. */
 export const STRATEGIES: readonly Strategy[] = ['greedy-size', 's1', 's2', 's3', 'best'];
 
 /** Buffers with sizes and an explicit conflict graph: two buffers conflict when they may not overlap. */
@@ -32,8 +39,13 @@ export interface OperatorGraph {
   order?: (string | number)[];
 }
 
+/**
+ * What planOffsets() plans: buffers with lifetimes (a Problem or a Trace), or with an explicit conflict
+ * graph.
+ */
 export type PlanningInput = Problem | Trace | ConflictProblem | OperatorGraph;
 
+/** Options of planOffsets(). */
 export interface PlanOffsetsOptions {
   strategy?: Strategy;
   /** S2, S3 and best search until then and return the best found. Default 10000. */
@@ -44,6 +56,10 @@ export interface PlanOffsetsOptions {
   capacity?: number;
 }
 
+/**
+ * planOffsets()'s answer: an offset per buffer, the arena's height, the lower bound, and the verifier's
+ * verdict.
+ */
 export interface OffsetLayout {
   strategy: Strategy;
   /** Per buffer, in the input's order. */
@@ -216,6 +232,10 @@ function toNativeInput(input: PlanningInput): NativeInput {
   return { native: { sizes: Float64Array.from(p.size), lower: Float64Array.from(p.lower), upper: Float64Array.from(p.upper) }, ids: p.ids };
 }
 
+/**
+ * Gives every buffer an offset such that no two that conflict (live at once, or joined in the conflict graph)
+ * overlap, keeping the arena's height (the peak) low; `strategy` picks the planner (default 'best').
+ */
 export function planOffsets(input: PlanningInput, options?: PlanOffsetsOptions): OffsetLayout {
   const o = checkOptions<PlanOffsetsOptions>(options, 'options', ['strategy', 'timeLimitMs', 'seed', 'capacity']);
   const strategy = o.strategy === undefined ? 'best' : checkOneOf(o.strategy, 'options.strategy', STRATEGIES);

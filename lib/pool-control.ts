@@ -11,6 +11,7 @@ import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
 import type { Trace } from './trace/trace.js';
 import { checkInteger, checkOptions } from './validate.js';
 
+/** One size class of a pool: its block size, its blocks, and how they were used. */
 export interface ClassStats {
   /** Bytes per block. */
   size: number;
@@ -33,6 +34,7 @@ export interface ClassStats {
   busy: number;
 }
 
+/** The counters a pool and the process pool share (Pool.stats() adds the front cache's). */
 export interface PoolStats extends PoolCounters {
   /** The serving classes' interval (0 for the default classes). */
   interval: number;

@@ -17,6 +17,7 @@ import { PoolControl, type PoolStats as ControlStats } from './pool-control.js';
 import type { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
 
+/** Options of `new Pool()`: the plan, the memory behind it, and how the pool grows and serves. */
 export interface PoolOptions {
   /**
    * The classes and block counts: a Plan, any `{ interval, classes: [{ size, blocks }] }`, or the path of a
@@ -69,6 +70,7 @@ const POOL_OPTIONS = ['plan', 'offsets', 'prefault', 'hugePages', 'lock', 'grow'
 export type { ClassStats } from './pool-control.js';
 export type { FrontCacheOptions, FrontCacheStats } from './front-cache.js';
 
+/** A pool's counters (PoolControl's) and its front cache's. */
 export interface PoolStats extends ControlStats {
   /** The front cache's own counters, or null when the pool has none (Node.js < 22, offsets mode, turned off). */
   frontCache: FrontCacheStats | null;
@@ -92,6 +94,7 @@ export interface SharedPool {
   readonly closedFlag: SharedArrayBuffer;
 }
 
+/** Options of Pool.attach(): how this environment's handle on a shared pool serves. */
 export interface AttachOptions {
   /** This handle's own front cache (PoolOptions.frontCache). Default true, except on a pool in offsets mode. */
   frontCache?: boolean | FrontCacheOptions;
@@ -108,6 +111,7 @@ class Attachment {
 
 /** Typed-array constructors pool.allocArray accepts. */
 export interface TypedArrayConstructor<T extends ArrayBufferView> {
+  /** Makes a view of `length` elements over `buffer` from `byteOffset`. */
   new (buffer: ArrayBuffer, byteOffset?: number, length?: number): T;
   readonly BYTES_PER_ELEMENT: number;
 }
@@ -152,6 +156,10 @@ export class Pool {
    */
   readonly attached: boolean;
 
+  /**
+   * A pool: the plan's arena reserved (and pre-faulted unless `prefault: false`), or the default size classes
+   * when no plan is given. Bad options fail with a TensorPoolError (ERR_TP_INVALID_ARGUMENT).
+   */
   constructor(options?: PoolOptions) {
     if (options instanceof Attachment) {
       this.#native = options.native;
@@ -322,15 +330,21 @@ export class Pool {
     }
   }
 
+  /**
+   * A Float32Array of `length` elements over a fresh block (allocArray(Float32Array, length)); uninitialised.
+   */
   float32(length: number): Float32Array {
     return this.allocArray(Float32Array, length);
   }
+  /** A Float64Array of `length` elements over a fresh block; uninitialised. */
   float64(length: number): Float64Array {
     return this.allocArray(Float64Array, length);
   }
+  /** An Int32Array of `length` elements over a fresh block; uninitialised. */
   int32(length: number): Int32Array {
     return this.allocArray(Int32Array, length);
   }
+  /** A Uint8Array of `length` elements over a fresh block; uninitialised. */
   uint8(length: number): Uint8Array {
     return this.allocArray(Uint8Array, length);
   }
@@ -414,6 +428,10 @@ export class Pool {
     return this.#native.reclaim();
   }
 
+  /**
+   * The pool's counters now: allocations, how they were served (class hits, borrows, OS fallbacks, the
+   * schedule), its classes, the front cache's.
+   */
   stats(): PoolStats {
     return { ...this.#control.stats(), frontCache: this.#cache?.stats() ?? null };
   }

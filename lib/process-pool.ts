@@ -26,8 +26,17 @@ export const preloadLibrary: string = [
   path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`, 'tensorpool-preload.so'),
 ].find((file) => fs.existsSync(file)) ?? path.join(packageRoot, 'build/Release/tensorpool-preload.so');
 
+/**
+ * How the process pool serves: 'default' (the default classes, growing), 'planned' (TENSORPOOL_PLAN),
+ * 'recording' (TENSORPOOL_RECORD), 'adaptive' (TENSORPOOL_ADAPTIVE=1).
+ */
 export type ProcessPoolMode = NativeProcessPoolInfo['mode'];
 
+/**
+ * The JS handle on the preload library's process pool (processPool() returns it in a process run under
+ * `tensorpool run`): its counters, iteration marks, recording, plan and adaptive mode, and ArrayBuffers from
+ * the process's malloc.
+ */
 export class ProcessPool {
   /** 'default' (the default classes, growing), 'planned' (TENSORPOOL_PLAN), 'recording' (TENSORPOOL_RECORD), 'adaptive'. */
   readonly mode: ProcessPoolMode;
@@ -67,6 +76,7 @@ export class ProcessPool {
   get onSwitch(): ((event: PlanSwitch) => void) | null {
     return this.#onSwitch;
   }
+  /** Called after each plan switch of adaptive mode (null: none). */
   set onSwitch(callback: ((event: PlanSwitch) => void) | null) {
     if (callback !== null) checkFunction(callback, 'onSwitch');
     this.#onSwitch = callback;
@@ -103,6 +113,7 @@ export class ProcessPool {
     return this.#control.stopRecording(name);
   }
 
+  /** The process pool's counters now, as Pool.stats() gives a pool's (without a front cache). */
   stats(): PoolStats {
     return this.#control.stats();
   }

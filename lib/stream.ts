@@ -14,6 +14,7 @@ export class StreamEvent {
   /** The stream's sequence number this event waits for. */
   readonly sequence: number;
 
+  /** The event `sequence` of `stream` (stream.record() makes them). */
   constructor(stream: Stream, sequence: number) {
     this.#stream = stream;
     this.sequence = sequence;
@@ -90,7 +91,12 @@ function viewOf(value: unknown, name: string): ArrayBufferView {
   return value;
 }
 
+/**
+ * An in-order queue of work on a native thread (fills, copies, axpy, host callbacks), with events to wait on;
+ * a pool releases a block with `{ stream }` only once the work queued before has run.
+ */
 export class Stream {
+  /** A stream with its own worker thread. */
   constructor() {
     handles.set(this, new native.NativeStream((completed: number) => progress(this, completed)));
     waiters.set(this, []);

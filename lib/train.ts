@@ -11,6 +11,7 @@ import { MAX_SYNTHETIC_EVENTS } from './trace/synthetic.js';
 import { Trace } from './trace/trace.js';
 import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
+/** The order S0 places tensors in: by allocation time, or by size, largest first. */
 export type TrainOrder = 'alloc-time' | 'size-desc';
 /** 'auto' trains in both orders and keeps the plan with the fewest arena bytes. */
 export const TRAIN_ORDERS: readonly (TrainOrder | 'auto')[] = ['alloc-time', 'size-desc', 'auto'];
@@ -33,6 +34,7 @@ export function autoIntervals(trace: Trace): number[] {
   return [...AUTO_INTERVALS];
 }
 
+/** Options of train(). */
 export interface TrainOptions {
   /**
    * Sizes are rounded up to a multiple of this to name their class (S0). 'auto' (the default) trains once
@@ -194,12 +196,6 @@ export function trainTimeSharedEach(trace: Trace, intervals: number[], searchMs 
   return runs;
 }
 
-/**
- * Trains a size-class plan from a trace, following S0: round each size up to the interval; per class a
- * linked list of cache blocks that remember the lifetimes they held; each tensor goes to a block of its
- * own class with no lifetime conflict, else the first such block of a larger class, else a new block of
- * its own class. Then, with `refine`, lowers the arena by moving tensors between classes.
- */
 /** The program every trace was recorded from, when they say and agree (the preload library matches it). */
 function programOf(input: Trace | readonly Trace[]): { program?: string } {
   const traces: readonly Trace[] = Array.isArray(input) ? input : [input as Trace];
@@ -207,6 +203,12 @@ function programOf(input: Trace | readonly Trace[]): { program?: string } {
   return program !== null && traces.every((t) => t.program === program) ? { program } : {};
 }
 
+/**
+ * Trains a size-class plan from a trace, following S0: round each size up to the interval; per class a
+ * linked list of cache blocks that remember the lifetimes they held; each tensor goes to a block of its
+ * own class with no lifetime conflict, else the first such block of a larger class, else a new block of
+ * its own class. Then, with `refine`, lowers the arena by moving tensors between classes.
+ */
 export function train(input: Trace | readonly Trace[], options?: TrainOptions): Plan {
   const trace = trainingTrace(input);
   const o = checkOptions<TrainOptions>(options, 'options', TRAIN_OPTIONS);

@@ -11,7 +11,9 @@ import { execFileSync } from 'node:child_process';
 
 import { preloadLibrary } from '../process-pool.js';
 
+/** Every allocator a replay can measure (tensorpool's routes, the peers, and the `ideal` yardstick). */
 export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-classes', 'tensorpool-js', 'tensorpool-offsets', 'tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;
+/** One of ALLOCATOR_NAMES. */
 export type AllocatorName = (typeof ALLOCATOR_NAMES)[number];
 
 export interface AllocatorSpec {

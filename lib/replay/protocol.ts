@@ -30,6 +30,10 @@ export interface RepetitionRecord extends NativeRepetition {
   timed: boolean;
 }
 
+/**
+ * How a tensorpool allocator's requests were served in a replay (the pool's counters; AllocatorResult.pool
+ * gives them per repetition).
+ */
 export interface PoolCounters {
   hits: number;
   borrows: number;

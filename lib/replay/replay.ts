@@ -22,8 +22,10 @@ import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator,
 import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';
 
 export type { TouchMode };
+/** The ways a replay touches the memory it gets (ReplayOptions.touch). */
 export const TOUCH_MODES: readonly TouchMode[] = ['pages', 'full', 'none', 'verify'];
 
+/** Options of replay(). */
 export interface ReplayOptions {
   /** Allocators to measure. Default: every one available here. */
   allocators?: AllocatorName[];
@@ -43,6 +45,7 @@ export interface ReplayOptions {
   onProgress?: (done: number, total: number, allocator: string) => void;
 }
 
+/** What replay() measured for one allocator. */
 export interface AllocatorResult {
   allocator: AllocatorName;
   /** False when the allocator is not installed (see `error`) or its worker failed. */
@@ -86,6 +89,7 @@ export interface AllocatorResult {
   repetitions: RepetitionRecord[];
 }
 
+/** replay()'s answer: the trace, the plans used, the machine, and per allocator its results. */
 export interface ReplayReport {
   trace: string;
   events: number;
@@ -188,6 +192,11 @@ function planWarnings(plan: Plan, trace: Trace): string[] {
   return warnings;
 }
 
+/**
+ * Replays a trace (a Trace or a trace file's path) against tensorpool and the allocators people would pick
+ * instead, each in a worker process of its own, interleaved (one repetition of each in turn, rotating the
+ * order), and reports medians of the steady state (the last half of the repetitions) with their spread.
+ */
 export async function replay(input: Trace | string, options?: ReplayOptions): Promise<ReplayReport> {
   const o = checkOptions<ReplayOptions>(options, 'options', REPLAY_OPTIONS);
   const reps = o.reps === undefined ? 20 : checkInteger(o.reps, 'options.reps', 1, 100000);

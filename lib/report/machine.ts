@@ -1,6 +1,7 @@
 /** A one-line description of the machine a measurement ran on, for tables and JSON. */
 import os from 'node:os';
 
+/** The machine a measurement ran on: CPUs, memory, kernel, Node.js. */
 export interface MachineInfo {
   cpus: number;
   cpuModel: string;

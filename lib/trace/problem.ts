@@ -7,6 +7,10 @@
 import { fieldText, forEachLine, parseUint, splitFields, traceError } from './input.js';
 import { Trace, TraceBuilder } from './trace.js';
 
+/**
+ * A static planning problem: buffers with a size and a lifetime [lower, upper), read from a MiniMalloc-style
+ * CSV (readProblem()).
+ */
 export interface Problem {
   name: string;
   ids: string[];
@@ -34,6 +38,10 @@ export function isProblemHeader(header: string): boolean {
   );
 }
 
+/**
+ * Parses a problem CSV's text (columns id, size, lower/start/begin, upper/end; optional alignment and
+ * offset); `name` is for messages. Fails with ERR_TP_BAD_TRACE.
+ */
 export function parseProblemCsv(text: Buffer, name: string): Problem {
   let columns: string[] | null = null;
   let lowerColumn = -1;

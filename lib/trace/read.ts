@@ -9,6 +9,7 @@ import { TRACE_CSV_HEADER, parseTraceCsv } from './csv.js';
 import { isProblemHeader, parseProblemCsv, problemFromTrace, problemToTrace, type Problem } from './problem.js';
 import type { Trace } from './trace.js';
 
+/** The file formats readTrace() and readProblem() tell apart by their content. */
 export type DetectedFormat = 'tensorpool-csv' | 'chrome-trace' | 'minimalloc-csv';
 
 /** Which reader `text` (already gunzipped) is for. */

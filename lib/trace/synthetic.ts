@@ -8,6 +8,7 @@
 import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from '../validate.js';
 import { Trace, TraceBuilder } from './trace.js';
 
+/** Options of syntheticTrainingTrace(). */
 export interface SyntheticOptions {
   /** Layers of the model. Default 48. */
   layers?: number;
@@ -42,6 +43,10 @@ const SYNTHETIC_OPTIONS = ['layers', 'iterations', 'events', 'batchScale', 'seed
 /** The most events a synthetic trace may have (about 1.6 GB of trace model). */
 export const MAX_SYNTHETIC_EVENTS = 1e8;
 
+/**
+ * A generated trace of a training loop (forward activations kept for the backward pass, gradients, optimizer
+ * state), for tests and benchmarks when no recorded trace is at hand.
+ */
 export function syntheticTrainingTrace(options: SyntheticOptions = {}): Trace {
   const o = checkOptions<SyntheticOptions>(options, 'options', SYNTHETIC_OPTIONS);
   const layers = o.layers === undefined ? 48 : checkInteger(o.layers, 'options.layers', 1, 100_000);
