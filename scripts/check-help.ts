@@ -33,6 +33,7 @@ function discover(): string[] {
 interface Outcome {
   file: string;
   problem?: string;
+  skipped?: string;
   ms: number;
 }
 
@@ -46,7 +47,10 @@ function check(file: string): Promise<Outcome> {
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), LIMIT_MS);
-    child.on('error', (error) => resolve({ file, problem: error.message, ms: Date.now() - started }));
+    // A runner that is not installed (python3) is said, not failed: that script cannot run here at all.
+    child.on('error', (error: NodeJS.ErrnoException) =>
+      resolve({ file, problem: error.code === 'ENOENT' ? undefined : error.message, skipped: error.code === 'ENOENT' ? `${command} not found` : undefined, ms: Date.now() - started }),
+    );
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const ms = Date.now() - started;
@@ -71,8 +75,9 @@ async function main(): Promise<void> {
   }));
   const failed = outcomes.filter((o) => o.problem);
   for (const o of failed) console.error(`check-help: ${o.file}: ${o.problem}`);
+  for (const o of outcomes) if (o.skipped) console.log(`check-help: ${o.file}: SKIPPED (${o.skipped})`);
   const slowest = outcomes.reduce((a, b) => (b.ms > a.ms ? b : a));
-  console.log(`check-help: ${outcomes.length - failed.length} of ${files.length} benches and scripts answer --help (slowest ${slowest.file}, ${slowest.ms} ms)`);
+  console.log(`check-help: ${outcomes.length - failed.length - outcomes.filter((o) => o.skipped).length} of ${files.length} benches and scripts answer --help (slowest ${slowest.file}, ${slowest.ms} ms)`);
   if (failed.length) process.exitCode = 1;
 }
 
