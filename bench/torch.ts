@@ -82,6 +82,38 @@ function findPython(): string {
 }
 const python = findPython();
 
+/**
+ * The BLAS torch's figures run on: the BLAS, LAPACK, MKL or BLIS libraries mapped into a python that has run
+ * a matrix product (their real files, so Debian's libblas.so.3 alternative shows what it points to), and
+ * torch's build configuration. Debian's python3-torch uses the reference BLAS (its sgemm ~22x slower than
+ * OpenBLAS's) unless libopenblas0 is installed.
+ */
+function blasInUse(): { libraries: string[]; kind: string; build: string } {
+  const probe = [
+    'import json, os, torch',
+    'a = torch.ones(64, 64); (a @ a).sum()',
+    'libs = sorted({os.path.realpath(f[5]) for f in (l.split() for l in open("/proc/self/maps")) if len(f) >= 6',
+    '  and any(k in os.path.basename(f[5]).lower() for k in ("blas", "lapack", "mkl", "blis", "atlas"))})',
+    'build = [l.strip() for l in torch.__config__.show().split("\\n") if "BLAS_INFO" in l]',
+    'print(json.dumps({"libraries": libs, "build": " ".join(build)}))',
+  ].join('\n');
+  const run = spawnSync(python, ['-c', probe], { env: cleanEnv(), encoding: 'utf8' });
+  if (run.status !== 0) return { libraries: [], kind: `unknown (the probe failed: ${run.stderr.trim().split('\n').pop()})`, build: '' };
+  const { libraries, build } = JSON.parse(run.stdout.trim().split('\n').pop()!) as { libraries: string[]; build: string };
+  return { libraries, kind: blasKind(libraries), build };
+}
+
+/** Which BLAS a list of mapped libraries is, by their paths (Debian's OpenBLAS is openblas-pthread/libblas.so.3). */
+function blasKind(libraries: string[]): string {
+  const names = libraries.map((l) => l.toLowerCase());
+  if (names.some((n) => n.includes('mkl'))) return 'Intel MKL';
+  if (names.some((n) => n.includes('openblas'))) return 'OpenBLAS';
+  if (names.some((n) => n.includes('blis'))) return 'BLIS';
+  if (names.some((n) => n.includes('atlas'))) return 'ATLAS';
+  if (libraries.some((l) => /\/blas\/libblas\.so/.test(l))) return 'the reference BLAS (netlib; slow: apt-get install libopenblas0 for OpenBLAS)';
+  return libraries.length ? 'another BLAS' : 'none mapped (torch built with its own, or none)';
+}
+
 interface StepReport {
   steps: number;
   msPerStep: number[];
@@ -159,6 +191,8 @@ function steady(values: number[]): number[] {
 
 function main(): void {
   printHeader(`PyTorch under each process allocator (torch steps of ${path.basename(script)}, ${threads} threads)`);
+  const blas = blasInUse();
+  console.log(`# BLAS: ${blas.kind}${blas.libraries.length ? ` (${blas.libraries.join(', ')})` : ''}${blas.build ? `; torch built with ${blas.build}` : ''}`);
   const results = [];
   for (const model of models) {
     const plan = configs.includes('tensorpool-run-planned') ? planFor(model) : undefined;
@@ -243,7 +277,7 @@ function main(): void {
   console.log('# median over the fastest median of glibc, jemalloc, mimalloc and tcmalloc in this run; paired: each steady step over that');
   console.log("# peer's step of the same round and number, the median ratio and its 95% distribution-free interval");
   fs.rmSync(scratch, { recursive: true, force: true });
-  writeJson(args.json, { script, python, results });
+  writeJson(args.json, { script, python, blas, results });
 }
 
 main();
