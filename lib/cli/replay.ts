@@ -105,13 +105,16 @@ function printReport(report: ReplayReport): void {
   console.log(legend(report));
 }
 
-/** A median and the spread of its 95% interval, as the larger distance from it in percent: "11533 ±4%". */
+/**
+ * A median and the spread of its 95% interval, as the larger distance from it in percent: "11533 ±4%"; beyond
+ * 100% only "±>100%" (a stall on a busy machine can put one bound hundreds of times away; --json has both).
+ */
 function withSpread(value: number, interval: MedianInterval | null, digits: number): string {
   const shown = String(round(value, digits));
   // One repetition has no spread to show (confidence 0).
   if (!interval || !(interval.confidence > 0) || !(interval.median > 0)) return shown;
   const spread = Math.max(interval.high - interval.median, interval.median - interval.low) / interval.median;
-  return `${shown} ±${spread >= 0.1 ? Math.round(100 * spread) : round(100 * spread, 1)}%`;
+  return `${shown} ±${spread > 1 ? '>100' : spread >= 0.1 ? Math.round(100 * spread) : round(100 * spread, 1)}%`;
 }
 
 /** The mean faults per repetition, and the range of the repetitions when they differ: "1.5 (0-3)". */
@@ -127,7 +130,7 @@ function legend(report: ReplayReport): string {
   const names = new Set(report.results.filter((r) => r.available).map((r) => r.allocator));
   const rows: [string, string][] = [
     ['ns/op', `a repetition's wall time (touching the memory included) / its allocs + releases; median of ${steady}`],
-    ['±', `the median's confidence interval (distribution-free: 95%, or with few repetitions their whole range, ${confidenceOf(report)}), as its larger distance from the median; wide: a noisy machine`],
+    ['±', `the median's confidence interval (distribution-free: 95%, or with few repetitions their whole range, ${confidenceOf(report)}), as its larger distance from the median (--json: its bounds); wide: a noisy machine`],
     ['alloc/release ns', 'time inside the calls alone, from the repetitions that time every call (every other one)'],
     [
       'x best peer',
