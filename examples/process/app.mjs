@@ -1,5 +1,6 @@
-// A program to run under `tensorpool run` (see run.sh): an onnxruntime-node session on a cycle of input
-// shapes, ONNX Runtime's own arena off, so that its tensors come from malloc, which tensorpool serves.
+// A program to run under `tensorpool run` (run.sh; from the repository's root: sh examples/process/run.sh):
+// an onnxruntime-node session on a cycle of input shapes, ONNX Runtime's own arena off, so that its tensors
+// come from malloc, which tensorpool serves.
 import { fileURLToPath } from 'node:url';
 import ort from 'onnxruntime-node';
 import { faults, processPool } from 'tensorpool';
