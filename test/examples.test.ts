@@ -164,6 +164,25 @@ describe('README and docs', () => {
     expect(marked).toBeGreaterThanOrEqual(3); // README's three quickstarts at least
   });
 
+  it("docs/onnxruntime.svg is what scripts/picture.ts draws from docs/onnxruntime.json (the command docs/benchmarks.md gives)", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-picture-'));
+    const picture = ['--import', 'tsx', 'scripts/picture.ts'];
+    const configs = /scripts\/picture\.ts \S+ -o docs\/onnxruntime\.svg --configs (\S+)/.exec(fs.readFileSync(path.join(root, 'docs/benchmarks.md'), 'utf8'));
+    expect(configs).not.toBeNull();
+    const r = node([...picture, 'docs/onnxruntime.json', '-o', path.join(dir, 'out.svg'), '--configs', configs![1]]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(fs.readFileSync(path.join(dir, 'out.svg'), 'utf8')).toBe(fs.readFileSync(path.join(root, 'docs/onnxruntime.svg'), 'utf8'));
+    const help = node([...picture, '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^usage: npx tsx scripts\/picture.ts BENCH.json/);
+    // Not a bench report: a clear error, exit 2, and the previous picture untouched.
+    fs.writeFileSync(path.join(dir, 'bad.json'), '{"results": 3}');
+    const bad = node([...picture, path.join(dir, 'bad.json'), '-o', path.join(dir, 'out.svg')]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^picture: .*not the JSON of bench\/onnxruntime.ts/);
+    expect(fs.readFileSync(path.join(dir, 'out.svg'), 'utf8')).toBe(fs.readFileSync(path.join(root, 'docs/onnxruntime.svg'), 'utf8'));
+  });
+
   it('every relative link leads to a file or folder of the repository', () => {
     for (const doc of documents) {
       const text = fs.readFileSync(path.join(root, doc), 'utf8');
