@@ -150,7 +150,7 @@ describe('examples', () => {
 });
 
 describe('README and docs', () => {
-  const documents = ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const documents = ['README.md', 'examples/README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
   it("a block marked <!-- example: FILE --> is FILE's text, unchanged", () => {
     let marked = 0;
