@@ -128,6 +128,19 @@ describe('examples', () => {
     expect(figure(r.stdout, /^tensorpool: \d+ ns\/op, (\d+) faults\/rep/m)).toBe(0);
   });
 
+  it('process/session.mjs: a PooledSession on the process pool under `tensorpool run --adaptive` switches to a plan', async () => {
+    const r = spawnSync('npx', ['tensorpool', 'run', '--adaptive', '--', 'node', 'examples/process/session.mjs'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`last scores: ${await expectedScores([2, 3, 128, 128])}`);
+    expect(r.stdout).toMatch(/^adaptive: planned$/m);
+    // A 1x3x224x224 input alone is 147 pages: a run served from fresh memory faults more than this.
+    expect(figure(r.stdout, /: ([\d.]+) page faults per run$/m)).toBeLessThan(64);
+    // Without the launcher it says how to start it, and does nothing else.
+    const alone = node(['examples/process/session.mjs']);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toMatch(/^run me under `tensorpool run`/);
+  });
+
   it('process/run.sh: run, record, train, run with the plan; the same outputs, the planned run with no OS fallback', async () => {
     const outputs = ['app.csv', 'app.plan.json'].map((f) => path.join(examples, 'process', f));
     for (const f of outputs) fs.rmSync(f, { force: true });
