@@ -14,6 +14,6 @@ if (isMainThread) {
   const x = pool.float32(1 << 20);
   x.fill(3);
   pool.release(x);
+  pool.close(); // closes this handle (its traffic reaches the pool's stats); the owner's close() closes the pool
   parentPort.postMessage(4 << 20);
-  pool.close(); // closes this handle; the owner's close() closes the pool
 }
