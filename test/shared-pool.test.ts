@@ -210,6 +210,42 @@ describe('a pool shared with worker_threads', () => {
     expect(() => Pool.attach(shared)).toThrow(expect.objectContaining({ code: 'ERR_TP_CLOSED' }));
   });
 
+  it('answers ERR_TP_CLOSED on every thread when the owner closes the pool while workers allocate, in every order', async () => {
+    // Each worker allocates and releases blocks of several sizes (cache misses, so each one asks the pool)
+    // until the pool refuses; the owner closes the pool while they run. The close unmaps every arena, and a
+    // handle's next allocation must be refused, not read the arenas that are gone (a SIGSEGV, before).
+    const LOOP = `async (pool, tp, { sizes }) => {
+      const { parentPort } = require('node:worker_threads');
+      let served = 0, code = 'none';
+      const held = [];
+      try {
+        for (let i = 0; i < 50_000_000; i++) {
+          held.push(pool.alloc(sizes[i % sizes.length]), pool.alloc(sizes[(i + 1) % sizes.length]));
+          for (const block of held.splice(0)) pool.release(block);
+          if (++served === 1000) parentPort.postMessage({ running: true });
+        }
+      } catch (e) {
+        code = e.code;
+      }
+      for (const block of held) pool.release(block); // a block served before the close still goes back
+      return { code, closed: pool.closed };
+    }`;
+    for (let round = 0; round < 8; round++) {
+      const pool = new Pool();
+      const shared = pool.share();
+      const workers = [0, 1].map(() => inWorker(shared, LOOP, { sizes: [100, 4096, 5000, 70000, 300000, 1 << 20] }));
+      await Promise.all(workers.map(({ worker }) => new Promise((resolve) => worker.once('message', resolve))));
+      if (round % 2) await new Promise((resolve) => setTimeout(resolve, round)); // close at another moment
+      pool.close();
+      expect(() => pool.alloc(4096)).toThrow(expect.objectContaining({ code: 'ERR_TP_CLOSED' }));
+      for (const { worker, result } of workers) {
+        expect(await result).toEqual({ value: { code: 'ERR_TP_CLOSED', closed: true } });
+        await finished(worker);
+      }
+      expect(pool.stats().liveBlocks).toBe(0);
+    }
+  }, 60_000);
+
   it('a block an attached handle releases is back in the pool at once, its handle dormant or not', async () => {
     const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 65536, blocks: 1 }] } });
     const shared = pool.share();
