@@ -8,10 +8,10 @@
  *   "strategy": "best", "optimal": true, "source": { "trace": "...", "iteration": "all", "buffers": 1442 } }
  * ```
  */
-import fs from 'node:fs';
 
 import { TensorPoolError } from './errors.js';
-import { writeFileAtomic } from './files.js';
+import { readJsonFile, writeFileAtomic } from './files.js';
+import { jsonPieces } from './json-pieces.js';
 import { planOffsets, type Strategy, STRATEGIES } from './planner.js';
 import { problemFromTrace } from './trace/problem.js';
 import type { Trace } from './trace/trace.js';
@@ -117,17 +117,13 @@ export class OffsetPlan {
     );
   }
 
+  /** Reads an offset plan file (at most MAX_JSON_BYTES: a larger file is refused, not read). */
   static read(path: string): OffsetPlan {
-    let json: unknown;
-    try {
-      json = JSON.parse(fs.readFileSync(path, 'utf8'));
-    } catch (error) {
-      throw new TensorPoolError('ERR_TP_BAD_PLAN', `${path}: cannot read the offset plan: ${(error as Error).message}`);
-    }
-    return OffsetPlan.fromJSON(json, path);
+    return OffsetPlan.fromJSON(readJsonFile(path, 'offset plan', 'ERR_TP_BAD_PLAN'), path);
   }
 
+  /** Writes the offset plan as JSON, piece by piece (a plan of many buffers is longer than any string). */
   write(path: string): void {
-    writeFileAtomic(path, JSON.stringify(this.toJSON()) + '\n');
+    writeFileAtomic(path, jsonPieces(this.toJSON()));
   }
 }
