@@ -52,6 +52,7 @@ describe('the preload library: the process allocator', () => {
     expect(r.out.liveWithOne).toBe(1);
     expect(r.out.liveAfterRelease).toBe(0);
     expect(r.out.keptLength).toBe(0);
+    expect(r.out.releaseMoved).toMatch(/^ERR_TP_FOREIGN_BUFFER: this buffer was transferred \(it is detached\)/);
     expect(Math.min(...r.out.faults)).toBeLessThan(100); // 5 x 4 x 4096 pages written, none faulted in again
   });
 

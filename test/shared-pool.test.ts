@@ -132,6 +132,25 @@ describe('a pool shared with worker_threads', () => {
     }
   });
 
+  it('a replay on a pool closed under it says ERR_TP_CLOSED (not out of memory), on the calling thread or a libuv one', async () => {
+    const trace = readTrace(fixture('traces', 'ocr_det_infer', 'ocr-320x320.csv.gz'));
+    const replayerOf = (pool: Pool) =>
+      new native.NativeReplayer(nativePoolOf(pool), trace.ops, trace.eventBuffer, trace.sizes, { touch: 'none', iterationMarks: false, unmarked: true });
+    const closed = new Pool();
+    const replayer = replayerOf(closed);
+    closed.close();
+    expect(() => replayer.run(false)).toThrow(expect.objectContaining({ code: 'ERR_TP_CLOSED', message: 'the pool was closed during the replay' }));
+    await expect(replayer.runAsync(false)).rejects.toMatchObject({ code: 'ERR_TP_CLOSED' });
+    // Closed while the replay runs on a libuv thread: it either finished first or stopped, refused by a closed pool.
+    for (let round = 0; round < 4; round++) {
+      const pool = new Pool();
+      const run = replayerOf(pool).runAsync(false);
+      pool.close();
+      const outcome = await run.then(() => 'finished', (error: { code: string }) => error.code);
+      expect(['finished', 'ERR_TP_CLOSED']).toContain(outcome);
+    }
+  });
+
   it('takes back the blocks a worker never released once the worker has gone', async () => {
     const pool = new Pool();
     try {

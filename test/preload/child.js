@@ -54,6 +54,16 @@ if (task === 'float32') {
   pool.release(kept);
   out.keptLength = kept.byteLength; // detached
   out.liveAfterRelease = live() - after.liveBlocks;
+  // A buffer whose memory moved to another one (structuredClone's transfer, as postMessage): its release
+  // would free nothing, and says so.
+  const moved = pool.alloc(1 << 20);
+  structuredClone(moved, { transfer: [moved] });
+  try {
+    pool.release(moved);
+    out.releaseMoved = 'released';
+  } catch (error) {
+    out.releaseMoved = `${error.code}: ${error.message}`;
+  }
 } else if (task === 'heap-top') {
   // 16 blocks of 256 KiB (run below the threshold: the C library's), all live, then all freed: 4 MiB
   // free at the top of glibc's heap at the end of every repetition, or, above glibc's mmap threshold,
