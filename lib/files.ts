@@ -44,6 +44,7 @@ function writeThrough(path: string, data: FileContents): void {
     return;
   }
   const temporary = `${target}.tmp-${process.pid}`;
+  fs.rmSync(temporary, { force: true }); // left by a process of the same id that died mid-write
   try {
     writeAll(temporary, 'wx', data, existing && existing.mode & 0o7777);
     fs.renameSync(temporary, target);

@@ -88,14 +88,17 @@ Napi::Object repetitionObject(Napi::Env env, const Repetition& r) {
   return o;
 }
 
-constexpr char kRefused[] = "the allocator refused a block during the replay";
-constexpr char kClosed[] = "the pool was closed during the replay";
-
-
 }  // namespace
 
+// A pool closed meanwhile refuses every block, which is no lack of memory.
+ReplayerObject::Refusal ReplayerObject::refusalOf(const State& replay) {
+  if (replay.pool && replay.pool->stats().closed) return {"ERR_TP_CLOSED", "the pool was closed during the replay"};
+  return {"ERR_TP_OUT_OF_MEMORY", "the allocator refused a block during the replay"};
+}
+
 Napi::Error ReplayerObject::refused(Napi::Env env, const State& replay) {
-  return closedDuring(replay) ? errorWithCode(env, "ERR_TP_CLOSED", kClosed) : errorWithCode(env, "ERR_TP_OUT_OF_MEMORY", kRefused);
+  const Refusal why = refusalOf(replay);
+  return errorWithCode(env, why.code, why.message);
 }
 
 ReplayOptions ReplayerObject::optionsFor(const Napi::CallbackInfo& info, size_t index) const {
@@ -148,8 +151,8 @@ Napi::Value ReplayerObject::RunAsync(const Napi::CallbackInfo& info) {
         busy_ = false;
         napi_delete_reference(settleEnv, self);
         if (!outcome->ok) {
-          if (closedDuring(*state)) settleDeferred(settleEnv, deferred, 0, "ERR_TP_CLOSED", kClosed);
-          else settleDeferred(settleEnv, deferred, 0, "ERR_TP_OUT_OF_MEMORY", kRefused);
+          const Refusal why = refusalOf(*state);
+          settleDeferred(settleEnv, deferred, 0, why.code, why.message);
           return;
         }
         // Built in a scope of its own: repetitionObject throws (a C++ exception) only when N-API fails,

@@ -52,7 +52,11 @@ class ReplayerObject : public Napi::ObjectWrap<ReplayerObject> {
   };
   // Why a replay stopped on a refused block: its pool was closed meanwhile (ERR_TP_CLOSED), or the
   // allocator had no memory (ERR_TP_OUT_OF_MEMORY).
-  static bool closedDuring(const State& replay) { return replay.pool && replay.pool->stats().closed; }
+  struct Refusal {
+    const char* code;
+    const char* message;
+  };
+  static Refusal refusalOf(const State& replay);
   static Napi::Error refused(Napi::Env env, const State& replay);
   std::shared_ptr<State> state_ = std::make_shared<State>();
   ReplayOptions options_;
