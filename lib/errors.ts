@@ -20,7 +20,8 @@ export type TensorPoolErrorCode =
   | 'ERR_TP_OUTPUT_SHAPE'
   | 'ERR_TP_BUSY'
   | 'ERR_TP_NOT_SHARED'
-  | 'ERR_TP_NOT_OWNER';
+  | 'ERR_TP_NOT_OWNER'
+  | 'ERR_TP_WRITE';
 
 /** The errors tensorpool throws: `code` says which (TensorPoolErrorCode), the message what was wrong. */
 export class TensorPoolError extends Error {

@@ -8,11 +8,11 @@
  *   "strategy": "best", "optimal": true, "source": { "trace": "...", "iteration": "all", "buffers": 1442 } }
  * ```
  */
-import fs from 'node:fs';
 
 import { TensorPoolError } from './errors.js';
-import { writeFileAtomic } from './files.js';
-import { planOffsets, type Strategy, STRATEGIES } from './planner.js';
+import { readJsonFile, writeFileAtomic } from './files.js';
+import { jsonPieces } from './json-pieces.js';
+import { planOffsets, verifyOffsets, type Strategy, STRATEGIES } from './planner.js';
 import { problemFromTrace } from './trace/problem.js';
 import type { Trace } from './trace/trace.js';
 import { checkInteger, checkOneOf, checkOptions, describe } from './validate.js';
@@ -69,9 +69,7 @@ export class OffsetPlan {
     const strategy = o.strategy === undefined ? 'best' : checkOneOf(o.strategy, 'options.strategy', STRATEGIES);
     const set = iteration === 'all' ? trace : trace.iteration(iteration);
     if (set.bufferCount === 0) throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to plan: no allocations`);
-    const problem = problemFromTrace(set);
-    const aligned = { ...problem, size: problem.size.map((s) => Math.ceil(s / ALIGN) * ALIGN) };
-    const layout = planOffsets(aligned, { strategy, timeLimitMs: o.timeLimitMs ?? 10000 });
+    const layout = planOffsets(alignedProblem(set), { strategy, timeLimitMs: o.timeLimitMs ?? 10000 });
     return new OffsetPlan(layout.peak, Float64Array.from(set.sizes), layout.offsets, set.lowerBound(), strategy, layout.optimal, {
       trace: trace.name,
       iteration,
@@ -128,19 +126,31 @@ export class OffsetPlan {
     );
   }
 
-  /** Reads an offset plan file (ERR_TP_BAD_PLAN when it is not one). */
-  static read(path: string): OffsetPlan {
-    let json: unknown;
-    try {
-      json = JSON.parse(fs.readFileSync(path, 'utf8'));
-    } catch (error) {
-      throw new TensorPoolError('ERR_TP_BAD_PLAN', `${path}: cannot read the offset plan: ${(error as Error).message}`);
+  /**
+   * Fails unless these offsets keep apart every two of `set`'s buffers that live at the same time (checked
+   * natively, as the planners' layouts are): the sizes must be `set`'s, in order. A plan from a file claims
+   * what it likes; replayed unchecked, overlapping blocks would make a false floor.
+   */
+  verify(set: Trace): void {
+    const { valid, why } = verifyOffsets(alignedProblem(set), this.offsets);
+    if (!valid) {
+      throw new TensorPoolError('ERR_TP_BAD_PLAN', `the offset plan does not fit ${set.name}: ${why} (blocks that live at the same time must not overlap)`);
     }
-    return OffsetPlan.fromJSON(json, path);
   }
 
-  /** Writes the plan to `path` as JSON, atomically (a reader never sees half a file). */
-  write(path: string): void {
-    writeFileAtomic(path, JSON.stringify(this.toJSON()) + '\n');
+  /** Reads an offset plan file (at most MAX_JSON_BYTES: a larger file is refused, not read). */
+  static read(path: string): OffsetPlan {
+    return OffsetPlan.fromJSON(readJsonFile(path, 'offset plan', 'ERR_TP_BAD_PLAN'), path);
   }
+
+  /** Writes the offset plan as JSON, piece by piece (a plan of many buffers is longer than any string). */
+  write(path: string): void {
+    writeFileAtomic(path, jsonPieces(this.toJSON()));
+  }
+}
+
+/** The planning problem of `set`'s buffers, each rounded up to 64 bytes: every offset keeps the pool's alignment. */
+function alignedProblem(set: Trace) {
+  const problem = problemFromTrace(set);
+  return { ...problem, size: problem.size.map((s) => Math.ceil(s / ALIGN) * ALIGN) };
 }

@@ -155,8 +155,10 @@ function checkSource(pool: unknown): void {
 }
 
 function elementCount(dims: unknown, name: string): number {
-  if (!Array.isArray(dims) || !dims.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-    throw invalidArgument('type', `${name} must be an array of non-negative integers, got ${describe(dims)}`);
+  if (!Array.isArray(dims)) throw invalidArgument('type', `${name} must be an array of non-negative integers, got ${describe(dims)}`);
+  const wrong = dims.findIndex((d) => !Number.isSafeInteger(d) || d < 0);
+  if (wrong >= 0) {
+    throw invalidArgument('type', `${name} must be an array of non-negative integers, but ${name}[${wrong}] is ${describe(dims[wrong])}`);
   }
   return dims.reduce((a: number, b: number) => a * b, 1);
 }

@@ -15,10 +15,10 @@
  * begin) and `cycle` (how many of the last iterations repeat in turn past the last, default 1). A reader
  * accepts versions 1 and 2 and rejects any other with a message that says which it reads.
  */
-import fs from 'node:fs';
 
 import { TensorPoolError } from './errors.js';
-import { writeFileAtomic } from './files.js';
+import { readJsonFile, writeFileAtomic } from './files.js';
+import { jsonPieces } from './json-pieces.js';
 import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanLayout, type PlanSchedule, type PlanSpec } from './plan-spec.js';
 import { describe } from './validate.js';
 
@@ -192,25 +192,16 @@ export class Plan implements PlanSpec {
     });
   }
 
-  /** Reads a plan file (ERR_TP_BAD_PLAN when it is not one this version reads). */
+  /** Reads a plan file written by write() (at most MAX_JSON_BYTES: a larger file is refused, not read). */
   static read(path: string): Plan {
-    let text: string;
-    try {
-      text = fs.readFileSync(path, 'utf8');
-    } catch (error) {
-      throw new TensorPoolError('ERR_TP_BAD_PLAN', `${path}: cannot read the plan: ${(error as Error).message}`);
-    }
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (error) {
-      throw new TensorPoolError('ERR_TP_BAD_PLAN', `${path}: not valid JSON: ${(error as Error).message}`);
-    }
-    return Plan.fromJSON(json, path);
+    return Plan.fromJSON(readJsonFile(path, 'plan', 'ERR_TP_BAD_PLAN'), path);
   }
 
-  /** Writes the plan as JSON (to a temporary file first, so a failed write leaves no partial plan). */
+  /**
+   * Writes the plan as JSON (to a temporary file first, so a failed write leaves no partial plan), piece by
+   * piece: a plan of tens of millions of schedule entries is longer than any string.
+   */
   write(path: string): void {
-    writeFileAtomic(path, JSON.stringify(this.toJSON(), null, 2) + '\n');
+    writeFileAtomic(path, jsonPieces(this.toJSON(), '  '));
   }
 }

@@ -220,7 +220,31 @@ function fromConflicts(problem: ConflictProblem): NativeInput {
 }
 
 function toNativeInput(input: PlanningInput): NativeInput {
-  if (input instanceof Trace) return toNativeInput(problemFromTrace(input));
+  const converted = nativeInputOf(input);
+  checkExact(converted);
+  return converted;
+}
+
+/**
+ * Offsets and peaks travel as JS numbers, exact up to 2^53 - 1: no layout puts a buffer above the sum of all
+ * sizes, so a problem whose sizes sum to more is refused rather than answered with rounded offsets.
+ */
+function checkExact({ native: problem, ids }: NativeInput): void {
+  let total = 0;
+  for (let b = 0; b < problem.sizes.length; b++) {
+    total += problem.sizes[b];
+    if (total > Number.MAX_SAFE_INTEGER || !Number.isInteger(problem.sizes[b])) {
+      throw bad(
+        Number.isInteger(problem.sizes[b])
+          ? `the sizes sum to more than 2^53 - 1 bytes (${Number.MAX_SAFE_INTEGER}), past which offsets and the peak are not exact`
+          : `buffer ${ids[b] ?? b}: size must be an integer, got ${problem.sizes[b]}`,
+      );
+    }
+  }
+}
+
+function nativeInputOf(input: PlanningInput): NativeInput {
+  if (input instanceof Trace) return nativeInputOf(problemFromTrace(input));
   if (isOperatorGraph(input)) return fromConflicts(mutexGraph(input));
   if (isConflictProblem(input)) return fromConflicts(input);
   const p = input as Problem;

@@ -147,6 +147,14 @@ export class ProcessPool {
       throw new TensorPoolError('ERR_TP_DOUBLE_RELEASE', 'this buffer was already released (it is detached)');
     }
     if (!this.#buffers.has(arrayBuffer)) throw new TensorPoolError('ERR_TP_FOREIGN_BUFFER', 'this buffer was not made by processPool().alloc()');
+    if (arrayBuffer.byteLength === 0) {
+      // alloc() makes no empty buffer: this one's memory moved to another (postMessage, structuredClone or
+      // transfer()), which frees it when collected; releasing this one would free nothing.
+      throw new TensorPoolError(
+        'ERR_TP_FOREIGN_BUFFER',
+        'this buffer was transferred (it is detached): its memory belongs to the ArrayBuffer it moved to, which gives it back when collected',
+      );
+    }
     this.#buffers.delete(arrayBuffer);
     this.#released.add(arrayBuffer);
     native.freeBuffer(arrayBuffer); // an ArrayBuffer of its own is always detachable

@@ -14,7 +14,11 @@ export function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`;
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
-  return typeof value === 'object' ? `a ${(value as object).constructor?.name ?? 'object'}` : typeof value;
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'symbol') return 'a symbol';
+  if (typeof value !== 'object') return typeof value; // undefined
+  const type = (value as object).constructor?.name;
+  return !type || type === 'Object' ? 'an object' : `${/^[AEIOU]/.test(type) ? 'an' : 'a'} ${type}`;
 }
 
 /** An integer in [min, max] (safe integers only). */

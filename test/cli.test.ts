@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { Plan } from '../lib/index.js';
+import { writeFileAtomic } from '../lib/files.js';
+import { Plan, type TensorPoolError } from '../lib/index.js';
 import { expectUsageError, fixture, run, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-cli-'));
@@ -122,6 +123,51 @@ describe('output files', () => {
     if (spawnSync('mknod', [full, 'c', '1', '7']).status !== 0) return; // no mknod here
     expectUsageError(run('train', trace, '-o', full), /ENOSPC|no space left/i);
     expect(fs.statSync(full).isCharacterDevice()).toBe(true);
+  });
+
+  it('follows a dangling symbolic link: its target is created, the link stays', () => {
+    const target = path.join(tmp, 'dangling-target.json');
+    const link = path.join(tmp, 'dangling-link.json');
+    fs.symlinkSync(target, link);
+    expect(run('train', trace, '-o', link).code).toBe(0);
+    expect(fs.lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(fs.readFileSync(target, 'utf8')).format).toBe('tensorpool-plan');
+  });
+
+  it("keeps the mode of the file it replaces", () => {
+    const plan = path.join(tmp, 'moded.plan.json');
+    fs.writeFileSync(plan, 'old');
+    fs.chmodSync(plan, 0o604); // no mode a new file gets under any usual umask
+    expect(run('train', trace, '-o', plan).code).toBe(0);
+    expect(fs.statSync(plan).mode & 0o7777).toBe(0o604);
+    expect(JSON.parse(fs.readFileSync(plan, 'utf8')).format).toBe('tensorpool-plan');
+  });
+
+  it('names the file in a failed write (no space left on /dev/full)', () => {
+    const failure = (() => {
+      try {
+        writeFileAtomic('/dev/full', 'x'.repeat(1 << 16));
+      } catch (error) {
+        return error as TensorPoolError;
+      }
+    })();
+    expect(failure).toMatchObject({ code: 'ERR_TP_WRITE', message: expect.stringMatching(/^\/dev\/full: cannot write: ENOSPC/) });
+    expect(fs.statSync('/dev/full').isCharacterDevice()).toBe(true);
+  });
+
+  it('refuses two outputs at one path, and an output that is an input, before any work', () => {
+    const same = path.join(tmp, 'same-output');
+    expectUsageError(run('train', trace, '-o', same, '--json', same), /--json .*same-output: --output writes the same file/);
+    expectUsageError(run('plan', fixture('minimalloc/A.1048576.csv'), '-o', same, '--svg', same), /--svg .*same-output: --output writes the same file/);
+    expect(fs.existsSync(same)).toBe(false);
+    const input = path.join(tmp, 'own-input.csv.gz');
+    fs.copyFileSync(trace, input);
+    const before = fs.readFileSync(input);
+    expectUsageError(run('train', input, '-o', input), /--output .*own-input\.csv\.gz: is an input of this command/);
+    const alias = path.join(tmp, 'own-input-link.csv.gz');
+    fs.symlinkSync(input, alias);
+    expectUsageError(run('train', alias, '--json', input), /--json .*: is an input of this command/);
+    expect(fs.readFileSync(input).equals(before)).toBe(true);
   });
 
   it('refuses a directory with one line', () => {

@@ -238,7 +238,7 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     const out = runUnderPreload('process');
     const expected = await reference();
     for (const output of out.outputs) expect(Float32Array.from(output)).toEqual(expected);
-    expect(out.tensorHits).toBe(1); // the 128 KiB input, from the process pool
+    expect([out.tensorServed, out.tensorFromOs]).toEqual([1, 0]); // the 128 KiB input, from the process pool
     expect(out.processIterations).toBe(6);
     expect(out.poolStats).toEqual({ osFallbacks: 0, osOversize: 0 });
     expect(out.errors).toEqual(['ERR_TP_DOUBLE_RELEASE', 'ERR_TP_FOREIGN_BUFFER', 'ERR_TP_INVALID_ARGUMENT']);
@@ -283,8 +283,11 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
   it('validates its arguments', async () => {
     const pool = new Pool();
     expect(() => pooledTensor(pool, 'string' as never, [1])).toThrow(/type must be one of/);
-    expect(() => pooledTensor(pool, 'float32', [1, -2])).toThrow(/dims must be an array of non-negative integers/);
-    expect(() => pooledTensor({} as Pool, 'float32', [1])).toThrow(/pool must be a Pool/);
+    expect(() => pooledTensor(pool, 'float32', [1, -2])).toThrow(/dims must be an array of non-negative integers, but dims\[1\] is -2/);
+    expect(() => pooledTensor(pool, 'float32', [1, [2]] as never)).toThrow(/dims\[1\] is an array/);
+    expect(() => pooledTensor({} as Pool, 'float32', [1])).toThrow(/pool must be a Pool or processPool\(\), got an object$/);
+    expect(() => pooledTensor(new ArrayBuffer(8) as never, 'float32', [1])).toThrow(/got an ArrayBuffer$/);
+    expect(() => pooledTensor(new Map() as never, 'float32', [1])).toThrow(/got a Map$/);
     expect(() => lendToOnnxRuntime(pool, { ort: {} as never })).toThrow(/options.ort must be the onnxruntime-node module/);
     await expect(PooledSession.create(pool, modelFile, { activations: 'gpu' as never })).rejects.toThrow(/options.activations must be one of/);
     await expect(PooledSession.create(pool, modelFile, { pooling: true } as never)).rejects.toThrow(/has no option 'pooling'/);

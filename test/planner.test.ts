@@ -155,6 +155,31 @@ describe('static offset planners', () => {
     expect(fits.fitsCapacity).toBe(false);
     expect(() => planOffsets(challenging('A'), { strategy: 'fastest' as never })).toThrow(/options\.strategy must be one of/);
   });
+
+  it('answers exactly or refuses: sizes that sum past 2^53 - 1 are refused, up to it offsets and peak are exact', () => {
+    const together = (sizes: number[]) => ({
+      ids: sizes.map((_, b) => `b${b}`),
+      size: Float64Array.from(sizes),
+      lower: new Float64Array(sizes.length),
+      upper: new Float64Array(sizes.length).fill(10),
+      alignment: null,
+      offsets: null,
+      name: 'big',
+      columns: [],
+      rows: [],
+    });
+    // Four buffers of 2^52 + 1 live together: the last one ends at 4 * (2^52 + 1), above 2^53, where a double
+    // rounds an offset (the peak once came out 1 byte short of where the last buffer ends).
+    for (const strategy of STRATEGIES) {
+      expect(() => planOffsets(together(Array(4).fill(2 ** 52 + 1)) as never, { strategy, timeLimitMs: 100 })).toThrow(/the sizes sum to more than 2\^53 - 1 bytes/);
+    }
+    expect(() => verifyOffsets(together(Array(4).fill(2 ** 52 + 1)) as never, [0, 0, 0, 0])).toThrow(/the sizes sum to more than 2\^53 - 1 bytes/);
+    const largest = together([2 ** 52, 2 ** 52 - 1]);
+    const layout = planOffsets(largest as never, { strategy: 'greedy-size' });
+    expect(layout.peak).toBe(Number.MAX_SAFE_INTEGER);
+    expect(Math.max(...Array.from(layout.offsets, (offset, b) => offset + largest.size[b]))).toBe(layout.peak);
+    expect(verifyOffsets(largest as never, layout.offsets).valid).toBe(true);
+  });
 });
 
 describe('tensorpool plan (CLI)', () => {

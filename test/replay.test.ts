@@ -98,6 +98,16 @@ describe('replay(): tensorpool against real allocators, each in its own process'
     const own = OffsetPlan.fromTrace(readTrace(transformer));
     const fitted = await replay(transformer, { allocators: ['ideal'], reps: 2, offsetPlan: own });
     expect(fitted.results[0].available).toBe(true);
+    // Its sizes, but every block at offset 0 (the file still claims optimal): overlapping blocks are refused,
+    // not measured as the floor.
+    const overlapping = path.join(tmp, 'overlapping.offsets.json');
+    fs.writeFileSync(overlapping, JSON.stringify({ ...own.toJSON(), offsets: own.toJSON().offsets.map(() => 0) }));
+    for (const allocators of [['ideal'], ['tensorpool-offsets']] as const) {
+      await expect(replay(transformer, { allocators: [...allocators], reps: 2, offsetPlan: overlapping })).rejects.toMatchObject({
+        code: 'ERR_TP_BAD_PLAN',
+        message: expect.stringMatching(/the offset plan does not fit .*transformer.*overlap/),
+      });
+    }
   });
 
   it("touch 'verify': every route's buffers keep their stamps; a block handed out twice shows", async () => {

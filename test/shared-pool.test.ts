@@ -132,6 +132,25 @@ describe('a pool shared with worker_threads', () => {
     }
   });
 
+  it('a replay on a pool closed under it says ERR_TP_CLOSED (not out of memory), on the calling thread or a libuv one', async () => {
+    const trace = readTrace(fixture('traces', 'ocr_det_infer', 'ocr-320x320.csv.gz'));
+    const replayerOf = (pool: Pool) =>
+      new native.NativeReplayer(nativePoolOf(pool), trace.ops, trace.eventBuffer, trace.sizes, { touch: 'none', iterationMarks: false, unmarked: true });
+    const closed = new Pool();
+    const replayer = replayerOf(closed);
+    closed.close();
+    expect(() => replayer.run(false)).toThrow(expect.objectContaining({ code: 'ERR_TP_CLOSED', message: 'the pool was closed during the replay' }));
+    await expect(replayer.runAsync(false)).rejects.toMatchObject({ code: 'ERR_TP_CLOSED' });
+    // Closed while the replay runs on a libuv thread: it either finished first or stopped, refused by a closed pool.
+    for (let round = 0; round < 4; round++) {
+      const pool = new Pool();
+      const run = replayerOf(pool).runAsync(false);
+      pool.close();
+      const outcome = await run.then(() => 'finished', (error: { code: string }) => error.code);
+      expect(['finished', 'ERR_TP_CLOSED']).toContain(outcome);
+    }
+  });
+
   it('takes back the blocks a worker never released once the worker has gone', async () => {
     const pool = new Pool();
     try {
@@ -209,6 +228,42 @@ describe('a pool shared with worker_threads', () => {
     await finished(worker);
     expect(() => Pool.attach(shared)).toThrow(expect.objectContaining({ code: 'ERR_TP_CLOSED' }));
   });
+
+  it('answers ERR_TP_CLOSED on every thread when the owner closes the pool while workers allocate, in every order', async () => {
+    // Each worker allocates and releases blocks of several sizes (cache misses, so each one asks the pool)
+    // until the pool refuses; the owner closes the pool while they run. The close unmaps every arena, and a
+    // handle's next allocation must be refused, not read the arenas that are gone (a SIGSEGV, before).
+    const LOOP = `async (pool, tp, { sizes }) => {
+      const { parentPort } = require('node:worker_threads');
+      let served = 0, code = 'none';
+      const held = [];
+      try {
+        for (let i = 0; i < 50_000_000; i++) {
+          held.push(pool.alloc(sizes[i % sizes.length]), pool.alloc(sizes[(i + 1) % sizes.length]));
+          for (const block of held.splice(0)) pool.release(block);
+          if (++served === 1000) parentPort.postMessage({ running: true });
+        }
+      } catch (e) {
+        code = e.code;
+      }
+      for (const block of held) pool.release(block); // a block served before the close still goes back
+      return { code, closed: pool.closed };
+    }`;
+    for (let round = 0; round < 8; round++) {
+      const pool = new Pool();
+      const shared = pool.share();
+      const workers = [0, 1].map(() => inWorker(shared, LOOP, { sizes: [100, 4096, 5000, 70000, 300000, 1 << 20] }));
+      await Promise.all(workers.map(({ worker }) => new Promise((resolve) => worker.once('message', resolve))));
+      if (round % 2) await new Promise((resolve) => setTimeout(resolve, round)); // close at another moment
+      pool.close();
+      expect(() => pool.alloc(4096)).toThrow(expect.objectContaining({ code: 'ERR_TP_CLOSED' }));
+      for (const { worker, result } of workers) {
+        expect(await result).toEqual({ value: { code: 'ERR_TP_CLOSED', closed: true } });
+        await finished(worker);
+      }
+      expect(pool.stats().liveBlocks).toBe(0);
+    }
+  }, 60_000);
 
   it('a block an attached handle releases is back in the pool at once, its handle dormant or not', async () => {
     const pool = new Pool({ plan: { interval: 4096, classes: [{ size: 65536, blocks: 1 }] } });

@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace, type TrainCandidate } from '../lib/index.js';
+import { jsonPieces } from '../lib/json-pieces.js';
+import { OffsetPlan } from '../lib/offset-plan.js';
 import { runTrace, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-train-'));
@@ -181,6 +183,25 @@ describe('Plan JSON', () => {
     fs.writeFileSync(path.join(tmp, 'broken.json'), '{"format": ');
     expect(() => Plan.read(path.join(tmp, 'broken.json'))).toThrow(/broken\.json: not valid JSON/);
     expect(() => Plan.read(path.join(tmp, 'absent.json'))).toThrow(/absent\.json: cannot read the plan/);
+  });
+
+  it('reads a plan file bounded: an endless one is refused with the file and the bound named, not read until the process aborts', () => {
+    const bound = /\/dev\/zero: the (offset )?plan is more than \d+ bytes, the most a (offset )?plan may hold/;
+    expect(() => Plan.read('/dev/zero')).toThrow(bound);
+    expect(() => new Pool({ plan: '/dev/zero' })).toThrow(bound);
+    expect(() => OffsetPlan.read('/dev/zero')).toThrow(bound);
+  });
+
+  it('writes a plan piece by piece, the same JSON as one string would hold, and reads it back', () => {
+    const plan = train(readTrace(traceFixture('resnet18_train', 'trace.csv.gz')), { order: 'auto' });
+    const file = path.join(tmp, 'pieces.plan.json');
+    plan.write(file);
+    expect(fs.readFileSync(file, 'utf8')).toBe(JSON.stringify(plan.toJSON(), null, 2) + '\n');
+    expect(Plan.read(file).toJSON()).toEqual(plan.toJSON());
+    const values: unknown[] = [[], {}, [[], {}], { a: [1, { b: null, c: undefined, d: 'x"y' }], e: [undefined, 2.5] }, 'text', 0, null, { toJSON: () => [1] }];
+    for (const value of values) {
+      for (const indent of ['', '  ']) expect([...jsonPieces(value, indent)].join('')).toBe(JSON.stringify(value, null, indent) + '\n');
+    }
   });
 });
 

@@ -55,7 +55,40 @@ export function parseCommand(argv: string[], options: Options, usage: string, ou
     else values[key] = value as string | undefined;
   }
   for (const name of outputs) if (values[name] !== undefined) checkOutputFile(values[name]!, `--${name}`);
+  checkOutputsApart(
+    outputs.filter((name) => values[name] !== undefined).map((name) => ({ option: `--${name}`, file: values[name]! })),
+    [...parsed.positionals, ...INPUT_OPTIONS.map((name) => values[name]).filter((file): file is string => file !== undefined)],
+  );
   return { values, flags, positionals: parsed.positionals };
+}
+
+// The options of any command that name a file it reads.
+const INPUT_OPTIONS = ['plan', 'offset-plan', 'trace'];
+
+/**
+ * Fails when two outputs name one file (one would overwrite the other), or an output names a file the command
+ * reads (the input would be lost): the same file is the same inode, whatever the path or link to it.
+ */
+function checkOutputsApart(outputs: { option: string; file: string }[], inputs: string[]): void {
+  const identity = (file: string): string => {
+    try {
+      const stat = fs.statSync(file);
+      return `${stat.dev}:${stat.ino}`;
+    } catch {
+      return path.resolve(file); // not there yet
+    }
+  };
+  const seen = new Map<string, string>();
+  for (const { option, file } of outputs) {
+    const id = identity(file);
+    const other = seen.get(id);
+    if (other) throw new CliError(`${option} ${file}: ${other} writes the same file`);
+    seen.set(id, option);
+  }
+  for (const input of inputs) {
+    const option = seen.get(identity(input));
+    if (option) throw new CliError(`${option} ${input}: is an input of this command (writing it would destroy it)`);
+  }
 }
 
 /** Fails unless a file can be written at `file`: its directory exists and is writable, and it is no directory. */

@@ -397,7 +397,7 @@ function perRepetition(counters: PoolCounters, reps: number): PoolCounters {
 /**
  * An offset plan given to the replay must be this trace's: the same sizes in the same order, for the whole
  * trace, or (a plan of one iteration, replayed from every mark) for every iteration. Another trace's plan
- * could leave room for everything and make `ideal` a false floor.
+ * could leave room for everything and make `ideal` a false floor; so would offsets that overlap, checked here.
  */
 function checkOffsetPlanFits(plan: OffsetPlan, trace: Trace): void {
   const sameSizes = (set: Trace) => set.sizes.length === plan.sizes.length && set.sizes.every((size, i) => size === plan.sizes[i]);
@@ -412,6 +412,11 @@ function checkOffsetPlanFits(plan: OffsetPlan, trace: Trace): void {
       'ERR_TP_BAD_PLAN',
       `the offset plan (${plan.sizes.length} buffers, planned on ${what}) does not match ${trace.name}'s allocations: plan it from this trace`,
     );
+  }
+  if (typeof iteration === 'number') {
+    for (let k = 1; k <= trace.iterations; k++) plan.verify(trace.iteration(k));
+  } else {
+    plan.verify(trace);
   }
 }
 

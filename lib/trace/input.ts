@@ -1,10 +1,10 @@
 /**
  * Reading trace files: gzip detection, and errors that name the file, the line (or JSON path) and field.
  */
-import fs from 'node:fs';
 import zlib from 'node:zlib';
 
 import { TensorPoolError } from '../errors.js';
+import { readBounded } from '../files.js';
 import { describe } from '../validate.js';
 
 /** A malformed-input error: `file:line: field "x": what is wrong`. */
@@ -26,7 +26,7 @@ export function readInput(path: string): Buffer {
   }
   let raw: Buffer;
   try {
-    raw = readBounded(path);
+    raw = readBounded(path, MAX_INPUT_BYTES, () => tooLarge(path, 'is'));
   } catch (error) {
     if (error instanceof TensorPoolError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
@@ -34,29 +34,6 @@ export function readInput(path: string): Buffer {
     throw traceError(path, null, null, `cannot read the trace: ${why}`);
   }
   return decodeInput(raw, path);
-}
-
-/** Reads at most MAX_INPUT_BYTES, from a file of any kind (a device or FIFO has no size to trust). */
-function readBounded(path: string): Buffer {
-  const fd = fs.openSync(path, 'r');
-  try {
-    const stat = fs.fstatSync(fd);
-    if (stat.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
-    if (stat.isFile() && stat.size > MAX_INPUT_BYTES) throw tooLarge(path, 'is');
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for (;;) {
-      const chunk = Buffer.allocUnsafe(stat.isFile() ? Math.max(1, Math.min(stat.size + 1, 1 << 26)) : 1 << 20);
-      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
-      if (n === 0) break;
-      total += n;
-      if (total > MAX_INPUT_BYTES) throw tooLarge(path, 'is');
-      chunks.push(n === chunk.length ? chunk : chunk.subarray(0, n));
-    }
-    return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total);
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 function tooLarge(name: string, verb: 'is' | 'inflates'): TensorPoolError {

@@ -319,6 +319,8 @@ void Pool::applyCachedLocked(const CachedOp& op) {
 
 int64_t Pool::upcoming(Upcoming* out, size_t max) const {
   std::lock_guard lock(mu_);
+  // A closed pool may have unmapped every arena (an attached handle still asks after its refused alloc).
+  if (counters_.closed || generations_.empty()) return -1;
   const Schedules& schedules = generations_.back()->schedules();
   if (schedules.empty()) return -1;
   const ScheduleEntry* entries[kUpcomingMax];

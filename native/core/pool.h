@@ -181,7 +181,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // A Cached block back to its free list: NotOwned / NotLive (not Cached) change nothing.
   ReleaseStatus returnCached(const void* data);
   // What a front cache may serve without asking, as Schedules::upcoming for the serving plan (at most
-  // `max`), or -1 when the serving classes have no schedule (any block of the request's own class will do).
+  // `max`), or -1 when the serving classes have no schedule (any block of the request's own class will do)
+  // or the pool is closed.
   // With each entry, whether the cache may keep its block once released (Schedules::keeps).
   struct Upcoming {
     ScheduleEntry entry;

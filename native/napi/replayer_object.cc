@@ -24,6 +24,7 @@ ReplayerObject::ReplayerObject(const Napi::CallbackInfo& info) : Napi::ObjectWra
     replay.allocator = std::make_unique<LibcAllocator>();
   } else if (PoolObject* pool = PoolObject::From(info[0])) {
     replay.allocator = std::make_unique<PoolAllocator>(pool->pool());
+    replay.pool = pool->pool();
   } else if (info[0].IsObject() && info[0].As<Napi::Object>().Has("ideal")) {
     std::string error;
     auto arena = OffsetArena::create(readOffsetSchedule(info[0].As<Napi::Object>().Get("ideal"), "ideal"), ArenaOptions{}, &error);
@@ -87,11 +88,18 @@ Napi::Object repetitionObject(Napi::Env env, const Repetition& r) {
   return o;
 }
 
-constexpr char kRefused[] = "the allocator refused a block during the replay";
-
-Napi::Error refused(Napi::Env env) { return errorWithCode(env, "ERR_TP_OUT_OF_MEMORY", kRefused); }
-
 }  // namespace
+
+// A pool closed meanwhile refuses every block, which is no lack of memory.
+ReplayerObject::Refusal ReplayerObject::refusalOf(const State& replay) {
+  if (replay.pool && replay.pool->stats().closed) return {"ERR_TP_CLOSED", "the pool was closed during the replay"};
+  return {"ERR_TP_OUT_OF_MEMORY", "the allocator refused a block during the replay"};
+}
+
+Napi::Error ReplayerObject::refused(Napi::Env env, const State& replay) {
+  const Refusal why = refusalOf(replay);
+  return errorWithCode(env, why.code, why.message);
+}
 
 ReplayOptions ReplayerObject::optionsFor(const Napi::CallbackInfo& info, size_t index) const {
   ReplayOptions options = options_;
@@ -109,7 +117,7 @@ Napi::Value ReplayerObject::Run(const Napi::CallbackInfo& info) {
   State& replay = *state_;
   Repetition r;
   if (replay.cursor.next != 0) replayRewind(replay.trace(), *replay.allocator, options, replay.meter, replay.cursor, &r);
-  if (!replayOnce(replay.trace(), *replay.allocator, options, replay.meter, replay.cursor, &r)) throw refused(info.Env());
+  if (!replayOnce(replay.trace(), *replay.allocator, options, replay.meter, replay.cursor, &r)) throw refused(info.Env(), replay);
   return repetitionObject(info.Env(), r);
 }
 
@@ -139,11 +147,12 @@ Napi::Value ReplayerObject::RunAsync(const Napi::CallbackInfo& info) {
       [state = state_, options, outcome] {
         outcome->ok = replayOnce(state->trace(), *state->allocator, options, state->meter, state->cursor, &outcome->r);
       },
-      [this, deferred, self, outcome](napi_env settleEnv) {
+      [this, deferred, self, outcome, state = state_](napi_env settleEnv) {
         busy_ = false;
         napi_delete_reference(settleEnv, self);
         if (!outcome->ok) {
-          settleDeferred(settleEnv, deferred, 0, "ERR_TP_OUT_OF_MEMORY", kRefused);
+          const Refusal why = refusalOf(*state);
+          settleDeferred(settleEnv, deferred, 0, why.code, why.message);
           return;
         }
         // Built in a scope of its own: repetitionObject throws (a C++ exception) only when N-API fails,
@@ -172,7 +181,7 @@ Napi::Value ReplayerObject::RunUntil(const Napi::CallbackInfo& info) {
   }
   Repetition r;
   if (!replayUntil(replay.trace(), *replay.allocator, optionsFor(info, 1), replay.meter, replay.cursor, to, &r)) {
-    throw refused(info.Env());
+    throw refused(info.Env(), replay);
   }
   return repetitionObject(info.Env(), r);
 }

@@ -42,6 +42,7 @@ class ReplayerObject : public Napi::ObjectWrap<ReplayerObject> {
   // environment goes).
   struct State {
     std::unique_ptr<ReplayAllocator> allocator;
+    std::shared_ptr<Pool> pool;  // the pool `allocator` takes from, if it is one (a refusal may be its close())
     std::vector<uint8_t> ops;
     std::vector<int32_t> buffers;
     std::vector<double> sizes;
@@ -49,6 +50,14 @@ class ReplayerObject : public Napi::ObjectWrap<ReplayerObject> {
     FaultMeter meter;
     ReplayTrace trace() const { return {ops.data(), buffers.data(), ops.size(), sizes.data(), sizes.size()}; }
   };
+  // Why a replay stopped on a refused block: its pool was closed meanwhile (ERR_TP_CLOSED), or the
+  // allocator had no memory (ERR_TP_OUT_OF_MEMORY).
+  struct Refusal {
+    const char* code;
+    const char* message;
+  };
+  static Refusal refusalOf(const State& replay);
+  static Napi::Error refused(Napi::Env env, const State& replay);
   std::shared_ptr<State> state_ = std::make_shared<State>();
   ReplayOptions options_;
   bool busy_ = false;  // a RunAsync in flight owns the state

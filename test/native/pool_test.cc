@@ -418,6 +418,10 @@ TEST(close_keeps_arenas_until_the_last_block_returns) {
   CHECK(pool->release(a.data) == ReleaseStatus::Ok);
   CHECK(pool->stats().arenas == 0 && pool->stats().arenaBytes == 0);
   CHECK(pool->release(a.data) == ReleaseStatus::NotOwned);
+  // What a handle still asks after its refused alloc answers without an arena to read.
+  Pool::Upcoming upcoming[Pool::kUpcomingMax];
+  CHECK(pool->upcoming(upcoming, Pool::kUpcomingMax) == -1);
+  CHECK(pool->classStats().empty() && pool->interval() == 0);
   pool->close();  // idempotent
 }
 

@@ -19,39 +19,51 @@ function touchPages(x) {
 }
 
 // `loop` once to warm up, then five measured rounds: each one's minor faults, and the pool's counters around
-// them (with the allocations and own-class hits they made).
+// them (with the allocations they made and how many of them a block of the pool served: its own class's or a
+// larger one's, whichever was free; which one is the pool's business).
 function measuredRounds(loop) {
   loop();
   const before = pool.stats();
   const faults = [0, 1, 2, 3, 4].map(() => measureFaults(loop).minor);
   const after = pool.stats();
-  return { faults, before, after, allocs: after.allocs - before.allocs, hits: after.hits - before.hits };
+  const served = after.hits + after.borrows - before.hits - before.borrows;
+  return { faults, before, after, allocs: after.allocs - before.allocs, served };
 }
 
 if (task === 'float32') {
-  const { faults, before, after, allocs, hits } = measuredRounds(() => {
+  const { faults, before, after, allocs, served } = measuredRounds(() => {
     for (let k = 0; k < 4; k++) touchPages(new Float32Array(4 << 20));
     global.gc();
   });
-  Object.assign(out, { faults, allocs, hits });
+  Object.assign(out, { faults, allocs, served });
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
 } else if (task === 'alloc') {
   // processPool().alloc(): 16 MiB ArrayBuffers from malloc, released at once (no garbage collection here).
   const live = () => pool.stats().liveBlocks;
-  const { faults, before, after, allocs, hits } = measuredRounds(() => {
+  const { faults, before, after, allocs, served } = measuredRounds(() => {
     for (let k = 0; k < 4; k++) {
       const x = new Float32Array(pool.alloc(16 << 20));
       touchPages(x);
       pool.release(x);
     }
   });
-  Object.assign(out, { faults, allocs, hits });
+  Object.assign(out, { faults, allocs, served });
   out.liveAfterLoops = after.liveBlocks - before.liveBlocks;
   const kept = pool.alloc(1 << 20);
   out.liveWithOne = live() - after.liveBlocks;
   pool.release(kept);
   out.keptLength = kept.byteLength; // detached
   out.liveAfterRelease = live() - after.liveBlocks;
+  // A buffer whose memory moved to another one (structuredClone's transfer, as postMessage): its release
+  // would free nothing, and says so.
+  const moved = pool.alloc(1 << 20);
+  structuredClone(moved, { transfer: [moved] });
+  try {
+    pool.release(moved);
+    out.releaseMoved = 'released';
+  } catch (error) {
+    out.releaseMoved = `${error.code}: ${error.message}`;
+  }
 } else if (task === 'heap-top') {
   // 16 blocks of 256 KiB (run below the threshold: the C library's), all live, then all freed: 4 MiB
   // free at the top of glibc's heap at the end of every repetition, or, above glibc's mmap threshold,
