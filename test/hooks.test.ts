@@ -38,7 +38,7 @@ function underRun(runArgs: string[], command: string[], env: NodeJS.ProcessEnv =
 }
 
 /** The app run for 8 and for 16 runs: the pool's allocations per extra run, the iterations of the longer one, its outputs. */
-function perRun(runArgs: string[], app: string[], env: NodeJS.ProcessEnv = {}) {
+function perRun(runArgs: string[], app: (runs: number) => string[], env: NodeJS.ProcessEnv = {}) {
   const short = underRun(runArgs, [process.execPath, ...app(8)], env);
   const long = underRun(runArgs, [process.execPath, ...app(16)], env);
   return { allocsPerRun: (long.allocs - short.allocs) / 8, iterations: long.iterations, sums: long.sums! };
