@@ -6,7 +6,8 @@
 //   SERVICE_MODEL      the .onnx file            SERVICE_WORKERS  worker threads (default 2)
 //   SERVICE_THREADS    intra-op threads a session (default 1)
 //   ORT_ARENA=0        enableCpuMemArena: false  ORT_MEM_PATTERN=0  enableMemPattern: false
-// Prints one line {"port": P, "pid": PID} once it listens; SIGTERM or SIGINT end it (exit code 0).
+// Prints one line {"port": P, "pid": PID} once every session is made and it listens; SIGTERM or SIGINT end
+// it (exit code 0).
 const http = require('node:http');
 const { Worker, isMainThread, parentPort } = require('node:worker_threads');
 
@@ -38,11 +39,20 @@ if (!isMainThread) {
   const workers = [];
   const waiting = new Map();
   let next = 0;
-  for (let i = 0; i < Number(process.env.SERVICE_WORKERS || 2); i++) {
+  let ready = 0;
+  const count = Number(process.env.SERVICE_WORKERS || 2);
+  for (let i = 0; i < count; i++) {
     const worker = new Worker(__filename);
     const entry = { worker, busy: 0 };
     worker.on('message', (m) => {
-      if (m.ready || m.error && m.id === undefined) return void (m.error && (console.error(m.error), process.exit(1)));
+      if (m.id === undefined) {
+        if (m.error) {
+          console.error(m.error);
+          process.exit(1);
+        }
+        if (++ready === count) server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: server.address().port, pid: process.pid })));
+        return;
+      }
       entry.busy--;
       const respond = waiting.get(m.id);
       waiting.delete(m.id);
@@ -65,7 +75,6 @@ if (!isMainThread) {
     });
     entry.worker.postMessage({ id, dims });
   });
-  server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: server.address().port, pid: process.pid })));
   const stop = () => {
     server.close();
     Promise.all(workers.map((w) => w.worker.terminate())).then(() => process.exit(0));

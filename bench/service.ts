@@ -18,7 +18,9 @@
  * Rounds interleave the configurations (one server each, in turn). Reported per configuration (medians over
  * rounds): throughput (requests/s), p50 and p99 latency, the server's peak RSS (VmHWM) and RSS at the end,
  * RSS growth from the end of the first 10% of requests to the end, minor page faults per request after the
- * first 10% (kernel-counted: /proc/<pid>/stat of the server); and each one's ratio to the arena's of the same
+ * first 10% (kernel-counted: /proc/<pid>/stat of the server); the RSS when the sessions were made, and the peak
+ * above it (the peak is counted from there: /proc/<pid>/clear_refs resets it, so that the transient of loading
+ * the model does not count); and each one's ratio to the arena's of the same
  * round (median over rounds, 95% interval) for peak RSS, throughput and p99. Checksums of each shape's output
  * are compared across configurations. --html writes the table and the RSS-over-requests curves (SVG).
  *
@@ -172,6 +174,7 @@ interface Outcome {
   p50: number;
   p99: number;
   peakRss: number;
+  readyRss: number;
   endRss: number;
   growth: number; // RSS at the end / RSS at the end of the first 10% of requests - 1
   faultsPerRequest: number;
@@ -226,6 +229,12 @@ async function load(port: number, pid: number, sequence: string[], limitSeconds:
   let issued = 0;
   let done = 0;
   let mark10: { rss: number; faults: number; time: number } | null = null;
+  const readyRss = procStatus(pid).rss;
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5'); // the peak counts from here
+  } catch {
+    // an older kernel: the peak includes loading the model
+  }
   const started = performance.now();
   const deadline = started + limitSeconds * 1000;
   const tenth = Math.max(1, Math.floor(sequence.length / 10));
@@ -266,7 +275,8 @@ async function load(port: number, pid: number, sequence: string[], limitSeconds:
     throughput: (done - tenth) / ((end.time - m.time) / 1000),
     p50: quantile(steady, 0.5),
     p99: quantile(steady, 0.99),
-    peakRss: end.hwm,
+    peakRss: Math.max(end.hwm, ...samples.map((s) => s.rss)),
+    readyRss,
     endRss: end.rss,
     growth: end.rss / m.rss - 1,
     faultsPerRequest: (end.faults - m.faults) / Math.max(1, done - tenth),
@@ -370,10 +380,12 @@ async function main(): Promise<void> {
       p50: med((o) => o.p50),
       p99: med((o) => o.p99),
       peakRss: med((o) => o.peakRss),
+      readyRss: med((o) => o.readyRss),
       endRss: med((o) => o.endRss),
       growth: med((o) => o.growth),
       faultsPerRequest: med((o) => o.faultsPerRequest),
       peakVsArena: ratio(name, (o) => o.peakRss),
+      aboveVsArena: ratio(name, (o) => o.peakRss - o.readyRss),
       throughputVsArena: ratio(name, (o) => o.throughput),
       p99VsArena: ratio(name, (o) => o.p99),
       faultsVsArena: med((o) => o.faultsPerRequest) / Math.max(1e-9, median(arena.filter((o): o is Outcome => o !== null).map((o) => o.faultsPerRequest))),
@@ -381,7 +393,7 @@ async function main(): Promise<void> {
       samples: done[0].samples,
     };
   });
-  const headers = ['configuration', 'req/s', 'p50 ms', 'p99 ms', 'peak RSS', 'end RSS', 'growth', 'faults/req', 'peak vs arena', 'req/s vs arena', 'p99 vs arena', 'faults vs arena', 'outputs'];
+  const headers = ['configuration', 'req/s', 'p50 ms', 'p99 ms', 'ready RSS', 'peak RSS', 'end RSS', 'growth', 'faults/req', 'peak vs arena', 'above ready vs arena', 'req/s vs arena', 'p99 vs arena', 'faults vs arena', 'outputs'];
   const rows = results.map((r) =>
     'error' in r
       ? [r.name, `(${r.error})`]
@@ -390,11 +402,13 @@ async function main(): Promise<void> {
           round(r.throughput, 1),
           round(r.p50, 1),
           round(r.p99, 1),
+          formatBytes(r.readyRss),
           formatBytes(r.peakRss),
           formatBytes(r.endRss),
           `${(100 * r.growth).toFixed(1)}%`,
           round(r.faultsPerRequest, 1),
           r.peakVsArena ? formatInterval(r.peakVsArena) : '',
+          r.aboveVsArena ? formatInterval(r.aboveVsArena) : '',
           r.throughputVsArena ? formatInterval(r.throughputVsArena) : '',
           r.p99VsArena ? formatInterval(r.p99VsArena) : '',
           round(r.faultsVsArena, 3),
