@@ -56,13 +56,15 @@ export const pythonHooks = path.join(packageRoot, 'hooks/python');
  * NODE_OPTIONS and PYTHONPATH with the hooks added after (Node) or before (Python) what `env` has: only node
  * reads NODE_OPTIONS and only python PYTHONPATH, so other programs never see them.
  */
-function hookEnvironment(env: NodeJS.ProcessEnv): { NODE_OPTIONS: string; PYTHONPATH: string } {
-  // NODE_OPTIONS splits at spaces except within double quotes, where a backslash escapes the next character.
-  const quoted = `"${nodeHook.replace(/[\\"]/g, '\\$&')}"`;
-  return {
-    NODE_OPTIONS: [env.NODE_OPTIONS, `--require ${quoted}`].filter(Boolean).join(' '),
-    PYTHONPATH: [pythonHooks, env.PYTHONPATH].filter(Boolean).join(path.delimiter),
-  };
+function hookEnvironment(env: NodeJS.ProcessEnv): { NODE_OPTIONS?: string; PYTHONPATH: string } {
+  const out: { NODE_OPTIONS?: string; PYTHONPATH: string } = { PYTHONPATH: [pythonHooks, env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
+  // Run from the sources unbuilt, there is no compiled hook: node would refuse to start with a missing --require.
+  if (fs.existsSync(nodeHook)) {
+    // NODE_OPTIONS splits at spaces except within double quotes, where a backslash escapes the next character.
+    const quoted = `"${nodeHook.replace(/[\\"]/g, '\\$&')}"`;
+    out.NODE_OPTIONS = [env.NODE_OPTIONS, `--require ${quoted}`].filter(Boolean).join(' ');
+  }
+  return out;
 }
 
 export const runCommand: Command = {
