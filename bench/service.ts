@@ -324,7 +324,7 @@ function svgCurves(results: { name: string; samples: Sample[] }[], total: number
   const plotW = width - left - 170;
   const plotH = height - top - 40;
   const maxRss = Math.max(1, ...results.flatMap((r) => r.samples.map((s) => s.rss)));
-  const colours = ['#555', '#999', '#c33', '#d80', '#690', '#08c', '#06f', '#60c', '#0a6'];
+  const colours = ['#222', '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
   const lines = results
     .map((r, i) => {
       const points = r.samples.map((s) => `${(left + (plotW * s.done) / total).toFixed(1)},${(top + plotH - (plotH * s.rss) / maxRss).toFixed(1)}`).join(' ');
