@@ -122,16 +122,16 @@ function patch(ort: unknown): void {
       throw error;
     }
     const settled = (): void => void inFlight--;
-    pending.then(settled, settled);
+    Promise.resolve(pending).then(settled, settled);
     return pending;
   };
 }
 
 function install(): void {
-  const moduleInternals = Module as unknown as { _load(request: string, parent: unknown, isMain: boolean): unknown };
+  const moduleInternals = Module as unknown as { _load(request: string, ...rest: unknown[]): unknown };
   const load = moduleInternals._load;
-  moduleInternals._load = function (this: unknown, request: string, parent: unknown, isMain: boolean) {
-    const exports = load.apply(this, [request, parent, isMain]);
+  moduleInternals._load = function (this: unknown, request: string, ...rest: unknown[]) {
+    const exports = load.call(this, request, ...rest);
     if (patched === null && (request === 'onnxruntime-node' || ONNXRUNTIME_MAIN.test(request))) {
       try {
         patch(exports);
