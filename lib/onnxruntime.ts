@@ -20,6 +20,7 @@ import { types } from 'node:util';
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
 
 import { TensorPoolError, fromNative } from './errors.js';
+import { MARKED_ELSEWHERE } from './hooks/marked-elsewhere.js';
 import { native } from './native.js';
 import { Pool, nativePoolOf, stopFrontCache } from './pool.js';
 import { ProcessPool, processPool } from './process-pool.js';
@@ -295,6 +296,8 @@ export class PooledSession {
     }
     const session =
       typeof model === 'string' ? await ort.InferenceSession.create(model, sessionOptions) : await ort.InferenceSession.create(model, sessionOptions);
+    // Its runs are marked here (or, with markIterations false, not at all): `tensorpool run`'s hook keeps off.
+    Object.defineProperty(session, MARKED_ELSEWHERE, { value: true });
     const processAllocator = activations === 'runtime' && !whole ? processPool() : null;
     const marked = !markIterations ? [] : processAllocator ? [pool, processAllocator] : [pool];
     return new PooledSession(session, pool, ort, poolOutputs, marked);

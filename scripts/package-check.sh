@@ -14,7 +14,8 @@ npm pack --pack-destination "$work" >"$work/pack.log"
 tarball=$(ls "$work"/tensorpool-*.tgz)
 tar -tzf "$tarball" >"$work/contents"
 for required in package/prebuilds/linux-x64/tensorpool.node package/prebuilds/linux-x64/tensorpool-preload.so package/dist/index.js package/dist/index.d.ts \
-  package/dist/cli/main.js package/dist/onnxruntime.js package/dist/onnxruntime.d.ts package/traces/resnet18_train.csv.gz; do
+  package/dist/cli/main.js package/dist/onnxruntime.js package/dist/onnxruntime.d.ts package/traces/resnet18_train.csv.gz \
+  package/dist/hooks/node.js package/hooks/python/sitecustomize.py; do
   grep -qx "$required" "$work/contents" || { echo "package-check: $required is not in the tarball" >&2; exit 1; }
 done
 

@@ -3,11 +3,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { packageRoot } from '../native.js';
 import { Plan } from '../plan.js';
 import { preloadLibrary } from '../process-pool.js';
 import { bytesOption, CliError, parseCommand, type Command } from './common.js';
 
-const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--stats] -- <command...>
+const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--stats] [--no-hooks] -- <command...>
 
 Runs a command (node app.js, python train.py, ...) with tensorpool's preload library in front of the C
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
@@ -28,6 +29,10 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --stats          print the pool's counters on stderr at exit (also from the processes the command
                    starts whose pool served something)
+  --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook
+                   (NODE_OPTIONS --require): onnxruntime-node sessions run with ONNX Runtime's arena and
+                   memory pattern off unless the app set them, and each run() marks an iteration; Python
+                   processes get a sitecustomize (PYTHONPATH) that marks one at each torch optimizer step()
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
@@ -43,6 +48,25 @@ function splitCommand(argv: string[]): [string[], string[]] {
   return [argv, []];
 }
 
+/** The hooks' file (Node) and directory (Python's sitecustomize). */
+export const nodeHook = path.join(packageRoot, 'dist/hooks/node.js');
+export const pythonHooks = path.join(packageRoot, 'hooks/python');
+
+/**
+ * NODE_OPTIONS and PYTHONPATH with the hooks added after (Node) or before (Python) what `env` has: only node
+ * reads NODE_OPTIONS and only python PYTHONPATH, so other programs never see them.
+ */
+function hookEnvironment(env: NodeJS.ProcessEnv): { NODE_OPTIONS?: string; PYTHONPATH: string } {
+  const out: { NODE_OPTIONS?: string; PYTHONPATH: string } = { PYTHONPATH: [pythonHooks, env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
+  // Run from the sources unbuilt, there is no compiled hook: node would refuse to start with a missing --require.
+  if (fs.existsSync(nodeHook)) {
+    // NODE_OPTIONS splits at spaces except within double quotes, where a backslash escapes the next character.
+    const quoted = `"${nodeHook.replace(/[\\"]/g, '\\$&')}"`;
+    out.NODE_OPTIONS = [env.NODE_OPTIONS, `--require ${quoted}`].filter(Boolean).join(' ');
+  }
+  return out;
+}
+
 export const runCommand: Command = {
   name: 'run',
   summary: 'run a command with the process pool preloaded (its malloc served by tensorpool)',
@@ -55,6 +79,7 @@ export const runCommand: Command = {
       adaptive: { type: 'boolean' },
       'min-bytes': { type: 'string' },
       stats: { type: 'boolean' },
+      'no-hooks': { type: 'boolean' },
     } as const;
     const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
     if (flags.help) return void console.log(usage);
@@ -63,6 +88,7 @@ export const runCommand: Command = {
     if (!fs.existsSync(preloadLibrary)) {
       throw new CliError(`the preload library is not built (${preloadLibrary}): run npm run build:native`);
     }
+    const hooks = !flags['no-hooks'] && process.env.TENSORPOOL_HOOKS !== '0';
     const env: NodeJS.ProcessEnv = { ...process.env };
     for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
     if (values.plan !== undefined) {
@@ -76,6 +102,7 @@ export const runCommand: Command = {
     if (flags.stats) env.TENSORPOOL_STATS = '1';
     if (values['min-bytes'] !== undefined) env.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
     env.LD_PRELOAD = [preloadLibrary, process.env.LD_PRELOAD].filter(Boolean).join(':');
+    if (hooks) Object.assign(env, hookEnvironment(process.env));
 
     return new Promise<number>((resolve, reject) => {
       const child = spawn(command[0], command.slice(1), { stdio: 'inherit', env });

@@ -535,3 +535,15 @@ extern "C" __attribute__((visibility("default"))) const tp::preload::ProcessPool
   using namespace tp::preload;
   return ready.load(std::memory_order_acquire) && servingPool() ? &api : nullptr;
 }
+
+// An iteration mark for code without the addon (Python's sitecustomize under `tensorpool run`, through
+// ctypes): as processPool().markIteration() in JS, without adaptive mode's judgement (that lives in JS).
+// Returns 1 when it marked, 0 when this process has no serving pool.
+extern "C" __attribute__((visibility("default"))) int tensorpool_mark_iteration(void) {
+  using namespace tp::preload;
+  if (!ready.load(std::memory_order_acquire) || !servingPool()) return 0;
+  tp::IterationSummary ended{};
+  apiMarkIteration(&ended);
+  if (ended.installed) apiDiscardRetired();  // a switch prepared by JS, installed here: free the old arena now
+  return 1;
+}

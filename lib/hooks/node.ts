@@ -1,0 +1,156 @@
+/**
+ * The Node hook of `tensorpool run` (NODE_OPTIONS=--require <this file>): onnxruntime-node sessions of an
+ * unchanged app use the process pool. Nothing happens until onnxruntime-node is loaded (by require, or by
+ * an ESM import, which Node 20-24 also sends through Module._load); then InferenceSession.create turns ONNX
+ * Runtime's arena and memory pattern off unless the app set them itself (so its allocations reach malloc,
+ * which the process pool serves), and every run() marks an iteration of the process pool.
+ *
+ * Marks: one when a run starts and no other run of this thread is in flight. Sequential runs give one
+ * iteration each; runs that overlap form one iteration together. A mark per run start would give k - 1
+ * empty iterations and one holding all k runs' allocations (onnxruntime-node allocates on its own threads,
+ * after run() has returned its promise); a busy period is what repeats when the same requests come again.
+ *
+ * Worker threads load this file too (NODE_OPTIONS applies to them). Native marks are process-wide and
+ * thread-safe: a worker marks the pool itself, at the exact point of its run. Adaptive mode judges marks
+ * in the main thread's processPool(), so under it a worker's marks are posted to the main thread (one
+ * BroadcastChannel message a run), which marks when its event loop gets to them.
+ *
+ * The hook never throws into the app: whatever fails disables it with one warning.
+ * Sessions of a PooledSession (tensorpool/onnxruntime) are left alone: it marks its runs itself.
+ */
+import Module from 'node:module';
+import { BroadcastChannel, isMainThread } from 'node:worker_threads';
+
+import { MARKED_ELSEWHERE } from './marked-elsewhere.js';
+
+const MARKS_CHANNEL = 'tensorpool:hooks:marks';
+const ONNXRUNTIME_MAIN = /[\\/]onnxruntime-node[\\/]dist[\\/]index\.js$/;
+
+interface SessionClass {
+  create(...args: unknown[]): Promise<unknown>;
+  prototype: { run(...args: unknown[]): Promise<unknown> };
+}
+
+let patched: SessionClass | null = null;
+let disabled = false;
+let inFlight = 0;
+let marker: (() => void) | null | undefined; // undefined: not looked up yet; null: no process pool
+
+function disable(error: unknown): void {
+  if (disabled) return;
+  disabled = true;
+  process.emitWarning(`tensorpool: the onnxruntime-node hook is off (${(error as Error)?.message ?? String(error)})`);
+}
+
+/** How this thread marks an iteration of the process pool, or null when the process does not preload it. */
+function findMarker(): (() => void) | null {
+  // Loaded here, not at the top: a process that never loads onnxruntime-node never loads the addon.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { native } = require('../native.js') as typeof import('../native.js');
+  const info = native.processPoolInfo();
+  if (info === null) return null;
+  if (isMainThread) {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { processPool } = require('../process-pool.js') as typeof import('../process-pool.js');
+    const pool = processPool();
+    return pool && (() => pool.markIteration());
+  }
+  if (info.mode === 'adaptive') {
+    const channel = new BroadcastChannel(MARKS_CHANNEL);
+    channel.unref();
+    return () => channel.postMessage(0);
+  }
+  const handle = new native.NativeProcessPool();
+  return () => handle.markIteration(false);
+}
+
+function markIteration(): void {
+  if (disabled) return;
+  try {
+    if (marker === undefined) marker = findMarker();
+    marker?.();
+  } catch (error) {
+    disable(error);
+  }
+}
+
+/** The index of InferenceSession.create's options argument among `args` (create's overloads). */
+function optionsIndex(args: unknown[]): number {
+  if (!(args[0] instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && args[0] instanceof SharedArrayBuffer))) return 1;
+  let i = 1; // (buffer, byteOffset?, byteLength?, options?)
+  while (i < 3 && typeof args[i] === 'number') i++;
+  return i;
+}
+
+function withPoolOptions(args: unknown[]): unknown[] {
+  const at = optionsIndex(args);
+  const given = args[at];
+  if (given !== undefined && (typeof given !== 'object' || given === null)) return args; // ORT will say what is wrong
+  const out = args.slice();
+  out[at] = { enableCpuMemArena: false, enableMemPattern: false, ...(given as object | undefined) };
+  return out;
+}
+
+function patch(ort: unknown): void {
+  const sessions = (ort as { InferenceSession?: SessionClass } | null)?.InferenceSession;
+  if (disabled || !sessions || sessions === patched || typeof sessions.create !== 'function') return;
+  patched = sessions;
+  const create = sessions.create;
+  const run = sessions.prototype.run;
+  let pooled: boolean | undefined;
+  sessions.create = function (this: unknown, ...args: unknown[]) {
+    try {
+      if (pooled === undefined) {
+        if (marker === undefined) marker = findMarker();
+        pooled = marker !== null;
+      }
+      if (pooled) args = withPoolOptions(args);
+    } catch (error) {
+      disable(error);
+    }
+    return create.apply(this, args);
+  };
+  sessions.prototype.run = function (this: Record<symbol, unknown>, ...args: unknown[]) {
+    if (this[MARKED_ELSEWHERE] || disabled) return run.apply(this, args);
+    if (inFlight === 0) markIteration();
+    inFlight++;
+    let pending: Promise<unknown>;
+    try {
+      pending = run.apply(this, args);
+    } catch (error) {
+      inFlight--;
+      throw error;
+    }
+    const settled = (): void => void inFlight--;
+    Promise.resolve(pending).then(settled, settled);
+    return pending;
+  };
+}
+
+function install(): void {
+  const moduleInternals = Module as unknown as { _load(request: string, ...rest: unknown[]): unknown };
+  const load = moduleInternals._load;
+  moduleInternals._load = function (this: unknown, request: string, ...rest: unknown[]) {
+    const exports = load.call(this, request, ...rest);
+    if (patched === null && (request === 'onnxruntime-node' || ONNXRUNTIME_MAIN.test(request))) {
+      try {
+        patch(exports);
+      } catch (error) {
+        disable(error);
+      }
+    }
+    return exports;
+  };
+  // Adaptive mode: the marks of workers' sessions, made by the main thread's processPool().
+  if (isMainThread && process.env.TENSORPOOL_ADAPTIVE === '1') {
+    const channel = new BroadcastChannel(MARKS_CHANNEL);
+    channel.onmessage = () => markIteration();
+    channel.unref(); // never what keeps the process alive
+  }
+}
+
+try {
+  install();
+} catch (error) {
+  disable(error);
+}

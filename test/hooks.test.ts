@@ -1,0 +1,191 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { smallModel } from './onnx-model.js';
+
+// `tensorpool run`'s hooks on unchanged programs: onnxruntime-node apps (test/hooks/app.cjs, app.mjs: they
+// never import tensorpool) and Python programs. What the pool did is read from the --stats line the
+// preload library prints at exit.
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-hooks-'));
+const cli = path.resolve(__dirname, '../dist/cli/main.js');
+const modelFile = path.join(tmp, 'small.onnx');
+fs.writeFileSync(modelFile, smallModel());
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+interface Outcome {
+  sums: number[] | null;
+  allocs: number;
+  iterations: number;
+  stderr: string;
+}
+
+/** `tensorpool run --stats <runArgs> -- <command...>`: the program's JSON line and the pool's counters. */
+function underRun(runArgs: string[], command: string[], env: NodeJS.ProcessEnv = {}): Outcome {
+  const r = spawnSync(process.execPath, [cli, 'run', '--stats', ...runArgs, '--', ...command], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 120_000,
+  });
+  expect(r.status, r.stderr).toBe(0);
+  const line = r.stdout.trim().split('\n').pop() ?? '';
+  const stats = /allocs (\d+),.*iterations (\d+)/.exec(r.stderr);
+  expect(stats, r.stderr).not.toBeNull();
+  return { sums: line.startsWith('{') ? JSON.parse(line).sums : null, allocs: Number(stats![1]), iterations: Number(stats![2]), stderr: r.stderr };
+}
+
+/** The app run for 8 and for 16 runs: the pool's allocations per extra run, the iterations of the longer one, its outputs. */
+function perRun(runArgs: string[], app: (runs: number) => string[], env: NodeJS.ProcessEnv = {}) {
+  const short = underRun(runArgs, [process.execPath, ...app(8)], env);
+  const long = underRun(runArgs, [process.execPath, ...app(16)], env);
+  return { allocsPerRun: (long.allocs - short.allocs) / 8, iterations: long.iterations, sums: long.sums! };
+}
+function app(how: string) {
+  return (runs: number) => [path.resolve(__dirname, 'hooks/app.cjs'), modelFile, String(runs), how, '4'];
+}
+
+// A run of the model (batch 4) gets its 128 KiB input from JS and, with ONNX Runtime's arena off, two
+// activations of 256 KiB from malloc: pool allocations per run are 1 with the arena, 3 without (V8 may
+// add one of its own now and then: the bounds leave room for it).
+describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged app on the process pool", () => {
+  let plainRuns: ReturnType<typeof perRun> | undefined;
+  const plain = () => (plainRuns ??= perRun(['--no-hooks'], app('sequential')));
+
+  it('--no-hooks (and TENSORPOOL_HOOKS=0) leave the session alone: its arena on, no iteration marked', () => {
+    expect(plain().allocsPerRun).toBeLessThan(1.5);
+    expect(plain().iterations).toBe(0);
+    const off = perRun([], app('sequential'), { TENSORPOOL_HOOKS: '0' });
+    expect(off.allocsPerRun).toBeLessThan(1.5);
+    expect(off.iterations).toBe(0);
+  });
+
+  it("the arena and memory pattern are off, so the pool serves each run's activations; one iteration a run; the same outputs", () => {
+    const hooked = perRun([], app('sequential'));
+    expect(hooked.allocsPerRun).toBeGreaterThan(2.5);
+    expect(hooked.iterations).toBe(16);
+    expect(hooked.sums).toEqual(plain().sums);
+  });
+
+  it('an ESM app (import * as ort) is hooked the same way', () => {
+    const esm = perRun([], (runs) => [path.resolve(__dirname, 'hooks/app.mjs'), modelFile, String(runs), '4']);
+    expect(esm.allocsPerRun).toBeGreaterThan(2.5);
+    expect(esm.iterations).toBe(16);
+    expect(esm.sums).toEqual(plain().sums);
+  });
+
+  it('options the app set itself are kept: its arena stays on, and its runs are still marked', () => {
+    const own = perRun([], app('arena'));
+    expect(own.allocsPerRun).toBeLessThan(1.5);
+    expect(own.iterations).toBe(16);
+  });
+
+  it('runs that overlap (four at a time) form one iteration together', () => {
+    const concurrent = perRun([], app('concurrent'));
+    expect(concurrent.allocsPerRun).toBeGreaterThan(2.5);
+    expect(concurrent.iterations).toBe(4);
+    expect(concurrent.sums).toEqual(plain().sums);
+  });
+
+  it("a session in a worker thread: the arena off, its runs marked (natively, or by the main thread's processPool() in adaptive mode)", () => {
+    const worker = perRun([], app('worker'));
+    expect(worker.allocsPerRun).toBeGreaterThan(2.5);
+    expect(worker.iterations).toBe(16);
+    expect(worker.sums).toEqual(plain().sums);
+    expect(underRun(['--adaptive'], [process.execPath, ...app('worker')(16)]).iterations).toBe(16);
+  });
+
+  it("keeps the user's NODE_OPTIONS, and costs a program without onnxruntime-node nothing: no addon loaded", () => {
+    const dir = path.join(tmp, 'a dir with "spaces"');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'preload.cjs'), 'globalThis.userPreload = true;\n');
+    const quoted = `"${path.join(dir, 'preload.cjs').replace(/["\\]/g, '\\$&')}"`;
+    const script = "const maps = require('fs').readFileSync('/proc/self/maps', 'utf8'); console.log(JSON.stringify({ sums: [globalThis.userPreload === true, /tensorpool\\.node/.test(maps), process.env.NODE_OPTIONS.includes('hooks/node.js')] }))";
+    const r = underRun([], [process.execPath, '-e', script], { NODE_OPTIONS: `--require ${quoted}` });
+    expect(r.sums).toEqual([true, false, true]);
+    expect(r.stderr).not.toMatch(/warning|error/i);
+  });
+});
+
+/** A python3 that imports torch (Debian's python3-torch goes with /usr/bin/python3), or null. */
+function pythonWith(module: string): string | null {
+  for (const python of ['python3', '/usr/bin/python3']) {
+    if (spawnSync(python, ['-c', `import ${module}`], { stdio: 'ignore', timeout: 60_000 }).status === 0) return python;
+  }
+  return null;
+}
+const python = pythonWith('sys');
+const torchPython = pythonWith('torch');
+
+// A stand-in for torch's module layout (torch/optim/optimizer.py), for the hook's mechanism where torch is
+// absent: with register_optimizer_step_post_hook (torch >= 2.0) or without it (older torch, step() per class).
+function fakeTorch(dir: string, withRegister: boolean): void {
+  fs.mkdirSync(path.join(dir, 'torch/optim'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'torch/__init__.py'), 'from . import optim\n');
+  fs.writeFileSync(path.join(dir, 'torch/optim/__init__.py'), 'from .optimizer import Optimizer\n');
+  const hooks = withRegister
+    ? ['_post = []', 'def register_optimizer_step_post_hook(hook):', '    _post.append(hook)', '']
+    : ['_post = []', ''];
+  const optimizer = [
+    ...hooks,
+    'class Optimizer:',
+    '    def __init__(self, params, defaults):',
+    '        self.steps = 0',
+    '    def step(self):',
+    '        raise NotImplementedError',
+    '',
+    'class SGD(Optimizer):',
+    '    def __init__(self):',
+    '        super().__init__([], {})',
+    '    def step(self):',
+    '        self.steps += 1',
+    '        for hook in _post:',
+    '            hook(self, (), {})',
+  ];
+  fs.writeFileSync(path.join(dir, 'torch/optim/optimizer.py'), optimizer.join('\n') + '\n');
+}
+const steps = (n: number) => `import json, torch.optim.optimizer as o; s = o.SGD()\nfor _ in range(${n}): s.step()\nprint(json.dumps({"sums": [s.steps]}))`;
+
+describe.skipIf(python === null)("tensorpool run's Python hook: an iteration at each torch optimizer step()", () => {
+  it('marks each step (torch >= 2.0 and older torch), chains to the sitecustomize it hides, and needs no torch', () => {
+    for (const withRegister of [true, false]) {
+      const dir = path.join(tmp, `torch-${withRegister}`);
+      fakeTorch(dir, withRegister);
+      fs.writeFileSync(path.join(dir, 'sitecustomize.py'), 'import builtins\nbuiltins.user_site_ran = True\n');
+      const r = underRun([], [python!, '-c', `import builtins\n${steps(7)}\nassert builtins.user_site_ran`], { PYTHONPATH: dir });
+      expect(r.sums).toEqual([7]);
+      expect(r.iterations).toBe(7);
+      expect(underRun(['--no-hooks'], [python!, '-c', steps(7)], { PYTHONPATH: dir }).iterations).toBe(0);
+    }
+    // No torch at all, and outside `tensorpool run`: nothing happens, nothing is said.
+    const bare = spawnSync(python!, ['-c', 'import sys; print(sys.modules["sitecustomize"].__file__)'], {
+      encoding: 'utf8',
+      env: { ...process.env, PYTHONPATH: path.resolve(__dirname, '../hooks/python') },
+    });
+    expect(bare.status, bare.stderr).toBe(0);
+    expect(bare.stderr).toBe('');
+    const outside = fs.mkdtempSync(path.join(tmp, 'outside-'));
+    fakeTorch(outside, true);
+    const quiet = spawnSync(python!, ['-c', steps(3)], { encoding: 'utf8', env: { ...process.env, PYTHONPATH: [path.resolve(__dirname, '../hooks/python'), outside].join(':') } });
+    expect(quiet.status, quiet.stderr).toBe(0);
+    expect(quiet.stderr).toBe('');
+  });
+
+  it.skipIf(torchPython === null)('real torch: a training loop marks one iteration per optimizer step', () => {
+    const script = [
+      'import json, torch',
+      'torch.manual_seed(0)',
+      'model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))',
+      'optimizer = torch.optim.Adam(model.parameters())',
+      'for _ in range(6):',
+      '    optimizer.zero_grad()',
+      '    model(torch.randn(128, 256)).sum().backward()',
+      '    optimizer.step()',
+      'print(json.dumps({"sums": [6]}))',
+    ].join('\n');
+    expect(underRun([], [torchPython!, '-c', script]).iterations).toBe(6);
+    expect(underRun(['--no-hooks'], [torchPython!, '-c', script]).iterations).toBe(0);
+  });
+});
