@@ -5,7 +5,6 @@
 #include <malloc.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 
 #include "os/os.h"
 #include "core/pool.h"
+#include "fork.h"
 #include "plan_file.h"
 #include "process_api.h"
 
@@ -292,15 +292,6 @@ std::string recordFileOf(const char* path) {
   return file;
 }
 
-void forkPrepare() {
-  making.lock();
-  if (Pool* p = made()) p->lockForFork();
-}
-void forkRelease() {
-  if (Pool* p = made()) p->unlockAfterFork();
-  making.unlock();
-}
-
 // The C library keeps serving what is below the threshold, and by default gives the top of its heap back
 // to the OS as soon as 128 KiB of it is free, so the next requests fault those pages in again: resnet18
 // replayed through this library took 0-16 page faults per repetition from glibc's heap, 0.1-0.2 with
@@ -381,7 +372,7 @@ void initialise() {
   if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
   recipe = new Recipe{std::move(plan), options, s->record, recordEvents};
   settings = s;
-  pthread_atfork(forkPrepare, forkRelease, forkRelease);
+  holdPoolAcrossFork();
   atexit(atExit);
   api.mode = s->mode;
   api.minBytes = minBytes;
@@ -496,6 +487,18 @@ void printStats() {
 
 InternalScope::InternalScope() { ++insideDepth; }
 InternalScope::~InternalScope() { --insideDepth; }
+
+bool insidePool() { return insideDepth != 0; }
+
+void lockPoolForFork() {
+  making.lock();
+  if (Pool* p = made()) p->lockForFork();
+}
+
+void unlockPoolAfterFork() {
+  if (Pool* p = made()) p->unlockAfterFork();
+  making.unlock();
+}
 
 void* poolAlloc(size_t bytes) {
   Pool* serving = servingPool();

@@ -55,6 +55,12 @@ inline bool routesToPool(size_t bytes) {
 // Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
 inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
+// Whether this thread is inside the pool now (InternalScope): it may hold the pool's locks.
+bool insidePool();
+// The pool's locks, taken (in the order its own calls take them) and released around fork() (fork.cc).
+void lockPoolForFork();
+void unlockPoolAfterFork();
+
 // A block of `bytes` from the pool, 64-byte aligned, or nullptr (errno ENOMEM).
 void* poolAlloc(size_t bytes);
 // Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block is reported
