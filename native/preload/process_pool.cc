@@ -94,8 +94,6 @@ struct Settings {
 };
 Settings* settings = nullptr;
 
-std::atomic<bool> reportedBadFree{false};
-
 void say(const std::string& line) {
   const std::string text = "tensorpool: " + line + "\n";
   ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
@@ -500,31 +498,51 @@ void unlockPoolAfterFork() {
   making.unlock();
 }
 
-void* poolAlloc(size_t bytes) {
+// Whether the block of allocation `a` reads as zero: a fresh mapping of the OS's. The hook for the core's
+// own knowledge of fresh and purged arena blocks (calloc then writes none of them either).
+bool readsAsZero(const Allocation& a) { return a.route == Route::OsFallback || a.route == Route::OsOversize; }
+
+void* poolAlloc(size_t bytes, bool* zero) {
   Pool* serving = servingPool();
-  if (!serving) return nullptr;  // errno untouched: the C library serves it
+  if (!serving) return nullptr;
   InternalScope inside;
+  // errno is the C library's to set: a pool that cannot serve leaves the request to it, which then
+  // succeeds (errno untouched, as on every success) or fails and says why.
+  const int saved = errno;
+  Allocation a;
   try {
-    const Allocation a = serving->alloc(bytes);
-    if (a.status == AllocStatus::Ok) return a.data;
+    a = serving->alloc(bytes);
   } catch (...) {  // std::bad_alloc from the pool's own bookkeeping: a failed allocation, not a crash
+    a.status = AllocStatus::OutOfMemory;
   }
-  errno = ENOMEM;
-  return nullptr;
+  errno = saved;
+  if (a.status != AllocStatus::Ok) return nullptr;
+  if (zero) *zero = readsAsZero(a);
+  return a.data;
+}
+
+// What glibc prints, then abort(): a host that frees what it does not own or frees twice is stopped as
+// glibc would stop it, with glibc's words (its message for a block of the sizes the pool serves).
+[[noreturn]] void invalidFree(ReleaseStatus status) {
+  static const char kDouble[] = "double free or corruption (!prev)\n";
+  static const char kInvalid[] = "free(): invalid pointer\n";
+  const bool twice = status == ReleaseStatus::NotLive;
+  ssize_t ignored = write(STDERR_FILENO, twice ? kDouble : kInvalid, twice ? sizeof kDouble - 1 : sizeof kInvalid - 1);
+  (void)ignored;
+  abort();
 }
 
 void poolFree(void* p) {
   InternalScope inside;
+  const int saved = errno;  // free() leaves errno as it was (glibc since 2.33)
   ReleaseStatus status;
   try {
     status = pool().release(p);
   } catch (...) {
     status = ReleaseStatus::NotOwned;
   }
-  if (status != ReleaseStatus::Ok && !reportedBadFree.exchange(true)) {
-    say(std::string("free() of ") + (status == ReleaseStatus::NotLive ? "a block already freed" : "an address inside the pool that starts no block") +
-        " was ignored (reported once)");
-  }
+  if (status != ReleaseStatus::Ok) invalidFree(status);
+  errno = saved;
 }
 
 size_t poolUsableSize(const void* p) {

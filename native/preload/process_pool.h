@@ -61,10 +61,11 @@ bool insidePool();
 void lockPoolForFork();
 void unlockPoolAfterFork();
 
-// A block of `bytes` from the pool, 64-byte aligned, or nullptr (errno ENOMEM).
-void* poolAlloc(size_t bytes);
-// Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block is reported
-// once on stderr and otherwise ignored: the host is not aborted over it.
+// A block of `bytes` from the pool, 64-byte aligned, or nullptr when the pool cannot serve it (errno
+// untouched: the C library is then asked). *zero, when given: whether the block reads as zero (calloc).
+void* poolAlloc(size_t bytes, bool* zero = nullptr);
+// Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block (a double
+// free, a pointer into a block) aborts the process with glibc's message, as glibc would.
 void poolFree(void* p);
 // Bytes the live block at p was allocated with (0 when p starts none). Pre: ownedByPool(p).
 size_t poolUsableSize(const void* p);
