@@ -22,6 +22,7 @@
 #include "core/pool.h"
 #include "fork.h"
 #include "plan_file.h"
+#include "program_name.h"
 #include "process_api.h"
 
 #ifndef TP_PACKAGE_VERSION
@@ -89,7 +90,7 @@ struct Settings {
   // The process that read these settings: a child forked without exec holds a copy of them (and of the
   // recording), and is neither the root nor the recording's writer.
   pid_t pid = 0;
-  std::string program;  // programOf(), with a plan or a recording: written into recordings, matched against a plan's
+  std::string program;  // thisProgram(), with a plan or a recording: written into recordings, matched against a plan's
   std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
 };
 Settings* settings = nullptr;
@@ -237,45 +238,6 @@ bool claimRoot() {
   return true;
 }
 
-// What a recording names as its program, and a plan trained on it serves: the name of the executable
-// (argv[0], without its directory) and of the first argument that is not an option ("node app.js",
-// "python3 train.py"). Under a launcher (`npm start`, a shell script) every process of the tree inherits
-// TENSORPOOL_PLAN; the launcher ("node npm") is not the program the plan was recorded from and maps
-// none of its arena. Printable ASCII only (others become '?'), so that it travels through CSV and JSON as is.
-std::string programOf() {
-  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  char buffer[4096];
-  size_t length = 0;
-  for (ssize_t n; length < sizeof buffer && (n = read(fd, buffer + length, sizeof buffer - length)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    length += static_cast<size_t>(n);
-  }
-  close(fd);
-  std::string program;
-  const auto add = [&](const char* arg, size_t n) {
-    const char* slash = static_cast<const char*>(memrchr(arg, '/', n));
-    const char* name = slash ? slash + 1 : arg;
-    if (!program.empty()) program += ' ';
-    for (const char* c = name; c < arg + n && program.size() < 200; ++c) {
-      program += *c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\' && *c != ',' ? *c : '?';
-    }
-  };
-  for (size_t at = 0, index = 0; at < length; ++index) {
-    const char* end = static_cast<const char*>(memchr(buffer + at, '\0', length - at));
-    const size_t n = (end ? end : buffer + length) - (buffer + at);
-    if (index == 0) {
-      add(buffer + at, n);
-    } else if (n > 0 && buffer[at] != '-') {
-      add(buffer + at, n);
-      break;
-    }
-    at += n + 1;
-  }
-  return program;
-}
-
 // TENSORPOOL_RECORD with each %p replaced by the pid.
 std::string recordFileOf(const char* path) {
   std::string file;
@@ -331,7 +293,7 @@ void initialise() {
   s->stats = stats;
   s->root = claimRoot();
   s->pid = getpid();
-  if (planPath || recordPath) s->program = programOf();  // what only a plan or a recording asks about
+  if (planPath || recordPath) s->program = thisProgram();  // what only a plan or a recording asks about
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
@@ -341,7 +303,7 @@ void initialise() {
   if (planPath) {
     PlanSpec planned;
     std::string error, program;
-    if (!readPlanFile(planPath, &planned, &program, &error)) return delete s, fail(error);
+    if (!readPlanFile(planPath, s->program, &planned, &program, &error)) return delete s, fail(error);
     if (!program.empty() && !s->program.empty() && program != s->program) {
       s->planFor = program;  // another process of the tree is the one the plan serves
     } else {
