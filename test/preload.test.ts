@@ -231,6 +231,23 @@ describe('the preload library: the process allocator', () => {
     }
   });
 
+  it('a recording replaces the file only once complete: a program killed before exit leaves the previous one whole', () => {
+    const file = path.join(tmp, 'kept.csv');
+    const record = (code: string) =>
+      spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_RECORD: file }, timeout: 30_000 });
+    expect(record('const a = []; for (let i = 0; i < 50; i++) a.push(new Float32Array(100000))').status).toBe(0);
+    const previous = fs.readFileSync(file, 'utf8');
+    expect(readTrace(file).sizes.filter((s) => s === 400_000)).toHaveLength(50);
+    // Killed: it never exits, so it writes nothing, and the file was not truncated when it started.
+    const killed = record("new Float32Array(100000); process.kill(process.pid, 'SIGKILL')");
+    expect(killed.signal).toBe('SIGKILL');
+    expect(fs.readFileSync(file, 'utf8')).toBe(previous);
+    // A later run's recording replaces an earlier run's, the larger or not; no temporary file is left.
+    expect(record('new Float32Array(100000)').status).toBe(0);
+    expect(readTrace(file).sizes.filter((s) => s === 400_000)).toHaveLength(1);
+    expect(fs.readdirSync(tmp).filter((f) => f.startsWith('kept.csv.'))).toEqual([]);
+  });
+
   it('a process that allocates nothing above the threshold never maps its plan', () => {
     const builder = new TraceBuilder();
     builder.free(builder.alloc(64 * 2 ** 20, 0), 0);
@@ -301,6 +318,9 @@ describe('the preload library: the process allocator', () => {
       [{ TENSORPOOL_PLAN: longCycle }, /the cycle of iterations that repeat \(3\) must be 1 to the 2 iterations/],
       [{ TENSORPOOL_PLAN: tooLarge }, /too-large\.plan\.json: class 0: size must be between 1 byte and 1 TiB/],
       [{ TENSORPOOL_RECORD: path.join(tmp, 'no/such/dir/x.csv') }, /TENSORPOOL_RECORD=.*No such file or directory/],
+      // A FIFO hung the program before main; a device failed at exit.
+      [{ TENSORPOOL_RECORD: fifo }, /TENSORPOOL_RECORD=.*plan\.fifo: not a regular file/],
+      [{ TENSORPOOL_RECORD: '/dev/null' }, /TENSORPOOL_RECORD=\/dev\/null: not a regular file/],
       [{ TENSORPOOL_ADAPTIVE: 'yes please' }, /TENSORPOOL_ADAPTIVE must be 1 or 0/],
     ];
     for (const [env, message] of cases) {
@@ -383,6 +403,7 @@ describe('the preload library: the process allocator', () => {
     expectUsageError(run('run', '--min-bytes', 'lots', '--', 'true'), /--min-bytes must be a byte count/);
     expectUsageError(run('run', '--plan', path.join(tmp, 'missing.json'), '--', 'true'), /missing\.json/);
     expectUsageError(run('run', '--record', path.join(tmp, 'no/dir/x.csv'), '--', 'true'), /--record .*does not exist or is not writable/);
+    expectUsageError(run('run', '--record', '/dev/null', '--', 'true'), /--record \/dev\/null: not a regular file/);
   });
 
   it('replay: the tensorpool-preload allocator serves the trace through malloc without faulting its tensors in again', async () => {

@@ -70,6 +70,10 @@ export const runCommand: Command = {
       env.TENSORPOOL_PLAN = path.resolve(values.plan);
     }
     if (values.record !== undefined) {
+      // Written at exit through a temporary file renamed over it: a FIFO or a device cannot take it.
+      if (fs.existsSync(values.record) && !fs.statSync(values.record).isFile()) {
+        throw new CliError(`--record ${values.record}: not a regular file (a recording is written to a regular file)\n\n${usage}`);
+      }
       env.TENSORPOOL_RECORD = path.resolve(values.record);
     }
     if (flags.adaptive) env.TENSORPOOL_ADAPTIVE = '1';

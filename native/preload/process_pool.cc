@@ -1,10 +1,7 @@
 #include "process_pool.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +20,7 @@
 #include "fork.h"
 #include "plan_file.h"
 #include "program_name.h"
+#include "record_file.h"
 #include "process_api.h"
 
 #ifndef TP_PACKAGE_VERSION
@@ -92,6 +90,7 @@ struct Settings {
   pid_t pid = 0;
   std::string program;  // thisProgram(), with a plan or a recording: written into recordings, matched against a plan's
   std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
+  std::string run;      // runOf(), with a recording
 };
 Settings* settings = nullptr;
 
@@ -210,7 +209,6 @@ ProcessPoolApi api = {
 };
 
 void writeRecording();
-void keepLargest(const std::string& path, const char* text, size_t length);
 void printStats();
 
 void atExit() {
@@ -236,6 +234,17 @@ bool claimRoot() {
   snprintf(text, sizeof text, "%ld", pid);
   setenv("TENSORPOOL_ROOT_PID", text, 1);
   return true;
+}
+
+// The run this process belongs to, named in its recording: the root names it (its pid and the time) for
+// the processes it starts (TENSORPOOL_RUN), so that a file holding a recording of an earlier run is replaced
+// whatever its size, and one of this run only by a larger one.
+std::string runOf(bool root) {
+  const char* inherited = getenv("TENSORPOOL_RUN");
+  if (!root && inherited) return inherited;
+  const std::string run = std::to_string(static_cast<long>(getpid())) + "." + std::to_string(os::monotonicNs());
+  setenv("TENSORPOOL_RUN", run.c_str(), 1);
+  return run;
 }
 
 // TENSORPOOL_RECORD with each %p replaced by the pid.
@@ -319,13 +328,15 @@ void initialise() {
   if (adaptive) s->mode = "adaptive";
   if (recordPath) {
     s->recordPath = recordFileOf(recordPath);
-    // The root starts the file afresh (which also checks it can be written); the processes it starts write
-    // at exit, where theirs is the larger recording (or to a file of their own, %p).
-    if (s->root) {
-      FILE* file = fopen(s->recordPath.c_str(), "w");
-      if (!file) return delete s, fail("TENSORPOOL_RECORD=" + s->recordPath + ": " + strerror(errno));
-      fclose(file);
+    // Checked now, written at exit (where this process's is the run's largest recording, or to a file of
+    // its own, %p): a path that cannot take it is refused before the program starts.
+    std::string error;
+    if (!recordFileUsable(s->recordPath, &error)) {
+      const std::string why = "TENSORPOOL_RECORD=" + s->recordPath + ": " + error;
+      delete s;
+      return fail(why);
     }
+    s->run = runOf(s->root);
     s->record = true;
     if (!adaptive) s->mode = "recording";
   }
@@ -357,6 +368,7 @@ void writeRecording() {
   fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
           static_cast<unsigned long long>(minBytes));
   if (!settings->program.empty()) fprintf(out, "# program: %s\n", settings->program.c_str());
+  fprintf(out, "# run: %s\n", settings->run.c_str());
   fprintf(out, "op,id,size,stream\n");
   std::unordered_map<uint64_t, uint64_t> live;  // serial -> allocating thread
   uint64_t unknown = 0;
@@ -386,30 +398,11 @@ void writeRecording() {
   if (unknown) fprintf(out, "# %llu releases of blocks allocated while recording was off are left out\n", static_cast<unsigned long long>(unknown));
   if (state.truncated) fprintf(out, "# truncated: the event limit was reached\n");
   if (fclose(out) != 0) return free(text), say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
-  keepLargest(settings->recordPath, text, length);
+  std::string error;
+  if (!writeRecordFile(settings->recordPath, settings->run, text, length, &error)) {
+    say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + error);
+  }
   free(text);
-}
-
-// Writes a recording to `path` unless the file holds a larger one: every process of a tree records
-// (TENSORPOOL_RECORD is inherited), and the file keeps the largest: a runtime's, not its launcher's (npm, a
-// shell) or a helper's. Processes that exit together take turns (flock).
-void keepLargest(const std::string& path, const char* text, size_t length) {
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return say("TENSORPOOL_RECORD=" + path + ": " + strerror(errno));
-  struct stat held;
-  if (flock(fd, LOCK_EX) == 0 && fstat(fd, &held) == 0 && static_cast<uint64_t>(held.st_size) >= length) {
-    close(fd);  // releases the lock
-    return;
-  }
-  bool written = ftruncate(fd, 0) == 0;
-  for (size_t done = 0; written && done < length;) {
-    const ssize_t n = pwrite(fd, text + done, length - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    written = n > 0;
-    if (written) done += static_cast<size_t>(n);
-  }
-  if (!written) say("TENSORPOOL_RECORD=" + path + ": " + strerror(errno));
-  close(fd);
 }
 
 void printStats() {

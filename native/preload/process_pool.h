@@ -7,8 +7,9 @@
 //   TENSORPOOL_MIN_BYTES   requests of at least this many bytes go to the pool (K/M/G suffixes; default 64K)
 //   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode)
 //   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
-//                          tensorpool trace CSV at exit; in a process tree (the variable is inherited) the
-//                          file keeps the largest recording; with %p in the name each process whose pool
+//                          tensorpool trace CSV at exit (through a temporary file renamed over it; a path
+//                          that is no regular file is refused at load); in a process tree (the variable is
+//                          inherited) the file keeps the run's largest recording; with %p in the name each process whose pool
 //                          served something writes its own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
@@ -18,6 +19,7 @@
 //                          only when their pool served something)
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
 //                          are not it
+//   TENSORPOOL_RUN         set by the library in the first process of the tree: the run its recordings name
 // With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
 #pragma once
 
