@@ -378,6 +378,18 @@ describe('the preload library: the process allocator', () => {
       expect(preloaded('errno', { TENSORPOOL_MIN_BYTES: '1' }).out).toBe(glibc.out);
     });
 
+    it('under ulimit -v below the default reservation (16 GiB) the pool sizes its reservation to fit, and serves', () => {
+      const r = spawnSync('sh', ['-c', 'ulimit -v 4194304 && exec "$0" errno', program], {
+        encoding: 'utf8',
+        env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_STATS: '1' },
+        timeout: 30_000,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/served: all; errno after them untouched/);
+      expect(r.stderr).not.toMatch(/the pool is off/);
+      expect(Number(/requests >= 65536 B\): allocs (\d+)/.exec(r.stderr)?.[1])).toBeGreaterThanOrEqual(4);
+    });
+
     it("an invalid or double free aborts with glibc's message", () => {
       // free(p + 1) of a small block: the library read a shift from the word before it (SIGSEGV).
       const offset = preloaded('free-offset');

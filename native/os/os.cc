@@ -232,6 +232,14 @@ static ssize_t readProcFile(const char* path, char* buf, size_t cap) {
   return n;
 }
 
+uint64_t addressSpaceLeft() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  char buf[128];
+  const uint64_t mapped = readProcFile("/proc/self/statm", buf, sizeof buf) < 0 ? 0 : strtoull(buf, nullptr, 10) * pageSize();
+  return limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
+}
+
 uint64_t residentBytes() {
   char buf[128];
   if (readProcFile("/proc/self/statm", buf, sizeof buf) < 0) return 0;

@@ -95,6 +95,10 @@ uint64_t lockLimitBytes();
 // The machine's physical memory in bytes (what os.totalmem() says in Node).
 uint64_t physicalMemoryBytes();
 
+// Address space the process may still map under its RLIMIT_AS (`ulimit -v`): the soft limit less what is
+// mapped now. UINT64_MAX when unlimited.
+uint64_t addressSpaceLeft();
+
 // Heap memory for small OS fallbacks: `bytes` with the given power-of-two alignment (>= sizeof(void*)).
 // Returns nullptr when the C library refuses. Release with freeHeap.
 void* allocateHeap(size_t bytes, size_t alignment);

@@ -278,6 +278,13 @@ void keepHeapTop() {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
+// Address space the default classes may grow into: 16 GiB, or under an RLIMIT_AS (`ulimit -v`) at most
+// half of what the limit leaves, so that the program keeps the rest (the pool turned itself off below 16 GiB).
+uint64_t defaultReserve() {
+  const uint64_t left = os::addressSpaceLeft() / 2 / os::kTrackGranule * os::kTrackGranule;
+  return std::min(uint64_t{16} << 30, left);
+}
+
 // Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
 void initialise() {
   InternalScope inside;
@@ -289,7 +296,7 @@ void initialise() {
   const char* eventsText = getenv("TENSORPOOL_RECORD_EVENTS");
   bool adaptive = false, stats = false;
   if (minText && !parseBytes(minText, &minBytes)) return fail("TENSORPOOL_MIN_BYTES=" + std::string(minText) + " is not a byte count from 1 to 2^47 (such as 65536 or 64K)");
-  uint64_t reserve = uint64_t{16} << 30;
+  uint64_t reserve = defaultReserve();
   if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
   uint64_t recordEvents = uint64_t{4} << 20;
   if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
