@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "core/header.h"
 #include "process_pool.h"
 
@@ -49,6 +51,9 @@ bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 // has (sizes < 2^63), so free() tells a shifted block from a chunk of glibc's by reading it.
 constexpr uint64_t kShiftTag = uint64_t{0xF5A1} << 48;
 constexpr uint64_t kTagMask = uint64_t{0xFFFF} << 48;
+// Whether any block was shifted yet: until then free() need not read the word before a block. (A block
+// reaches another thread through the program's own synchronisation, which carries this store with it.)
+std::atomic<bool> anyShifted{false};
 
 void* libcAligned(size_t bytes, size_t alignment) {
   if (alignment > tp::kBlockAlign) return __libc_memalign(alignment, bytes);
@@ -63,6 +68,7 @@ void* libcAligned(size_t bytes, size_t alignment) {
   if (shift == 0) return p;
   char* q = p + shift;
   reinterpret_cast<uint64_t*>(q)[-1] = kShiftTag | shift;
+  if (!anyShifted.load(std::memory_order_relaxed)) anyShifted.store(true, std::memory_order_relaxed);
   return q;
 }
 
@@ -79,6 +85,7 @@ char* libcStart(void* q, uintptr_t* shift) {
 }
 
 void libcFree(void* q) {
+  if (!anyShifted.load(std::memory_order_relaxed)) return __libc_free(q);
   if (!q) return;
   uintptr_t shift;
   __libc_free(libcStart(q, &shift));
@@ -91,7 +98,8 @@ size_t libcUsable(void* q) {
 }
 
 // A block for a request the pool may serve, or the C library's when it may not (or the pool has none).
-void* allocate(size_t bytes, size_t alignment) {
+// Out of line: malloc's own path, below the threshold, is a compare and a jump to the C library's.
+__attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
     if (void* p = poolAlloc(bytes)) return p;
   }
@@ -111,10 +119,14 @@ void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
 
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
 
-TP_EXPORT void* malloc(size_t bytes) { return allocate(bytes, 16); }
+TP_EXPORT void* malloc(size_t bytes) {
+  if (__builtin_expect(!mayRouteToPool(bytes), 1)) return __libc_malloc(bytes);
+  return allocate(bytes, 16);
+}
 
 TP_EXPORT void free(void* p) {
-  if (ownedByPool(p)) poolFree(p); else libcFree(p);
+  if (__builtin_expect(ownedByPool(p), 0)) return poolFree(p);
+  libcFree(p);
 }
 
 // calloc's block from the pool, zeroed where it may hold what a previous owner wrote, or nullptr. A block

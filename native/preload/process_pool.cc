@@ -65,7 +65,11 @@ Pool* servingPool() {
   if (Pool* p = made()) return p;
   if (!recipe) return nullptr;
   std::string error;
-  std::shared_ptr<Pool> fresh = Pool::create(recipe->plan, recipe->options, &error);
+  // The address map free() reads is mapped with the pool, not at load: in a process whose pool is never
+  // made, free() finds no map and goes straight to the C library.
+  std::shared_ptr<Pool> fresh;
+  if (!os::trackMappings()) error = std::string("cannot map the address map: ") + strerror(errno);
+  else fresh = Pool::create(recipe->plan, recipe->options, &error);
   if (fresh && recipe->record) fresh->startRecording(recipe->recordEvents);
   delete recipe;
   recipe = nullptr;
@@ -347,7 +351,6 @@ void initialise() {
     s->record = true;
     if (!adaptive) s->mode = "recording";
   }
-  if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
   recipe = new Recipe{std::move(plan), options, s->record, recordEvents};
   settings = s;
   holdPoolAcrossFork();

@@ -49,11 +49,12 @@ extern std::atomic<size_t> routeFrom;
 extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
 }  // namespace detail
 
-// Whether a request of `bytes` goes to the pool: the pool is ready, the request is at least the threshold,
-// and this thread is not inside the pool. Inline, as ownedByPool: every malloc and free of the process asks.
-inline bool routesToPool(size_t bytes) {
-  return bytes >= detail::routeFrom.load(std::memory_order_acquire) && detail::insideDepth == 0;
-}
+// Whether a request of `bytes` may go to the pool: the pool is ready and the request is at least the
+// threshold. One load and one compare, no thread-local access: what every malloc of the process asks first.
+inline bool mayRouteToPool(size_t bytes) { return bytes >= detail::routeFrom.load(std::memory_order_acquire); }
+// Whether a request of `bytes` goes to the pool: it may, and this thread is not inside the pool.
+// Inline, as ownedByPool: every malloc and free of the process asks.
+inline bool routesToPool(size_t bytes) { return mayRouteToPool(bytes) && detail::insideDepth == 0; }
 // Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
 inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
