@@ -16,18 +16,26 @@ whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unl
 MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   (no mode)        the default classes, grown on demand: no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
-                   on a recording of this library serves the program recorded ("node app.js": the
-                   executable's and the first non-option argument's names): where the command starts
-                   others (npm, a shell), the rest serve the default classes and map none of its arena
+                   on a recording of this library serves the program recorded ("node app.js",
+                   "python3 train.py", "python3 -m module", "node -e": the executable's name and what
+                   it runs, options and their values skipped): where the command starts others (npm, a
+                   shell), the rest serve the default classes, map none of its arena and read the plan
+                   no further than its program. A plan whose arena is larger than this machine's memory
+                   is refused with one line on stderr, and the C library serves
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
-                   allocating thread as the stream) at exit; where the command starts others (npm, a
-                   shell), FILE keeps the largest recording; with %p in FILE each process that used
-                   the pool writes its own file, %p its pid
+                   allocating thread as the stream) at exit, through a temporary file renamed over it:
+                   a previous FILE stays whole until the new one is complete (a program killed before
+                   it exits writes nothing). FILE must be a regular file or a new name. Where the
+                   command starts others (npm, a shell), FILE keeps the run's largest recording; with
+                   %p in FILE each process that used the pool writes its own file, %p its pid
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --stats          print the pool's counters on stderr at exit (also from the processes the command
                    starts whose pool served something)
+As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc writes no fresh mapping, an
+invalid or double free aborts with glibc's message, fork() is safe from any thread and from a signal
+handler; under ulimit -v the pool reserves at most half of the address space left.
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
