@@ -390,6 +390,13 @@ describe('the preload library: the process allocator', () => {
       expect(Number(/requests >= 65536 B\): allocs (\d+)/.exec(r.stderr)?.[1])).toBeGreaterThanOrEqual(4);
     });
 
+    it('SIGTERM with its default action still writes the recording, and the program ends by the signal', () => {
+      const file = path.join(tmp, 'sigterm.csv');
+      const r = preloaded('sigterm', { TENSORPOOL_RECORD: file });
+      expect(r.signal).toBe('SIGTERM');
+      expect(readTrace(file).sizes.filter((s) => s === 256 * 1024)).toHaveLength(10);
+    });
+
     it("an invalid or double free aborts with glibc's message", () => {
       // free(p + 1) of a small block: the library read a shift from the word before it (SIGSEGV).
       const offset = preloaded('free-offset');

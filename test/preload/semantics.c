@@ -7,11 +7,13 @@
  *   semantics errno      errno after a served request (untouched) and after a failed posix_memalign
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
+ *   semantics sigterm    ten 256 KiB blocks, then SIGTERM (its default action ends the program)
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +137,12 @@ int main(int argc, char** argv) {
     free(guard);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free\n");
+  if (!strcmp(what, "sigterm")) {
+    for (int i = 0; i < 10; i++) free(malloc(256 << 10));
+    raise(SIGTERM);
+    sleep(30);
+    return 0;
+  }
+  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free|sigterm\n");
   return 2;
 }
