@@ -493,6 +493,8 @@ InternalScope::InternalScope() { ++insideDepth; }
 InternalScope::~InternalScope() { --insideDepth; }
 
 bool insidePool() { return insideDepth != 0; }
+void enterPool() { ++insideDepth; }
+void leavePool() { --insideDepth; }
 
 void lockPoolForFork() {
   making.lock();

@@ -58,8 +58,11 @@ inline bool routesToPool(size_t bytes) { return mayRouteToPool(bytes) && detail:
 // Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
 inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
-// Whether this thread is inside the pool now (InternalScope): it may hold the pool's locks.
+// Whether this thread is inside the pool now (InternalScope, enterPool): it may hold the pool's locks.
 bool insidePool();
+// InternalScope's two halves, for a scope that is not a C++ block (fork's handlers).
+void enterPool();
+void leavePool();
 // The pool's locks, taken (in the order its own calls take them) and released around fork() (fork.cc).
 void lockPoolForFork();
 void unlockPoolAfterFork();

@@ -4,9 +4,9 @@
 //           another flushes every stream (fflush(NULL): the stream list's lock, then each FILE's); a third
 //           forks. fork() must take the stream list's lock before the pool's (glibc bug 19431), or the
 //           three wait on each other (glibc's tst-malloc-fork-deadlock).
-//   signal  one thread allocates and frees through the pool while a timer's signal handler forks
-//           (glibc's tst-mallocfork2): a fork that interrupted the pool on the same thread must not wait
-//           on the lock that thread holds.
+//   signal  one thread allocates, frees and forks while a timer's signal handler forks (glibc's
+//           tst-mallocfork2): a fork that interrupted the pool, or another fork, on the same thread must
+//           not wait on the lock that thread holds.
 // Each case runs in a child of this program, which is killed if it is not done within its deadline: a
 // hang fails the test (exit 1, "hangs"), it does not hang it.
 #include <dlfcn.h>
@@ -109,6 +109,11 @@ int signalCase() {
     void* p = malloc(kPoolBytes + (round % 64) * 4096);
     if (!p) signalFailures++;
     free(p);
+    if (round % 8 == 0) {  // and forks itself, so that the signal's fork also interrupts a fork
+      const pid_t pid = fork();
+      if (pid == 0) _exit(0);
+      if (pid < 0 || !reaped(pid)) signalFailures++;
+    }
   }
   const itimerval off{};
   setitimer(ITIMER_REAL, &off, nullptr);
