@@ -423,6 +423,7 @@ describe('the preload library: the process allocator', () => {
     expectUsageError(run('run', '--plan', path.join(tmp, 'missing.json'), '--', 'true'), /missing\.json/);
     expectUsageError(run('run', '--record', path.join(tmp, 'no/dir/x.csv'), '--', 'true'), /--record .*does not exist or is not writable/);
     expectUsageError(run('run', '--record', '/dev/null', '--', 'true'), /--record \/dev\/null: not a regular file/);
+    expectUsageError(run('run', '--plan', '/dev/zero', '--', 'true'), /--plan \/dev\/zero: not a regular file/);
   });
 
   it('replay: the tensorpool-preload allocator serves the trace through malloc without faulting its tensors in again', async () => {

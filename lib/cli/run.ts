@@ -39,6 +39,9 @@ handler; under ulimit -v the pool reserves at most half of the address space lef
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
+/** The largest plan file the preload library reads (native/preload/plan_file.cc). */
+const MAX_PLAN_BYTES = 256 * 2 ** 20;
+
 /** Splits `tensorpool run` arguments into its own options and the command (after '--' or the first word). */
 function splitCommand(argv: string[]): [string[], string[]] {
   const dashes = argv.indexOf('--');
@@ -74,6 +77,10 @@ export const runCommand: Command = {
     const env: NodeJS.ProcessEnv = { ...process.env };
     for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
     if (values.plan !== undefined) {
+      // As the preload library reads it: a regular file (/dev/zero was read until memory ran out) of at most 256 MiB.
+      const stat = fs.statSync(values.plan, { throwIfNoEntry: false });
+      if (stat && !stat.isFile()) throw new CliError(`--plan ${values.plan}: not a regular file (a plan is a file that 'tensorpool train' wrote)`);
+      if (stat && stat.size > MAX_PLAN_BYTES) throw new CliError(`--plan ${values.plan}: the file is ${stat.size} bytes; a plan may be at most 256 MiB`);
       Plan.read(values.plan); // a bad plan is refused here, with its reason, before the command starts
       env.TENSORPOOL_PLAN = path.resolve(values.plan);
     }
