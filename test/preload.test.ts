@@ -203,6 +203,52 @@ describe('the preload library: the process allocator', () => {
     expect(programLine).toMatch(/\(pid \d+, planned, .*OS fallbacks 0,/);
   });
 
+  it("a plan is read only as far as its program by the processes it is not for: their C library is not asked for its body", () => {
+    // Valid JSON, named for another program, with a body every process would refuse if it parsed it.
+    const other = path.join(tmp, 'other-program.plan.json');
+    fs.writeFileSync(other, JSON.stringify({ format: 'tensorpool-plan', version: 1, interval: 4096, classes: [{ size: -1, blocks: 0 }], source: { program: 'node other.js' } }));
+    const script = path.join(tmp, 'named-app.js');
+    fs.writeFileSync(script, 'new Float32Array(1 << 20)');
+    const preloaded = path.join(tmp, 'required.js');
+    fs.writeFileSync(preloaded, '');
+    // The program's name, with options that take a value in front of the script (node --require X was
+    // named "node X"), and for inline code.
+    const named: [string[], string][] = [
+      [['--require', preloaded, '--title', 'tp-named', script], 'node named-app.js'],
+      [['-r', preloaded, '--max-old-space-size=100', script], 'node named-app.js'],
+      [['--require', preloaded, '-e', 'new Float32Array(1 << 20)'], 'node -e'],
+    ];
+    for (const [args, program] of named) {
+      const r = spawnSync(process.execPath, args, {
+        encoding: 'utf8',
+        env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_PLAN: other, TENSORPOOL_STATS: '1' },
+        timeout: 30_000,
+      });
+      expect(r.status).toBe(0);
+      expect(r.stderr).not.toMatch(/classes\[0\]/);
+      const line = r.stderr.split('\n').find((l) => l.startsWith('tensorpool: process pool'));
+      expect(line).toMatch(/\(pid \d+, default, /);
+      expect(line).toContain(`TENSORPOOL_PLAN is for "node other.js", this is "${program}": default classes`);
+    }
+  });
+
+  it('a recording replaces the file only once complete: a program killed before exit leaves the previous one whole', () => {
+    const file = path.join(tmp, 'kept.csv');
+    const record = (code: string) =>
+      spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_RECORD: file }, timeout: 30_000 });
+    expect(record('const a = []; for (let i = 0; i < 50; i++) a.push(new Float32Array(100000))').status).toBe(0);
+    const previous = fs.readFileSync(file, 'utf8');
+    expect(readTrace(file).sizes.filter((s) => s === 400_000)).toHaveLength(50);
+    // Killed: it never exits, so it writes nothing, and the file was not truncated when it started.
+    const killed = record("new Float32Array(100000); process.kill(process.pid, 'SIGKILL')");
+    expect(killed.signal).toBe('SIGKILL');
+    expect(fs.readFileSync(file, 'utf8')).toBe(previous);
+    // A later run's recording replaces an earlier run's, the larger or not; no temporary file is left.
+    expect(record('new Float32Array(100000)').status).toBe(0);
+    expect(readTrace(file).sizes.filter((s) => s === 400_000)).toHaveLength(1);
+    expect(fs.readdirSync(tmp).filter((f) => f.startsWith('kept.csv.'))).toEqual([]);
+  });
+
   it('a process that allocates nothing above the threshold never maps its plan', () => {
     const builder = new TraceBuilder();
     builder.free(builder.alloc(64 * 2 ** 20, 0), 0);
@@ -242,7 +288,30 @@ describe('the preload library: the process allocator', () => {
       schedule: { sizes: [4096, 4096], classes: [0, 0], iterations: [0, 1], cycle: 3 } }));
     const tooLarge = path.join(tmp, 'too-large.plan.json');
     fs.writeFileSync(tooLarge, JSON.stringify({ format: 'tensorpool-plan', version: 1, interval: 4096, classes: [{ size: 2 ** 41, blocks: 1 }] }));
+    // Plans larger than the machine's memory: pre-faulted until the OOM killer ended the program.
+    const machine = (name: string, plan: object) => {
+      const file = path.join(tmp, `${name}.plan.json`);
+      fs.writeFileSync(file, JSON.stringify({ format: 'tensorpool-plan', version: 2, interval: 4096, ...plan }));
+      return file;
+    };
+    const gib = machine('gib-blocks', { classes: [{ size: 2 ** 30, blocks: 1024 }] });
+    const tib = machine('tib-class', { classes: [{ size: 2 ** 40, blocks: 1 }] });
+    const far = machine('far-offset', { classes: [{ size: 4096, blocks: 1 }], layout: { classes: [0], offsets: [2 ** 46] } });
+    const larger = /the plan's arena of \d+ bytes is larger than this machine's memory/;
+    // Files that are no plan: read until the allocator gave up (/dev/zero: std::bad_alloc, SIGABRT), or
+    // forever (a FIFO nobody writes); a sparse file above the bound.
+    const fifo = path.join(tmp, 'plan.fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const huge = path.join(tmp, 'huge.plan.json');
+    fs.writeFileSync(huge, '{');
+    fs.truncateSync(huge, 300 * 2 ** 20);
     const cases: [NodeJS.ProcessEnv, RegExp][] = [
+      [{ TENSORPOOL_PLAN: gib }, larger],
+      [{ TENSORPOOL_PLAN: tib }, larger],
+      [{ TENSORPOOL_PLAN: far }, larger],
+      [{ TENSORPOOL_PLAN: '/dev/zero' }, /^tensorpool: \/dev\/zero: not a regular file/],
+      [{ TENSORPOOL_PLAN: fifo }, /plan\.fifo: not a regular file/],
+      [{ TENSORPOOL_PLAN: huge }, /huge\.plan\.json: the file is 314572800 bytes; a plan may be at most 256 MiB/],
       [{ TENSORPOOL_MIN_BYTES: '12 apples' }, /TENSORPOOL_MIN_BYTES=12 apples is not a byte count/],
       [{ TENSORPOOL_MIN_BYTES: '0' }, /TENSORPOOL_MIN_BYTES=0 is not a byte count/],
       [{ TENSORPOOL_PLAN: path.join(tmp, 'missing.json') }, /missing\.json: cannot read the plan: No such file/],
@@ -250,6 +319,9 @@ describe('the preload library: the process allocator', () => {
       [{ TENSORPOOL_PLAN: longCycle }, /the cycle of iterations that repeat \(3\) must be 1 to the 2 iterations/],
       [{ TENSORPOOL_PLAN: tooLarge }, /too-large\.plan\.json: class 0: size must be between 1 byte and 1 TiB/],
       [{ TENSORPOOL_RECORD: path.join(tmp, 'no/such/dir/x.csv') }, /TENSORPOOL_RECORD=.*No such file or directory/],
+      // A FIFO hung the program before main; a device failed at exit.
+      [{ TENSORPOOL_RECORD: fifo }, /TENSORPOOL_RECORD=.*plan\.fifo: not a regular file/],
+      [{ TENSORPOOL_RECORD: '/dev/null' }, /TENSORPOOL_RECORD=\/dev\/null: not a regular file/],
       [{ TENSORPOOL_ADAPTIVE: 'yes please' }, /TENSORPOOL_ADAPTIVE must be 1 or 0/],
     ];
     for (const [env, message] of cases) {
@@ -257,8 +329,9 @@ describe('the preload library: the process allocator', () => {
         encoding: 'utf8',
         cwd: path.resolve(__dirname, '..'),
         env: { ...process.env, ...env, LD_PRELOAD: preloadLibrary },
+        timeout: 30_000,
       });
-      expect(r.status).toBe(0);
+      expect(r.status, `${JSON.stringify(env)}: ${r.stderr}`).toBe(0);
       expect(r.stdout.trim()).toBe('pass-through');
       const lines = r.stderr.trim().split('\n');
       expect(lines).toHaveLength(1);
@@ -266,6 +339,79 @@ describe('the preload library: the process allocator', () => {
       expect(lines[0]).toMatch(message);
       expect(lines[0]).toMatch(/the pool is off, the C library serves every allocation$/);
     }
+  });
+
+  describe("glibc's answers (test/preload/semantics.c, built with the system's C compiler, run with and without the library)", () => {
+    const program = path.join(tmp, 'semantics');
+    const built = spawnSync('cc', ['-O1', '-fno-builtin', '-w', '-o', program, path.resolve(__dirname, 'preload/semantics.c')], { encoding: 'utf8' });
+    // LIBC_FATAL_STDERR_: glibc's abort messages on stderr, not on the terminal.
+    const semantics = (task: string, env: NodeJS.ProcessEnv = {}) => {
+      const r = spawnSync(program, [task], { encoding: 'utf8', env: { ...process.env, LIBC_FATAL_STDERR_: '1', ...env }, timeout: 60_000 });
+      return { out: r.stdout, err: r.stderr, signal: r.signal, code: r.status };
+    };
+    const preloaded = (task: string, env: NodeJS.ProcessEnv = {}) => semantics(task, { LD_PRELOAD: preloadLibrary, ...env });
+
+    it('is built', () => {
+      expect(built.status, built.stderr).toBe(0);
+    });
+
+    it('a request the machine cannot commit (twice RAM + swap, 64 TiB): NULL and ENOMEM from every entry point, as glibc', () => {
+      const glibc = semantics('oom');
+      expect(glibc.code).toBe(0);
+      expect(glibc.out.split('\n').length).toBeGreaterThan(15);
+      for (const threshold of ['64K', '1']) {
+        const ours = preloaded('oom', { TENSORPOOL_MIN_BYTES: threshold });
+        expect(ours.code, ours.err).toBe(0);
+        expect(ours.out).toBe(glibc.out);
+      }
+    });
+
+    it('calloc of fresh memory writes nothing: calloc(1 GiB) is zero and not resident, as glibc', () => {
+      const ours = preloaded('calloc');
+      expect(ours.out).toBe(semantics('calloc').out);
+      expect(ours.out.trim()).toBe('calloc(1 GiB): zero, resident below 64 MiB');
+    });
+
+    it('errno: untouched by served requests, ENOMEM after a failed posix_memalign, as glibc', () => {
+      const glibc = semantics('errno');
+      expect(glibc.out).toMatch(/untouched/);
+      expect(preloaded('errno').out).toBe(glibc.out);
+      expect(preloaded('errno', { TENSORPOOL_MIN_BYTES: '1' }).out).toBe(glibc.out);
+    });
+
+    it('under ulimit -v below the default reservation (16 GiB) the pool sizes its reservation to fit, and serves', () => {
+      const r = spawnSync('sh', ['-c', 'ulimit -v 4194304 && exec "$0" errno', program], {
+        encoding: 'utf8',
+        env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_STATS: '1' },
+        timeout: 30_000,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/served: all; errno after them untouched/);
+      expect(r.stderr).not.toMatch(/the pool is off/);
+      expect(Number(/requests >= 65536 B\): allocs (\d+)/.exec(r.stderr)?.[1])).toBeGreaterThanOrEqual(4);
+    });
+
+    it('SIGTERM with its default action still writes the recording, and the program ends by the signal', () => {
+      const file = path.join(tmp, 'sigterm.csv');
+      const r = preloaded('sigterm', { TENSORPOOL_RECORD: file });
+      expect(r.signal).toBe('SIGTERM');
+      expect(readTrace(file).sizes.filter((s) => s === 256 * 1024)).toHaveLength(10);
+    });
+
+    it("an invalid or double free aborts with glibc's message", () => {
+      // free(p + 1) of a small block: the library read a shift from the word before it (SIGSEGV).
+      const offset = preloaded('free-offset');
+      expect(offset.signal).toBe('SIGABRT');
+      expect(offset.err).toBe(semantics('free-offset').err);
+      expect(offset.err).toBe('free(): invalid pointer\n');
+      // A pool block freed twice: glibc's message for a chunk of its heap (the library keeps 256 KiB blocks
+      // on glibc's heap: its mmap threshold at 32 MiB). The library ignored it.
+      const glibc = semantics('double-free', { MALLOC_MMAP_THRESHOLD_: String(32 << 20) });
+      const twice = preloaded('double-free');
+      expect(twice.signal).toBe('SIGABRT');
+      expect(twice.err).toBe(glibc.err);
+      expect(twice.err).toBe('double free or corruption (!prev)\n');
+    });
   });
 
   it('tensorpool run: passes the exit code on, refuses bad options with one line', () => {
@@ -277,6 +423,8 @@ describe('the preload library: the process allocator', () => {
     expectUsageError(run('run', '--min-bytes', 'lots', '--', 'true'), /--min-bytes must be a byte count/);
     expectUsageError(run('run', '--plan', path.join(tmp, 'missing.json'), '--', 'true'), /missing\.json/);
     expectUsageError(run('run', '--record', path.join(tmp, 'no/dir/x.csv'), '--', 'true'), /--record .*does not exist or is not writable/);
+    expectUsageError(run('run', '--record', '/dev/null', '--', 'true'), /--record \/dev\/null: not a regular file/);
+    expectUsageError(run('run', '--plan', '/dev/zero', '--', 'true'), /--plan \/dev\/zero: not a regular file/);
   });
 
   it('replay: the tensorpool-preload allocator serves the trace through malloc without faulting its tensors in again', async () => {

@@ -17,13 +17,18 @@ whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unl
 MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   (no mode)        the default classes, grown on demand: no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
-                   on a recording of this library serves the program recorded ("node app.js": the
-                   executable's and the first non-option argument's names): where the command starts
-                   others (npm, a shell), the rest serve the default classes and map none of its arena
+                   on a recording of this library serves the program recorded ("node app.js",
+                   "python3 train.py", "python3 -m module", "node -e": the executable's name and what
+                   it runs, options and their values skipped): where the command starts others (npm, a
+                   shell), the rest serve the default classes, map none of its arena and read the plan
+                   no further than its program. A plan whose arena is larger than this machine's memory
+                   is refused with one line on stderr, and the C library serves
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
-                   allocating thread as the stream) at exit; where the command starts others (npm, a
-                   shell), FILE keeps the largest recording; with %p in FILE each process that used
-                   the pool writes its own file, %p its pid
+                   allocating thread as the stream) at exit, through a temporary file renamed over it:
+                   a previous FILE stays whole until the new one is complete (a program killed before
+                   it exits writes nothing). FILE must be a regular file or a new name. Where the
+                   command starts others (npm, a shell), FILE keeps the run's largest recording; with
+                   %p in FILE each process that used the pool writes its own file, %p its pid
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
@@ -33,8 +38,14 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    (NODE_OPTIONS --require): onnxruntime-node sessions run with ONNX Runtime's arena and
                    memory pattern off unless the app set them, and each run() marks an iteration; Python
                    processes get a sitecustomize (PYTHONPATH) that marks one at each torch optimizer step()
+As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc writes no fresh mapping, an
+invalid or double free aborts with glibc's message, fork() is safe from any thread and from a signal
+handler; under ulimit -v the pool reserves at most half of the address space left.
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
+
+/** The largest plan file the preload library reads (native/preload/plan_file.cc). */
+const MAX_PLAN_BYTES = 256 * 2 ** 20;
 
 /** Splits `tensorpool run` arguments into its own options and the command (after '--' or the first word). */
 function splitCommand(argv: string[]): [string[], string[]] {
@@ -92,10 +103,18 @@ export const runCommand: Command = {
     const env: NodeJS.ProcessEnv = { ...process.env };
     for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
     if (values.plan !== undefined) {
+      // As the preload library reads it: a regular file (/dev/zero was read until memory ran out) of at most 256 MiB.
+      const stat = fs.statSync(values.plan, { throwIfNoEntry: false });
+      if (stat && !stat.isFile()) throw new CliError(`--plan ${values.plan}: not a regular file (a plan is a file that 'tensorpool train' wrote)`);
+      if (stat && stat.size > MAX_PLAN_BYTES) throw new CliError(`--plan ${values.plan}: the file is ${stat.size} bytes; a plan may be at most 256 MiB`);
       Plan.read(values.plan); // a bad plan is refused here, with its reason, before the command starts
       env.TENSORPOOL_PLAN = path.resolve(values.plan);
     }
     if (values.record !== undefined) {
+      // Written at exit through a temporary file renamed over it: a FIFO or a device cannot take it.
+      if (fs.existsSync(values.record) && !fs.statSync(values.record).isFile()) {
+        throw new CliError(`--record ${values.record}: not a regular file (a recording is written to a regular file)\n\n${usage}`);
+      }
       env.TENSORPOOL_RECORD = path.resolve(values.record);
     }
     if (flags.adaptive) env.TENSORPOOL_ADAPTIVE = '1';

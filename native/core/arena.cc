@@ -19,6 +19,13 @@ std::string lockRefusal(uint64_t bytes, int err) {
 
 std::unique_ptr<Arena> Arena::create(uint64_t reserveBytes, uint64_t commitBytes, const ArenaOptions& options,
                                      std::string* error) {
+  // Pre-faulting (or locking) more than the machine has ends in swap or the OOM killer, not in a failed
+  // call: refused before anything is mapped (the process allocator's plans; lib/pool.ts checks first).
+  if ((options.prefault || options.lock) && commitBytes > os::physicalMemoryBytes()) {
+    *error = "the plan's arena of " + std::to_string(commitBytes) + " bytes is larger than this machine's memory (" +
+             std::to_string(os::physicalMemoryBytes()) + " bytes)";
+    return nullptr;
+  }
   const uint64_t alignment = options.hugePages ? os::kHugePageSize : os::pageSize();
   const uint64_t reserved = roundUp(reserveBytes == 0 ? 1 : reserveBytes, alignment);
   void* base = os::mapMemory(reserved, alignment);

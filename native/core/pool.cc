@@ -173,7 +173,7 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   const bool lock = options_.arena.lock;
   if (lock || bytes >= options_.osMapThreshold) {
     length = roundUp(kHeaderBytes + bytes, os::pageSize());
-    header = static_cast<BlockHeader*>(os::mapMemory(length, os::pageSize()));
+    header = static_cast<BlockHeader*>(os::mapAccounted(length, os::pageSize()));  // malloc's accounting: no OOM later
     origin = Origin::OsMap;
     if (header && lock && os::lockMemory(header, length) != 0) {
       lastRefusal_ = lockRefusal(length, errno);

@@ -92,7 +92,11 @@ bool injectedFailure(Call call) {
 
 void failNthCall(Call call, uint64_t n) { failCountdown[static_cast<size_t>(call)].store(n, std::memory_order_relaxed); }
 
-void* mapMemory(size_t bytes, size_t alignment) {
+namespace {
+// mapMemory and mapAccounted: the first `accounted` bytes of the mapping (a multiple of the page size, or
+// 0) mapped again over the reservation without MAP_NORESERVE, so that the kernel checks and charges them
+// now, before the mapping is tracked (a refused request of 64 TiB marks no granule).
+void* mapRange(size_t bytes, size_t alignment, size_t accounted) {
   if (injectedFailure(Call::Map)) {
     errno = ENOMEM;
     return nullptr;
@@ -103,9 +107,23 @@ void* mapMemory(size_t bytes, size_t alignment) {
     if (alignment < kTrackGranule) alignment = kTrackGranule;
   }
   void* start = mapAligned(bytes, alignment);
-  if (start && tracked) markGranules(start, bytes, true);
-  if (start) bytesMapped.fetch_add(bytes, std::memory_order_relaxed);
+  if (!start) return nullptr;
+  if (accounted && mmap(start, accounted, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    const int refused = errno;
+    munmap(start, bytes);
+    errno = refused;
+    return nullptr;
+  }
+  if (tracked) markGranules(start, bytes, true);
+  bytesMapped.fetch_add(bytes, std::memory_order_relaxed);
   return start;
+}
+}  // namespace
+
+void* mapMemory(size_t bytes, size_t alignment) { return mapRange(bytes, alignment, 0); }
+
+void* mapAccounted(size_t bytes, size_t alignment) {
+  return mapRange(bytes, alignment, (bytes + pageSize() - 1) & ~(pageSize() - 1));
 }
 
 int unmapMemory(void* start, size_t bytes) {
@@ -160,6 +178,11 @@ uint64_t lockLimitBytes() {
   return static_cast<uint64_t>(limit.rlim_cur);
 }
 
+uint64_t physicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  return pages > 0 ? static_cast<uint64_t>(pages) * pageSize() : UINT64_MAX;
+}
+
 void* allocateHeap(size_t bytes, size_t alignment) {
   if (injectedFailure(Call::Heap)) return nullptr;
   void* p = nullptr;
@@ -207,6 +230,14 @@ static ssize_t readProcFile(const char* path, char* buf, size_t cap) {
   if (n < 0) return -1;
   buf[n] = '\0';
   return n;
+}
+
+uint64_t addressSpaceLeft() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  char buf[128];
+  const uint64_t mapped = readProcFile("/proc/self/statm", buf, sizeof buf) < 0 ? 0 : strtoull(buf, nullptr, 10) * pageSize();
+  return limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
 }
 
 uint64_t residentBytes() {

@@ -31,7 +31,14 @@ constexpr size_t kHugePageSize = size_t{2} << 20;
 //       overcommit policy refuses).
 void* mapMemory(size_t bytes, size_t alignment);
 
-// Pre:  [start, start + bytes) is exactly a range returned by mapMemory (same length).
+// As mapMemory, for memory that will be used rather than reserved: the first `bytes` (rounded up to a page)
+// are charged to the kernel's commit accounting, as the C library's malloc mappings are (mapMemory's are
+// not: MAP_NORESERVE). Under the default heuristic overcommit policy a request larger than RAM + swap then
+// fails with ENOMEM, as malloc's does; under strict accounting, one beyond the commit limit.
+// Release with unmapMemory(start, bytes).
+void* mapAccounted(size_t bytes, size_t alignment);
+
+// Pre:  [start, start + bytes) is exactly a range returned by mapMemory or mapAccounted (same length).
 // Post: the range is unmapped; any later access faults. Returns 0, or -1 with errno.
 int unmapMemory(void* start, size_t bytes);
 
@@ -84,6 +91,13 @@ int lockMemory(void* start, size_t bytes);
 
 // The soft RLIMIT_MEMLOCK in bytes (UINT64_MAX when unlimited).
 uint64_t lockLimitBytes();
+
+// The machine's physical memory in bytes (what os.totalmem() says in Node).
+uint64_t physicalMemoryBytes();
+
+// Address space the process may still map under its RLIMIT_AS (`ulimit -v`): the soft limit less what is
+// mapped now. UINT64_MAX when unlimited.
+uint64_t addressSpaceLeft();
 
 // Heap memory for small OS fallbacks: `bytes` with the given power-of-two alignment (>= sizeof(void*)).
 // Returns nullptr when the C library refuses. Release with freeHeap.

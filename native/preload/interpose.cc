@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "core/header.h"
 #include "process_pool.h"
 
@@ -44,10 +46,14 @@ bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 // tensor): glibc's memalign bypasses its thread cache and splits a larger chunk each time (the GRU trace
 // replayed through the library: 125 ns per allocation against tcmalloc's 54). Up to 64 bytes of alignment
 // they come from malloc instead, over-allocated by alignment - 16 (malloc's own alignment), and a block
-// that malloc did not return aligned starts further on, the word before it holding kShifted | the shift.
-// That word is the chunk's size in glibc's layout, whose top bit a real chunk never has (sizes < 2^63), so
-// free() tells a shifted block from a chunk of glibc's by reading it.
-constexpr uint64_t kShifted = uint64_t{1} << 63;
+// that malloc did not return aligned starts further on (by 16, 32 or 48 bytes), the word before it holding
+// kShiftTag | the shift. That word is the chunk's size in glibc's layout, whose top bit a real chunk never
+// has (sizes < 2^63), so free() tells a shifted block from a chunk of glibc's by reading it.
+constexpr uint64_t kShiftTag = uint64_t{0xF5A1} << 48;
+constexpr uint64_t kTagMask = uint64_t{0xFFFF} << 48;
+// Whether any block was shifted yet: until then free() need not read the word before a block. (A block
+// reaches another thread through the program's own synchronisation, which carries this store with it.)
+std::atomic<bool> anyShifted{false};
 
 void* libcAligned(size_t bytes, size_t alignment) {
   if (alignment > tp::kBlockAlign) return __libc_memalign(alignment, bytes);
@@ -61,18 +67,25 @@ void* libcAligned(size_t bytes, size_t alignment) {
   const uintptr_t shift = (alignment - reinterpret_cast<uintptr_t>(p) % alignment) % alignment;  // 0, or 16..alignment-16
   if (shift == 0) return p;
   char* q = p + shift;
-  reinterpret_cast<uint64_t*>(q)[-1] = kShifted | shift;
+  reinterpret_cast<uint64_t*>(q)[-1] = kShiftTag | shift;
+  if (!anyShifted.load(std::memory_order_relaxed)) anyShifted.store(true, std::memory_order_relaxed);
   return q;
 }
 
-// The start of the C library's chunk of block q (not the pool's), and its shift.
+// The start of the C library's chunk of block q (not the pool's), and its shift. Only a block aligned to 32
+// can be a shifted one: any other pointer (free(p + 1)) goes to glibc as it is, without reading the word
+// before it, and glibc aborts on it as it would without us ("free(): invalid pointer").
 char* libcStart(void* q, uintptr_t* shift) {
+  *shift = 0;
+  if (reinterpret_cast<uintptr_t>(q) % 32 != 0) return static_cast<char*>(q);
   const uint64_t word = static_cast<uint64_t*>(q)[-1];
-  *shift = (word & kShifted) ? static_cast<uintptr_t>(word & ~kShifted) : 0;
+  const uint64_t by = word & ~kTagMask;
+  if ((word & kTagMask) == kShiftTag && (by == 16 || by == 32 || by == 48)) *shift = static_cast<uintptr_t>(by);
   return static_cast<char*>(q) - *shift;
 }
 
 void libcFree(void* q) {
+  if (!anyShifted.load(std::memory_order_relaxed)) return __libc_free(q);
   if (!q) return;
   uintptr_t shift;
   __libc_free(libcStart(q, &shift));
@@ -85,7 +98,8 @@ size_t libcUsable(void* q) {
 }
 
 // A block for a request the pool may serve, or the C library's when it may not (or the pool has none).
-void* allocate(size_t bytes, size_t alignment) {
+// Out of line: malloc's own path, below the threshold, is a compare and a jump to the C library's.
+__attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
     if (void* p = poolAlloc(bytes)) return p;
   }
@@ -105,10 +119,23 @@ void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
 
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
 
-TP_EXPORT void* malloc(size_t bytes) { return allocate(bytes, 16); }
+TP_EXPORT void* malloc(size_t bytes) {
+  if (__builtin_expect(!mayRouteToPool(bytes), 1)) return __libc_malloc(bytes);
+  return allocate(bytes, 16);
+}
 
 TP_EXPORT void free(void* p) {
-  if (ownedByPool(p)) poolFree(p); else libcFree(p);
+  if (__builtin_expect(ownedByPool(p), 0)) return poolFree(p);
+  libcFree(p);
+}
+
+// calloc's block from the pool, zeroed where it may hold what a previous owner wrote, or nullptr. A block
+// the pool says reads as zero (a fresh mapping: calloc(1 GiB) writes nothing and faults nothing in, as
+// glibc's) is not written.
+static void* zeroedPoolBlock(size_t bytes) {
+  bool zero = false;
+  void* p = poolAlloc(bytes, &zero);
+  return p && !zero ? memset(p, 0, bytes) : p;
 }
 
 TP_EXPORT void* calloc(size_t count, size_t size) {
@@ -117,10 +144,10 @@ TP_EXPORT void* calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
-  if (!routesToPool(bytes)) return __libc_calloc(count, size);
-  void* p = poolAlloc(bytes);
-  if (!p) return __libc_calloc(count, size);
-  return memset(p, 0, bytes);  // a pool block holds what its last owner wrote
+  if (routesToPool(bytes)) {
+    if (void* p = zeroedPoolBlock(bytes)) return p;
+  }
+  return __libc_calloc(count, size);
 }
 
 TP_EXPORT void* realloc(void* p, size_t bytes) {
@@ -154,12 +181,8 @@ TP_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
 
 TP_EXPORT int posix_memalign(void** out, size_t alignment, size_t bytes) {
   if (!isPowerOfTwo(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
-  const int saved = errno;
   void* p = allocate(bytes, alignment);
-  if (!p) {
-    errno = saved;  // posix_memalign reports through its result, not errno
-    return ENOMEM;
-  }
+  if (!p) return errno = ENOMEM;  // and errno too, as glibc's (its tst-malloc-thread-fail checks it)
   *out = p;
   return 0;
 }

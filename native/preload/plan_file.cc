@@ -1,13 +1,17 @@
 #include "plan_file.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <map>
-#include <memory>
 #include <numeric>
+#include <string_view>
 #include <vector>
 
 namespace tp::preload {
@@ -28,21 +32,40 @@ struct Json {
   }
 };
 
+// Parses JSON text; `out` null skips a value without building it (how a file's program is found without
+// parsing its body). The text need not end in a NUL: nothing reads past its end.
 class Parser {
  public:
-  explicit Parser(const std::string& text) : s_(text) {}
+  explicit Parser(std::string_view text) : s_(text) {}
 
   bool parse(Json* out, std::string* error) {
-    if (!value(out, 0) || (skip(), pos_ != s_.size())) {
-      *error = "not valid JSON at byte " + std::to_string(pos_);
-      return false;
-    }
+    if (!value(out, 0) || (skip(), pos_ != s_.size())) return failed(error);
     return true;
+  }
+
+  // The top-level object's source.program when it is a string (*out empty otherwise), every other value
+  // skipped: a plan's program is known before its body is parsed.
+  bool sourceProgram(std::string* out, std::string* error) {
+    out->clear();
+    skip();
+    if (!at('{')) return failed(error);
+    return members(0, [&](const std::string& key) {
+      if (key != "source" || (skip(), !at('{'))) return value(nullptr, 1);
+      return members(1, [&](const std::string& inner) {
+        if (inner != "program" || (skip(), !at('"'))) return value(nullptr, 2);
+        return string(out);
+      });
+    }) || failed(error);
   }
 
  private:
   static constexpr int kMaxDepth = 64;
 
+  bool failed(std::string* error) const {
+    *error = "not valid JSON at byte " + std::to_string(pos_);
+    return false;
+  }
+  bool at(char c) const { return pos_ < s_.size() && s_[pos_] == c; }
   void skip() {
     while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) ++pos_;
   }
@@ -53,7 +76,7 @@ class Parser {
     return true;
   }
   bool string(std::string* out) {
-    if (s_[pos_] != '"') return false;
+    if (!at('"')) return false;
     for (++pos_; pos_ < s_.size(); ++pos_) {
       const char c = s_[pos_];
       if (c == '"') {
@@ -66,97 +89,133 @@ class Parser {
         if (e == 'u') {
           if (pos_ + 4 >= s_.size()) return false;
           pos_ += 4;  // plan files carry no escaped characters we need: keep a placeholder
-          out->push_back('?');
-        } else {
+          if (out) out->push_back('?');
+        } else if (out) {
           out->push_back(e == 'n' ? '\n' : e == 't' ? '\t' : e);
         }
-      } else {
+      } else if (out) {
         out->push_back(c);
       }
     }
     return false;
+  }
+  // An object's members after its '{' up to its '}', each value read by member(key) (false: invalid).
+  template <typename Member>
+  bool members(int depth, Member&& member) {
+    if (depth > kMaxDepth) return false;
+    ++pos_;
+    skip();
+    if (at('}')) return ++pos_, true;
+    for (std::string key;; key.clear()) {
+      skip();
+      if (!string(&key)) return false;
+      skip();
+      if (!at(':')) return false;
+      ++pos_;
+      if (!member(key)) return false;
+      skip();
+      if (at(',')) { ++pos_; continue; }
+      if (at('}')) return ++pos_, true;
+      return false;
+    }
+  }
+  bool number(Json* out) {
+    char digits[64];  // copied: strtod needs a NUL, and the text may end right after the number
+    size_t n = 0;
+    while (pos_ + n < s_.size() && n < sizeof digits - 1 && s_[pos_ + n] != '\0' && strchr("+-0123456789.eE", s_[pos_ + n])) {
+      digits[n] = s_[pos_ + n];
+      ++n;
+    }
+    digits[n] = '\0';
+    char* end = nullptr;
+    errno = 0;
+    const double value = strtod(digits, &end);
+    if (end == digits || errno == ERANGE) return false;
+    pos_ += static_cast<size_t>(end - digits);
+    if (out) out->kind = Json::Number, out->number = value;
+    return true;
   }
   bool value(Json* out, int depth) {
     skip();
     if (pos_ >= s_.size() || depth > kMaxDepth) return false;
     const char c = s_[pos_];
     if (c == '{') {
-      out->kind = Json::Object;
-      ++pos_;
-      skip();
-      if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
-      for (;;) {
-        skip();
-        std::string key;
-        if (pos_ >= s_.size() || !string(&key)) return false;
-        skip();
-        if (pos_ >= s_.size() || s_[pos_++] != ':') return false;
-        if (!value(&out->fields[key], depth + 1)) return false;
-        skip();
-        if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == ',') { ++pos_; continue; }
-        if (s_[pos_] == '}') return ++pos_, true;
-        return false;
-      }
+      if (out) out->kind = Json::Object;
+      return members(depth, [&](const std::string& key) { return value(out ? &out->fields[key] : nullptr, depth + 1); });
     }
     if (c == '[') {
-      out->kind = Json::Array;
+      if (out) out->kind = Json::Array;
       ++pos_;
       skip();
-      if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
+      if (at(']')) return ++pos_, true;
       for (;;) {
-        out->items.emplace_back();
-        if (!value(&out->items.back(), depth + 1)) return false;
+        if (out) out->items.emplace_back();
+        if (!value(out ? &out->items.back() : nullptr, depth + 1)) return false;
         skip();
-        if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == ',') { ++pos_; continue; }
-        if (s_[pos_] == ']') return ++pos_, true;
+        if (at(',')) { ++pos_; continue; }
+        if (at(']')) return ++pos_, true;
         return false;
       }
     }
-    if (c == '"') return out->kind = Json::String, string(&out->text);
-    if (literal("true")) return out->kind = Json::Bool, out->number = 1, true;
-    if (literal("false")) return out->kind = Json::Bool, true;
+    if (c == '"') {
+      if (out) out->kind = Json::String;
+      return string(out ? &out->text : nullptr);
+    }
+    if (literal("true")) {
+      if (out) out->kind = Json::Bool, out->number = 1;
+      return true;
+    }
+    if (literal("false")) {
+      if (out) out->kind = Json::Bool;
+      return true;
+    }
     if (literal("null")) return true;
-    const char* start = s_.c_str() + pos_;
-    char* end = nullptr;
-    errno = 0;
-    out->number = strtod(start, &end);
-    if (end == start || errno == ERANGE) return false;
-    out->kind = Json::Number;
-    pos_ += static_cast<size_t>(end - start);
-    return true;
+    return number(out);
   }
 
-  const std::string& s_;
+  std::string_view s_;
   size_t pos_ = 0;
 };
 
 constexpr double kMaxBytes = 140737488355328.0;  // 2^47, the pool's largest request
-constexpr long kMaxFileBytes = 256L << 20;
+constexpr off_t kMaxFileBytes = off_t{256} << 20;
 
-bool readFile(const char* path, std::string* text, std::string* error) {
-  FILE* f = fopen(path, "rb");
-  if (!f) {
-    *error = std::string("cannot read the plan: ") + strerror(errno);
-    return false;
-  }
-  std::unique_ptr<FILE, int (*)(FILE*)> closer(f, fclose);
-  char buf[1 << 16];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-    text->append(buf, n);
-    if (text->size() > static_cast<size_t>(kMaxFileBytes)) {
-      *error = "the plan is larger than 256 MiB";
-      return false;
+// A plan file mapped read-only: a regular file of at most kMaxFileBytes (a FIFO, a device or /dev/zero is
+// refused by its type, before anything is read).
+class MappedFile {
+ public:
+  bool open(const char* path, std::string* error) {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return fail(std::string("cannot read the plan: ") + strerror(errno), error);
+    struct stat st;
+    const bool stated = fstat(fd, &st) == 0;
+    const int err = errno;
+    if (stated && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size <= kMaxFileBytes) {
+      length_ = static_cast<size_t>(st.st_size);
+      void* at = mmap(nullptr, length_, PROT_READ, MAP_PRIVATE, fd, 0);
+      data_ = at == MAP_FAILED ? nullptr : static_cast<const char*>(at);
     }
+    const int mapErr = errno;
+    close(fd);
+    if (!stated) return fail(std::string("cannot read the plan: ") + strerror(err), error);
+    if (!S_ISREG(st.st_mode)) return fail("not a regular file: a plan is a file that 'tensorpool train' wrote", error);
+    if (st.st_size == 0) return fail("the file is empty", error);
+    if (st.st_size > kMaxFileBytes) {
+      return fail("the file is " + std::to_string(st.st_size) + " bytes; a plan may be at most 256 MiB", error);
+    }
+    if (!data_) return fail(std::string("cannot read the plan: ") + strerror(mapErr), error);
+    return true;
   }
-  if (ferror(f)) {
-    *error = std::string("cannot read the plan: ") + strerror(errno);
-    return false;
+  ~MappedFile() {
+    if (data_) munmap(const_cast<char*>(data_), length_);
   }
-  return true;
-}
+  std::string_view text() const { return {data_, length_}; }
+
+ private:
+  static bool fail(const std::string& why, std::string* error) { return *error = why, false; }
+  const char* data_ = nullptr;
+  size_t length_ = 0;
+};
 
 // A whole number in [min, kMaxBytes], or false with *error naming `field`.
 bool integer(const Json* v, const std::string& field, double min, uint64_t* out, std::string* error) {
@@ -287,22 +346,23 @@ bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
 
 }  // namespace
 
-bool readPlanFile(const char* path, PlanSpec* plan, std::string* program, std::string* error) {
-  std::string text;
+bool readPlanFile(const char* path, const std::string& running, PlanSpec* plan, std::string* program, std::string* error) {
+  MappedFile file;
   Json root;
   std::string why;
-  // The table is built here only to check the plan (its classes, schedule and layout), so that a plan the
-  // pool would refuse when first made is named, and refused, at load.
-  SizeClassTable checked;
-  if (!readFile(path, &text, &why) || !Parser(text).parse(&root, &why) || !fromJson(root, plan, &why) ||
-      !checked.build(*plan, &why)) {
+  // The program first (no tree built): in the other processes of the tree the body is never parsed.
+  if (!file.open(path, &why) || !Parser(file.text()).sourceProgram(program, &why)) {
     *error = std::string(path) + ": " + why;
     return false;
   }
-  const Json* source = root.get("source");
-  const Json* named = source && source->kind == Json::Object ? source->get("program") : nullptr;
-  program->clear();
-  if (named && named->kind == Json::String) *program = named->text;
+  if (!program->empty() && !running.empty() && *program != running) return true;
+  // The table is built here only to check the plan (its classes, schedule and layout), so that a plan the
+  // pool would refuse when first made is named, and refused, at load.
+  SizeClassTable checked;
+  if (!Parser(file.text()).parse(&root, &why) || !fromJson(root, plan, &why) || !checked.build(*plan, &why)) {
+    *error = std::string(path) + ": " + why;
+    return false;
+  }
   return true;
 }
 

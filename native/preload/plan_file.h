@@ -8,11 +8,13 @@
 
 namespace tp::preload {
 
-// Fills *plan from the file at `path`: interval, classes (sorted by size, schedule renumbered to match) and
-// the schedule when present; *program: the program whose recording the plan was trained on
-// (`source.program`, written by the preload library into its recordings), empty when it does not say.
-// Returns false with *error naming the file and the field that is wrong; the class table itself (multiples
-// of the interval, distinct sizes, schedule fits) is checked when the pool is built from it.
-bool readPlanFile(const char* path, PlanSpec* plan, std::string* program, std::string* error);
+// Reads the plan file at `path`: first *program, the program whose recording the plan was trained on
+// (`source.program`, written by the preload library into its recordings; empty when it does not say), and
+// then, unless it names a program other than `running` (both non-empty: *plan is then left as it was, its
+// body not even parsed), *plan: interval, classes (sorted by size, schedule renumbered to match) and the
+// schedule when present. The file must be a regular file of at most 256 MiB. Returns false with *error
+// naming the file and what is wrong; the class table itself (multiples of the interval, distinct sizes,
+// schedule fits) is checked here too, as the pool will when it is built from it.
+bool readPlanFile(const char* path, const std::string& running, PlanSpec* plan, std::string* program, std::string* error);
 
 }  // namespace tp::preload

@@ -1,11 +1,8 @@
 #include "process_pool.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,7 +18,10 @@
 
 #include "os/os.h"
 #include "core/pool.h"
+#include "fork.h"
 #include "plan_file.h"
+#include "program_name.h"
+#include "record_file.h"
 #include "process_api.h"
 
 #ifndef TP_PACKAGE_VERSION
@@ -66,7 +66,11 @@ Pool* servingPool() {
   if (Pool* p = made()) return p;
   if (!recipe) return nullptr;
   std::string error;
-  std::shared_ptr<Pool> fresh = Pool::create(recipe->plan, recipe->options, &error);
+  // The address map free() reads is mapped with the pool, not at load: in a process whose pool is never
+  // made, free() finds no map and goes straight to the C library.
+  std::shared_ptr<Pool> fresh;
+  if (!os::trackMappings()) error = std::string("cannot map the address map: ") + strerror(errno);
+  else fresh = Pool::create(recipe->plan, recipe->options, &error);
   if (fresh && recipe->record) fresh->startRecording(recipe->recordEvents);
   delete recipe;
   recipe = nullptr;
@@ -89,12 +93,11 @@ struct Settings {
   // The process that read these settings: a child forked without exec holds a copy of them (and of the
   // recording), and is neither the root nor the recording's writer.
   pid_t pid = 0;
-  std::string program;  // programOf(), with a plan or a recording: written into recordings, matched against a plan's
+  std::string program;  // thisProgram(), with a plan or a recording: written into recordings, matched against a plan's
   std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
+  std::string run;      // runOf(), with a recording
 };
 Settings* settings = nullptr;
-
-std::atomic<bool> reportedBadFree{false};
 
 void say(const std::string& line) {
   const std::string text = "tensorpool: " + line + "\n";
@@ -211,15 +214,53 @@ ProcessPoolApi api = {
 };
 
 void writeRecording();
-void keepLargest(const std::string& path, const char* text, size_t length);
 void printStats();
+
+std::atomic<bool> recordingWritten{false};
+
+// The recording, once per process: at exit, or when SIGTERM ends it (flushOnSigterm).
+void writeRecordingOnce() {
+  const bool forked = getpid() != settings->pid;
+  // A process whose pool was never made recorded nothing: only the root leaves a file for it.
+  if (settings->record && !forked && (settings->root || made()) && !recordingWritten.exchange(true)) writeRecording();
+}
 
 void atExit() {
   InternalScope inside;
+  writeRecordingOnce();
   const bool forked = getpid() != settings->pid;
-  // A process whose pool was never made recorded nothing: only the root leaves a file for it.
-  if (settings->record && !forked && (settings->root || made())) writeRecording();
   if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) printStats();
+}
+
+// SIGTERM, with the default action (it would end the process without running atexit): the
+// recording is written, then the signal is raised again with the default action, so the process ends as it
+// would have. Writing allocates, which a signal handler may not safely do: when this thread was inside the
+// pool nothing is written, and an alarm bounds the rest (had the signal interrupted the C library's malloc
+// on this thread, writing would wait on its lock: SIGALRM's default action then ends the process).
+void writeThenDie(int signal) {
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigaction(signal, &fallback, nullptr);
+  if (!insidePool()) {
+    sigaction(SIGALRM, &fallback, nullptr);
+    alarm(10);
+    InternalScope inside;
+    writeRecordingOnce();
+  }
+  raise(signal);  // blocked until this handler returns, then the default action
+}
+
+// SIGTERM's, where the program has no handler of its own when the library loads (one it sets later replaces
+// it; Node resets every handler at start-up). Not SIGINT's: a program decides by SIGINT's disposition at its
+// start whether to handle it (Python raises KeyboardInterrupt, and then exits normally, writing the
+// recording, only where it finds SIGINT's default action); a Ctrl-C that kills leaves the previous file whole.
+void flushOnSigterm() {
+  struct sigaction current {};
+  if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) return;
+  struct sigaction ours {};
+  ours.sa_handler = writeThenDie;
+  sigemptyset(&ours.sa_mask);
+  sigaction(SIGTERM, &ours, nullptr);
 }
 
 // Whether this process is the first of its tree to load the library: TENSORPOOL_ROOT_PID names it, set here
@@ -239,43 +280,15 @@ bool claimRoot() {
   return true;
 }
 
-// What a recording names as its program, and a plan trained on it serves: the name of the executable
-// (argv[0], without its directory) and of the first argument that is not an option ("node app.js",
-// "python3 train.py"). Under a launcher (`npm start`, a shell script) every process of the tree inherits
-// TENSORPOOL_PLAN; the launcher ("node npm") is not the program the plan was recorded from and maps
-// none of its arena. Printable ASCII only (others become '?'), so that it travels through CSV and JSON as is.
-std::string programOf() {
-  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  char buffer[4096];
-  size_t length = 0;
-  for (ssize_t n; length < sizeof buffer && (n = read(fd, buffer + length, sizeof buffer - length)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    length += static_cast<size_t>(n);
-  }
-  close(fd);
-  std::string program;
-  const auto add = [&](const char* arg, size_t n) {
-    const char* slash = static_cast<const char*>(memrchr(arg, '/', n));
-    const char* name = slash ? slash + 1 : arg;
-    if (!program.empty()) program += ' ';
-    for (const char* c = name; c < arg + n && program.size() < 200; ++c) {
-      program += *c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\' && *c != ',' ? *c : '?';
-    }
-  };
-  for (size_t at = 0, index = 0; at < length; ++index) {
-    const char* end = static_cast<const char*>(memchr(buffer + at, '\0', length - at));
-    const size_t n = (end ? end : buffer + length) - (buffer + at);
-    if (index == 0) {
-      add(buffer + at, n);
-    } else if (n > 0 && buffer[at] != '-') {
-      add(buffer + at, n);
-      break;
-    }
-    at += n + 1;
-  }
-  return program;
+// The run this process belongs to, named in its recording: the root names it (its pid and the time) for
+// the processes it starts (TENSORPOOL_RUN), so that a file holding a recording of an earlier run is replaced
+// whatever its size, and one of this run only by a larger one.
+std::string runOf(bool root) {
+  const char* inherited = getenv("TENSORPOOL_RUN");
+  if (!root && inherited) return inherited;
+  const std::string run = std::to_string(static_cast<long>(getpid())) + "." + std::to_string(os::monotonicNs());
+  setenv("TENSORPOOL_RUN", run.c_str(), 1);
+  return run;
 }
 
 // TENSORPOOL_RECORD with each %p replaced by the pid.
@@ -290,15 +303,6 @@ std::string recordFileOf(const char* path) {
     }
   }
   return file;
-}
-
-void forkPrepare() {
-  making.lock();
-  if (Pool* p = made()) p->lockForFork();
-}
-void forkRelease() {
-  if (Pool* p = made()) p->unlockAfterFork();
-  making.unlock();
 }
 
 // The C library keeps serving what is below the threshold, and by default gives the top of its heap back
@@ -318,6 +322,13 @@ void keepHeapTop() {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
+// Address space the default classes may grow into: 16 GiB, or under an RLIMIT_AS (`ulimit -v`) at most
+// half of what the limit leaves, so that the program keeps the rest (the pool turned itself off below 16 GiB).
+uint64_t defaultReserve() {
+  const uint64_t left = os::addressSpaceLeft() / 2 / os::kTrackGranule * os::kTrackGranule;
+  return std::min(uint64_t{16} << 30, left);
+}
+
 // Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
 void initialise() {
   InternalScope inside;
@@ -329,7 +340,7 @@ void initialise() {
   const char* eventsText = getenv("TENSORPOOL_RECORD_EVENTS");
   bool adaptive = false, stats = false;
   if (minText && !parseBytes(minText, &minBytes)) return fail("TENSORPOOL_MIN_BYTES=" + std::string(minText) + " is not a byte count from 1 to 2^47 (such as 65536 or 64K)");
-  uint64_t reserve = uint64_t{16} << 30;
+  uint64_t reserve = defaultReserve();
   if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
   uint64_t recordEvents = uint64_t{4} << 20;
   if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
@@ -342,7 +353,7 @@ void initialise() {
   s->stats = stats;
   s->root = claimRoot();
   s->pid = getpid();
-  if (planPath || recordPath) s->program = programOf();  // what only a plan or a recording asks about
+  if (planPath || recordPath) s->program = thisProgram();  // what only a plan or a recording asks about
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
@@ -352,7 +363,7 @@ void initialise() {
   if (planPath) {
     PlanSpec planned;
     std::string error, program;
-    if (!readPlanFile(planPath, &planned, &program, &error)) return delete s, fail(error);
+    if (!readPlanFile(planPath, s->program, &planned, &program, &error)) return delete s, fail(error);
     if (!program.empty() && !s->program.empty() && program != s->program) {
       s->planFor = program;  // another process of the tree is the one the plan serves
     } else {
@@ -368,21 +379,23 @@ void initialise() {
   if (adaptive) s->mode = "adaptive";
   if (recordPath) {
     s->recordPath = recordFileOf(recordPath);
-    // The root starts the file afresh (which also checks it can be written); the processes it starts write
-    // at exit, where theirs is the larger recording (or to a file of their own, %p).
-    if (s->root) {
-      FILE* file = fopen(s->recordPath.c_str(), "w");
-      if (!file) return delete s, fail("TENSORPOOL_RECORD=" + s->recordPath + ": " + strerror(errno));
-      fclose(file);
+    // Checked now, written at exit (where this process's is the run's largest recording, or to a file of
+    // its own, %p): a path that cannot take it is refused before the program starts.
+    std::string error;
+    if (!recordFileUsable(s->recordPath, &error)) {
+      const std::string why = "TENSORPOOL_RECORD=" + s->recordPath + ": " + error;
+      delete s;
+      return fail(why);
     }
+    s->run = runOf(s->root);
     s->record = true;
     if (!adaptive) s->mode = "recording";
   }
-  if (!os::trackMappings()) return delete s, fail(std::string("cannot map the address map: ") + strerror(errno));
   recipe = new Recipe{std::move(plan), options, s->record, recordEvents};
   settings = s;
-  pthread_atfork(forkPrepare, forkRelease, forkRelease);
+  holdPoolAcrossFork();
   atexit(atExit);
+  if (s->record) flushOnSigterm();
   api.mode = s->mode;
   api.minBytes = minBytes;
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
@@ -406,6 +419,7 @@ void writeRecording() {
   fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
           static_cast<unsigned long long>(minBytes));
   if (!settings->program.empty()) fprintf(out, "# program: %s\n", settings->program.c_str());
+  fprintf(out, "# run: %s\n", settings->run.c_str());
   fprintf(out, "op,id,size,stream\n");
   std::unordered_map<uint64_t, uint64_t> live;  // serial -> allocating thread
   uint64_t unknown = 0;
@@ -435,30 +449,11 @@ void writeRecording() {
   if (unknown) fprintf(out, "# %llu releases of blocks allocated while recording was off are left out\n", static_cast<unsigned long long>(unknown));
   if (state.truncated) fprintf(out, "# truncated: the event limit was reached\n");
   if (fclose(out) != 0) return free(text), say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
-  keepLargest(settings->recordPath, text, length);
+  std::string error;
+  if (!writeRecordFile(settings->recordPath, settings->run, text, length, &error)) {
+    say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + error);
+  }
   free(text);
-}
-
-// Writes a recording to `path` unless the file holds a larger one: every process of a tree records
-// (TENSORPOOL_RECORD is inherited), and the file keeps the largest: a runtime's, not its launcher's (npm, a
-// shell) or a helper's. Processes that exit together take turns (flock).
-void keepLargest(const std::string& path, const char* text, size_t length) {
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return say("TENSORPOOL_RECORD=" + path + ": " + strerror(errno));
-  struct stat held;
-  if (flock(fd, LOCK_EX) == 0 && fstat(fd, &held) == 0 && static_cast<uint64_t>(held.st_size) >= length) {
-    close(fd);  // releases the lock
-    return;
-  }
-  bool written = ftruncate(fd, 0) == 0;
-  for (size_t done = 0; written && done < length;) {
-    const ssize_t n = pwrite(fd, text + done, length - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    written = n > 0;
-    if (written) done += static_cast<size_t>(n);
-  }
-  if (!written) say("TENSORPOOL_RECORD=" + path + ": " + strerror(errno));
-  close(fd);
 }
 
 void printStats() {
@@ -497,31 +492,65 @@ void printStats() {
 InternalScope::InternalScope() { ++insideDepth; }
 InternalScope::~InternalScope() { --insideDepth; }
 
-void* poolAlloc(size_t bytes) {
+bool insidePool() { return insideDepth != 0; }
+void enterPool() { ++insideDepth; }
+void leavePool() { --insideDepth; }
+
+void lockPoolForFork() {
+  making.lock();
+  if (Pool* p = made()) p->lockForFork();
+}
+
+void unlockPoolAfterFork() {
+  if (Pool* p = made()) p->unlockAfterFork();
+  making.unlock();
+}
+
+// Whether the block of allocation `a` reads as zero: a fresh mapping of the OS's. The hook for the core's
+// own knowledge of fresh and purged arena blocks (calloc then writes none of them either).
+bool readsAsZero(const Allocation& a) { return a.route == Route::OsFallback || a.route == Route::OsOversize; }
+
+void* poolAlloc(size_t bytes, bool* zero) {
   Pool* serving = servingPool();
-  if (!serving) return nullptr;  // errno untouched: the C library serves it
+  if (!serving) return nullptr;
   InternalScope inside;
+  // errno is the C library's to set: a pool that cannot serve leaves the request to it, which then
+  // succeeds (errno untouched, as on every success) or fails and says why.
+  const int saved = errno;
+  Allocation a;
   try {
-    const Allocation a = serving->alloc(bytes);
-    if (a.status == AllocStatus::Ok) return a.data;
+    a = serving->alloc(bytes);
   } catch (...) {  // std::bad_alloc from the pool's own bookkeeping: a failed allocation, not a crash
+    a.status = AllocStatus::OutOfMemory;
   }
-  errno = ENOMEM;
-  return nullptr;
+  errno = saved;
+  if (a.status != AllocStatus::Ok) return nullptr;
+  if (zero) *zero = readsAsZero(a);
+  return a.data;
+}
+
+// What glibc prints, then abort(): a host that frees what it does not own or frees twice is stopped as
+// glibc would stop it, with glibc's words (its message for a block of the sizes the pool serves).
+[[noreturn]] void invalidFree(ReleaseStatus status) {
+  static const char kDouble[] = "double free or corruption (!prev)\n";
+  static const char kInvalid[] = "free(): invalid pointer\n";
+  const bool twice = status == ReleaseStatus::NotLive;
+  ssize_t ignored = write(STDERR_FILENO, twice ? kDouble : kInvalid, twice ? sizeof kDouble - 1 : sizeof kInvalid - 1);
+  (void)ignored;
+  abort();
 }
 
 void poolFree(void* p) {
   InternalScope inside;
+  const int saved = errno;  // free() leaves errno as it was (glibc since 2.33)
   ReleaseStatus status;
   try {
     status = pool().release(p);
   } catch (...) {
     status = ReleaseStatus::NotOwned;
   }
-  if (status != ReleaseStatus::Ok && !reportedBadFree.exchange(true)) {
-    say(std::string("free() of ") + (status == ReleaseStatus::NotLive ? "a block already freed" : "an address inside the pool that starts no block") +
-        " was ignored (reported once)");
-  }
+  if (status != ReleaseStatus::Ok) invalidFree(status);
+  errno = saved;
 }
 
 size_t poolUsableSize(const void* p) {

@@ -7,8 +7,9 @@
 //   TENSORPOOL_MIN_BYTES   requests of at least this many bytes go to the pool (K/M/G suffixes; default 64K)
 //   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode)
 //   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
-//                          tensorpool trace CSV at exit; in a process tree (the variable is inherited) the
-//                          file keeps the largest recording; with %p in the name each process whose pool
+//                          tensorpool trace CSV at exit (through a temporary file renamed over it; a path
+//                          that is no regular file is refused at load); in a process tree (the variable is
+//                          inherited) the file keeps the run's largest recording; with %p in the name each process whose pool
 //                          served something writes its own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
@@ -18,6 +19,7 @@
 //                          only when their pool served something)
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
 //                          are not it
+//   TENSORPOOL_RUN         set by the library in the first process of the tree: the run its recordings name
 // With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
 #pragma once
 
@@ -47,18 +49,29 @@ extern std::atomic<size_t> routeFrom;
 extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
 }  // namespace detail
 
-// Whether a request of `bytes` goes to the pool: the pool is ready, the request is at least the threshold,
-// and this thread is not inside the pool. Inline, as ownedByPool: every malloc and free of the process asks.
-inline bool routesToPool(size_t bytes) {
-  return bytes >= detail::routeFrom.load(std::memory_order_acquire) && detail::insideDepth == 0;
-}
+// Whether a request of `bytes` may go to the pool: the pool is ready and the request is at least the
+// threshold. One load and one compare, no thread-local access: what every malloc of the process asks first.
+inline bool mayRouteToPool(size_t bytes) { return bytes >= detail::routeFrom.load(std::memory_order_acquire); }
+// Whether a request of `bytes` goes to the pool: it may, and this thread is not inside the pool.
+// Inline, as ownedByPool: every malloc and free of the process asks.
+inline bool routesToPool(size_t bytes) { return mayRouteToPool(bytes) && detail::insideDepth == 0; }
 // Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
 inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
-// A block of `bytes` from the pool, 64-byte aligned, or nullptr (errno ENOMEM).
-void* poolAlloc(size_t bytes);
-// Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block is reported
-// once on stderr and otherwise ignored: the host is not aborted over it.
+// Whether this thread is inside the pool now (InternalScope, enterPool): it may hold the pool's locks.
+bool insidePool();
+// InternalScope's two halves, for a scope that is not a C++ block (fork's handlers).
+void enterPool();
+void leavePool();
+// The pool's locks, taken (in the order its own calls take them) and released around fork() (fork.cc).
+void lockPoolForFork();
+void unlockPoolAfterFork();
+
+// A block of `bytes` from the pool, 64-byte aligned, or nullptr when the pool cannot serve it (errno
+// untouched: the C library is then asked). *zero, when given: whether the block reads as zero (calloc).
+void* poolAlloc(size_t bytes, bool* zero = nullptr);
+// Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block (a double
+// free, a pointer into a block) aborts the process with glibc's message, as glibc would.
 void poolFree(void* p);
 // Bytes the live block at p was allocated with (0 when p starts none). Pre: ownedByPool(p).
 size_t poolUsableSize(const void* p);

@@ -1,0 +1,67 @@
+#include "fork.h"
+
+#include <pthread.h>
+
+#include <cstdint>
+
+#include "process_pool.h"
+
+// libio's stream-list lock (exported by glibc since 2.2.5; fork() itself takes it).
+extern "C" {
+void _IO_list_lock(void);
+void _IO_list_unlock(void);
+void _IO_list_resetlock(void);
+}
+
+namespace tp::preload {
+
+namespace {
+
+// Whether each fork in progress on this thread took the pool's locks, one bit a fork, the innermost in bit 0:
+// a fork from a signal handler may interrupt another fork of the same thread (glibc's tst-mallocfork2).
+thread_local uint64_t poolHeldBits __attribute__((tls_model("initial-exec"))) = 0;
+
+// pthread_atfork's prepare handlers run before fork() takes stdio's stream-list lock, and so before glibc's
+// arena locks. Taking the pool's lock there inverted glibc's order (glibc bug 19431): a thread in getline
+// holds a FILE's lock and waits on the pool in realloc, fflush(NULL) holds the list lock and waits on that
+// FILE, and fork, holding the pool, waits on the list. The list lock is taken first here, as glibc's fork
+// does before its own arenas' locks (it is recursive: fork takes it again, and in the child resets it).
+//
+// A fork from a signal handler that interrupted this thread inside the pool, or inside another fork that
+// holds the pool's locks, would wait on a lock the thread holds itself. It takes none then, as glibc's fork
+// takes no malloc lock in a single-threaded process: the child returns into the interrupted call, which
+// finishes its change and unlocks. (With other threads inside the pool too, such a fork is unsafe under
+// glibc as well: fork is not async-signal-safe once a process has threads.) The thread counts as inside the
+// pool from here until fork returns, so that its own allocations meanwhile go to the C library.
+void prepare() {
+  const bool held = !insidePool();
+  enterPool();
+  poolHeldBits = poolHeldBits << 1 | (held ? 1 : 0);
+  _IO_list_lock();
+  if (held) lockPoolForFork();
+}
+
+// The innermost fork's bit, removed.
+bool heldByThisFork() {
+  const bool held = poolHeldBits & 1;
+  poolHeldBits >>= 1;
+  return held;
+}
+
+void parent() {
+  if (heldByThisFork()) unlockPoolAfterFork();
+  _IO_list_unlock();
+  leavePool();
+}
+
+void child() {
+  if (heldByThisFork()) unlockPoolAfterFork();
+  _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
+  leavePool();
+}
+
+}  // namespace
+
+void holdPoolAcrossFork() { pthread_atfork(prepare, parent, child); }
+
+}  // namespace tp::preload

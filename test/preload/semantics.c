@@ -1,0 +1,148 @@
+/*
+ * The malloc family's answers, printed one a line, so that test/preload.test.ts can run this program with
+ * and without the preload library and compare: the library must answer as glibc does.
+ *   semantics oom        requests larger than the machine can commit (twice RAM + swap, and 64 TiB), through
+ *                        every entry point: NULL and the errno, or "served"
+ *   semantics calloc     calloc(1 GiB): zero, and how much of it became resident
+ *   semantics errno      errno after a served request (untouched) and after a failed posix_memalign
+ *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
+ *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
+ *   semantics sigterm    ten 256 KiB blocks, then SIGTERM (its default action ends the program)
+ * Built by the test with the system's C compiler (cc); nothing of it enters the library.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A value from /proc/meminfo in bytes (0 when absent). */
+static uint64_t meminfo(const char* key) {
+  FILE* f = fopen("/proc/meminfo", "r");
+  char line[256];
+  uint64_t kib = 0;
+  size_t n = strlen(key);
+  while (f && fgets(line, sizeof line, f)) {
+    if (strncmp(line, key, n) == 0 && line[n] == ':') kib = strtoull(line + n + 1, NULL, 10);
+  }
+  if (f) fclose(f);
+  return kib * 1024;
+}
+
+static uint64_t residentBytes(void) {
+  FILE* f = fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void report(const char* what, size_t bytes, void* p) {
+  if (p) printf("%s(%zu): served\n", what, bytes);
+  else printf("%s(%zu): NULL, %s\n", what, bytes, strerror(errno));
+  free(p);
+}
+
+static int oom(void) {
+  const size_t sizes[] = {(size_t)(2 * (meminfo("MemTotal") + meminfo("SwapTotal"))), (size_t)1 << 46};
+  for (int i = 0; i < 2; i++) {
+    const size_t bytes = sizes[i];
+    errno = 0;
+    void* served = malloc(bytes);
+    report("malloc", bytes, served);
+    /* calloc writes what it does not know to be zero: where malloc served a block the machine cannot hold,
+       a calloc that writes would fill the machine; asked only where malloc answered NULL. */
+    if (served) printf("calloc(%zu): not asked\n", bytes);
+    else report("calloc", bytes, calloc(1, bytes));
+    errno = 0;
+    report("memalign", bytes, memalign(64, bytes));
+    errno = 0;
+    report("aligned_alloc", bytes, aligned_alloc(64, bytes));
+    void* p = NULL;
+    errno = 0;
+    const int result = posix_memalign(&p, 64, bytes);
+    printf("posix_memalign(%zu): %s, errno %s\n", bytes, strerror(result), strerror(errno));
+    free(result == 0 ? p : NULL);
+    char* small = malloc(100);
+    memset(small, 7, 100);
+    errno = 0;
+    void* grown = realloc(small, bytes);
+    report("realloc", bytes, grown);
+    if (!grown) printf("realloc(%zu): old block intact: %s\n", bytes, small[99] == 7 ? "yes" : "no");
+    if (!grown) free(small);
+  }
+  void* tebibyte = malloc((size_t)1 << 40);
+  free(tebibyte);
+  errno = 0;
+  if (tebibyte) printf("calloc(2^20, 2^20): not asked\n");
+  else report("calloc(2^20, 2^20)", (size_t)1 << 40, calloc((size_t)1 << 20, (size_t)1 << 20));
+  return 0;
+}
+
+static int callocFresh(void) {
+  const size_t bytes = (size_t)1 << 30;
+  const uint64_t before = residentBytes();
+  unsigned char* p = calloc(1, bytes);
+  if (!p) return printf("calloc(1 GiB): NULL\n"), 0;
+  const uint64_t grew = residentBytes() - before;
+  int zero = 1;
+  for (size_t i = 0; i < bytes; i += (size_t)1 << 24) zero = zero && p[i] == 0 && p[bytes - 1 - i] == 0;
+  printf("calloc(1 GiB): %s, resident %s 64 MiB\n", zero ? "zero" : "NOT ZERO", grew < ((uint64_t)64 << 20) ? "below" : "above");
+  free(p);
+  return 0;
+}
+
+static int errnoKept(void) {
+  errno = EDOM;
+  void* a = malloc(256 << 10);
+  void* b = calloc(1, 256 << 10);
+  void* c = NULL;
+  const int aligned = posix_memalign(&c, 64, 256 << 10);
+  char* d = realloc(malloc(1000), 300 << 10);
+  free(a);
+  free(b);
+  free(c);
+  free(d);
+  printf("served: %s; errno after them %s\n", a && b && aligned == 0 && d ? "all" : "not all", errno == EDOM ? "untouched" : strerror(errno));
+  void* e = NULL;
+  errno = 0;
+  const int refused = posix_memalign(&e, 64, SIZE_MAX / 2);
+  printf("posix_memalign(SIZE_MAX / 2): %s, errno %s\n", strerror(refused), strerror(errno));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const char* what = argc > 1 ? argv[1] : "";
+  setvbuf(stdout, NULL, _IONBF, 0);
+  if (!strcmp(what, "oom")) return oom();
+  if (!strcmp(what, "calloc")) return callocFresh();
+  if (!strcmp(what, "errno")) return errnoKept();
+  if (!strcmp(what, "free-offset")) {
+    char* volatile p = malloc(24);
+    memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
+    free(p + 1);
+    return 0;
+  }
+  if (!strcmp(what, "double-free")) {
+    char* volatile p = malloc(256 << 10);
+    void* volatile guard = malloc(100);
+    free(p);
+    free(p);
+    free(guard);
+    return 0;
+  }
+  if (!strcmp(what, "sigterm")) {
+    for (int i = 0; i < 10; i++) free(malloc(256 << 10));
+    raise(SIGTERM);
+    sleep(30);
+    return 0;
+  }
+  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free|sigterm\n");
+  return 2;
+}
