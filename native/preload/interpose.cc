@@ -118,9 +118,8 @@ TP_EXPORT void* calloc(size_t count, size_t size) {
     return nullptr;
   }
   if (!routesToPool(bytes)) return __libc_calloc(count, size);
-  void* p = poolAlloc(bytes);
-  if (!p) return __libc_calloc(count, size);
-  return memset(p, 0, bytes);  // a pool block holds what its last owner wrote
+  void* p = poolCalloc(bytes);
+  return p ? p : __libc_calloc(count, size);
 }
 
 TP_EXPORT void* realloc(void* p, size_t bytes) {

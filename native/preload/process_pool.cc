@@ -118,6 +118,17 @@ bool parseBytes(const char* text, uint64_t* out) {
   return true;
 }
 
+// A decimal count from 0 to 2^32 (no suffix). False when the value is not one.
+bool parseCount(const char* text, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  if (!text || *text < '0' || *text > '9') return false;
+  const unsigned long long value = strtoull(text, &end, 10);
+  if (errno == ERANGE || *end != '\0' || value > (uint64_t{1} << 32)) return false;
+  *out = value;
+  return true;
+}
+
 // "1"/"true"/"on" or "0"/"false"/"off"/"" ; false when it is neither.
 bool parseSwitch(const char* text, bool* out) {
   const std::string v = text ? text : "";
@@ -327,12 +338,16 @@ void initialise() {
   const char* recordPath = getenv("TENSORPOOL_RECORD");
   const char* reserveText = getenv("TENSORPOOL_RESERVE");
   const char* eventsText = getenv("TENSORPOOL_RECORD_EVENTS");
+  const char* decayText = getenv("TENSORPOOL_DECAY_MS");
   bool adaptive = false, stats = false;
   if (minText && !parseBytes(minText, &minBytes)) return fail("TENSORPOOL_MIN_BYTES=" + std::string(minText) + " is not a byte count from 1 to 2^47 (such as 65536 or 64K)");
   uint64_t reserve = uint64_t{16} << 30;
   if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
   uint64_t recordEvents = uint64_t{4} << 20;
   if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
+  uint64_t decayMs = 1000;
+  if (decayText && strcmp(decayText, "off") != 0 && !parseCount(decayText, &decayMs)) return fail("TENSORPOOL_DECAY_MS=" + std::string(decayText) + " is not a number of milliseconds (such as 1000) or off");
+  if (decayText && strcmp(decayText, "off") == 0) decayMs = PoolOptions::kNoDecay;
   if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
   if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
   if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
@@ -348,6 +363,7 @@ void initialise() {
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
   options.growth = Growth::BeforeBorrowing;
   options.growReserve = reserve;
+  options.decayMs = decayMs;
 
   if (planPath) {
     PlanSpec planned;
@@ -497,18 +513,25 @@ void printStats() {
 InternalScope::InternalScope() { ++insideDepth; }
 InternalScope::~InternalScope() { --insideDepth; }
 
-void* poolAlloc(size_t bytes) {
+namespace {
+// A pool block, its bytes zero when `zero` (written only where it may hold its last owner's bytes: fresh
+// and given-back memory is zero already).
+void* allocateFromPool(size_t bytes, bool zero) {
   Pool* serving = servingPool();
   if (!serving) return nullptr;  // errno untouched: the C library serves it
   InternalScope inside;
   try {
     const Allocation a = serving->alloc(bytes);
-    if (a.status == AllocStatus::Ok) return a.data;
+    if (a.status == AllocStatus::Ok) return zero && !a.zeroed ? memset(a.data, 0, bytes) : a.data;
   } catch (...) {  // std::bad_alloc from the pool's own bookkeeping: a failed allocation, not a crash
   }
   errno = ENOMEM;
   return nullptr;
 }
+}  // namespace
+
+void* poolAlloc(size_t bytes) { return allocateFromPool(bytes, false); }
+void* poolCalloc(size_t bytes) { return allocateFromPool(bytes, true); }
 
 void poolFree(void* p) {
   InternalScope inside;

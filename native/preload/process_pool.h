@@ -14,6 +14,8 @@
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
 //                          markIteration() calls (lib/process-pool.ts)
 //   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
+//   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
+//                          program marks them) give their pages back to the OS (default 1000; off: never)
 //   TENSORPOOL_STATS       1: the pool's counters on stderr at exit (in the other processes of the tree,
 //                          only when their pool served something)
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
@@ -57,6 +59,9 @@ inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
 // A block of `bytes` from the pool, 64-byte aligned, or nullptr (errno ENOMEM).
 void* poolAlloc(size_t bytes);
+// The same, its bytes zero: written only where the block may hold a previous owner's bytes (fresh and
+// given-back memory is zero already).
+void* poolCalloc(size_t bytes);
 // Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block is reported
 // once on stderr and otherwise ignored: the host is not aborted over it.
 void poolFree(void* p);
