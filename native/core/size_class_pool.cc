@@ -528,8 +528,9 @@ void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t* blocks, uint64_t* byt
     BlockHeader* header = heads_[cls];
     for (uint64_t i = 0; i < resident - n; ++i) header = header->next;
     for (uint64_t i = 0; i < n; ++i, header = header->next) {
-      purge(header);
+      if (!purge(header)) continue;
       *bytes += header->capacity;
+      ++*blocks;
     }
     d.purged += n;
     d.due -= n;
@@ -537,16 +538,16 @@ void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t* blocks, uint64_t* byt
     done += n;
     left = left || d.due != 0;
   }
-  *blocks += done;
   duePurges_ = left;
 }
 
-void SizeClassPool::purge(BlockHeader* header) {
+bool SizeClassPool::purge(BlockHeader* header) {
+  if (header->zero) return false;  // never written since it was carved or purged: nothing to give back
   char* data = header->data();
   const uint64_t capacity = header->capacity;
   if (!arena_->discard(data, capacity)) {
     header->zero = 0;  // the kernel kept the pages, and what they hold
-    return;
+    return false;
   }
   // The partial pages at either end stay (the first holds the header, the last the next block's): zeroed
   // here, so the whole block reads as zero.
@@ -557,6 +558,7 @@ void SizeClassPool::purge(BlockHeader* header) {
   const uint64_t tailStart = std::max(head, (start + capacity) / page * page - start);
   memset(data + tailStart, 0, capacity - tailStart);
   header->zero = 1;
+  return true;
 }
 
 void SizeClassPool::retire(bool discardFree) {

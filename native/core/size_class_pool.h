@@ -95,7 +95,8 @@ class SizeClassPool {
   bool decays() const { return decays_; }
   void endDecayEpoch();
   bool hasDuePurges() const { return duePurges_; }
-  // Purges at most `maxBlocks` due blocks; adds the blocks and bytes given back to the counts.
+  // Purges at most `maxBlocks` due blocks; adds the blocks and bytes given back to the counts (a block
+  // never written since it was carved counts as purged without a system call, and in neither count).
   void purgeDue(uint64_t maxBlocks, uint64_t* blocks, uint64_t* bytes);
   // This pool serves no more (a newer plan does): blocks that come back give their pages to the OS, so that
   // a draining arena holds memory only under live blocks. With discardFree the free blocks' pages go now;
@@ -137,8 +138,9 @@ class SizeClassPool {
   // Counts a block becoming outstanding (live, deferred or cached) or coming back.
   void countOutstanding(uint64_t capacity);
   // Decay: gives the pages of free block `header` back and zeroes what stays resident of it, so that it
-  // reads as zero (header->zero) when the kernel took the pages.
-  void purge(BlockHeader* header);
+  // reads as zero (header->zero) when the kernel took the pages. False when nothing was given back (a
+  // block never written since it was carved or purged, or the kernel refused).
+  bool purge(BlockHeader* header);
   BlockHeader* markLive(BlockHeader* header, uint64_t bytes);
   // Time-shared pools: marks record r's block live for a request of `bytes`; returns whether it is lent.
   bool markRecordLive(uint32_t r, uint64_t bytes);
