@@ -145,7 +145,7 @@ void Pool::decayLocked() {
     epochStartNs_ = now;
     epochMarks_ = 0;
   }
-  if (serving.hasDuePurges()) serving.purgeDue(PoolOptions::kPurgeBlocksPerCall, &counters_.purgedBlocks, &counters_.purgedBytes);
+  if (serving.hasDuePurges()) serving.purgeDue(PoolOptions::kPurgeBlocksPerCall, PoolOptions::kPurgeBytesPerCall, &counters_.purgedBlocks, &counters_.purgedBytes);
 }
 
 // Called with mu_ held: counts where an arena block came from; `scheduled`: where the schedule put it.

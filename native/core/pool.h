@@ -35,7 +35,9 @@ struct PoolOptions {
   uint64_t decayMs = kNoDecay;
   static constexpr uint64_t kNoDecay = UINT64_MAX;
   static constexpr uint64_t kDecayMarks = 16;
-  static constexpr uint64_t kPurgeBlocksPerCall = 64;  // bounds the work a single alloc / free does for decay
+  // Bounds on the work a single alloc / free does for decay (a MADV_DONTNEED of 64 MiB takes ~1 ms).
+  static constexpr uint64_t kPurgeBlocksPerCall = 64;
+  static constexpr uint64_t kPurgeBytesPerCall = uint64_t{64} << 20;
 };
 
 // How a request was served.

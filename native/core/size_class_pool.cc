@@ -512,13 +512,15 @@ void SizeClassPool::endDecayEpoch() {
   }
 }
 
-void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t* blocks, uint64_t* bytes) {
-  uint64_t done = 0;
+void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes) {
+  uint64_t done = 0, doneBytes = 0;
   bool left = false;
   for (size_t cls = 0; cls < decay_.size(); ++cls) {
     DecayState& d = decay_[cls];
     if (d.due == 0) continue;
-    const uint64_t n = std::min(d.due, maxBlocks - done);
+    // Within both budgets, and at least one block while the byte budget lasts (a class may exceed it).
+    const uint64_t byBytes = doneBytes >= maxBytes ? 0 : std::max<uint64_t>(1, (maxBytes - doneBytes) / capacityOf(cls));
+    const uint64_t n = std::min({d.due, maxBlocks - done, byBytes});
     if (n == 0) {
       left = true;
       continue;
@@ -536,6 +538,7 @@ void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t* blocks, uint64_t* byt
     d.due -= n;
     d.lowWater -= std::min(d.lowWater, n);
     done += n;
+    doneBytes += n * capacityOf(cls);
     left = left || d.due != 0;
   }
   duePurges_ = left;

@@ -95,9 +95,9 @@ class SizeClassPool {
   bool decays() const { return decays_; }
   void endDecayEpoch();
   bool hasDuePurges() const { return duePurges_; }
-  // Purges at most `maxBlocks` due blocks; adds the blocks and bytes given back to the counts (a block
+  // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block
   // never written since it was carved counts as purged without a system call, and in neither count).
-  void purgeDue(uint64_t maxBlocks, uint64_t* blocks, uint64_t* bytes);
+  void purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
   // This pool serves no more (a newer plan does): blocks that come back give their pages to the OS, so that
   // a draining arena holds memory only under live blocks. With discardFree the free blocks' pages go now;
   // without, the caller discards freeRanges() itself (Pool does it off its lock, as no retired block is
