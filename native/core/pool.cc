@@ -248,6 +248,20 @@ ReleaseStatus Pool::release(const void* data) {
   return status;
 }
 
+ReleaseStatus Pool::releaseMoved(const void* data) {
+  std::lock_guard lock(mu_);
+  BlockHeader* header = offsetArena_ && offsetArena_->contains(data) ? nullptr : findLocked(data);
+  // Read before the release: a draining arena may be unmapped by it (the serving one never is).
+  const bool serving = header && !counters_.closed && header->origin == Origin::Arena && header->arenaId == generations_.back()->id();
+  const ReleaseStatus status = releaseLocked(data, 0, false);
+  if (status == ReleaseStatus::Ok && serving && options_.decayMs != PoolOptions::kNoDecay && generations_.back()->purgeGiven(header)) {
+    counters_.purgedBlocks++;
+    counters_.purgedBytes += header->capacity;
+  }
+  decayLocked();
+  return status;
+}
+
 ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
   std::lock_guard lock(mu_);
   BlockHeader* header = offsetArena_ && offsetArena_->contains(data) ? nullptr : findLocked(data);

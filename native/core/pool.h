@@ -181,6 +181,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Returns a live block. NotOwned: `data` is not the start of a block this pool made; NotLive: it was
   // already released. Nothing changes unless the status is Ok.
   ReleaseStatus release(const void* data);
+  // The same, for a block its owner moved elsewhere (realloc): where decay would give its pages back once
+  // idle, they go back now (a chain of reallocs otherwise holds every block it left behind).
+  ReleaseStatus releaseMoved(const void* data);
   // The finalizer's release: only when the block is still the live allocation numbered `serial`.
   ReleaseStatus releaseIfSerial(const void* data, uint64_t serial);
   // Bytes the live (or cached) block at `data` was allocated with, or 0 when it is neither in this pool.

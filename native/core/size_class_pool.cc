@@ -544,6 +544,25 @@ void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* bl
   duePurges_ = left;
 }
 
+bool SizeClassPool::purgeGiven(BlockHeader* header) {
+  const size_t cls = header->classIndex;
+  if (!decays_ || retired_ || heads_[cls] != header || capacityOf(cls) < 4 * os::pageSize()) return false;
+  const bool gaveBack = purge(header);
+  if (!header->zero) return false;  // the kernel kept its pages: it stays a resident block
+  // Off the top of the list, and in again just above the purged blocks.
+  DecayState& d = decay_[cls];
+  heads_[cls] = header->next;
+  const uint64_t others = counters_[cls].freeBlocks - d.purged - 1;  // resident blocks of the class
+  BlockHeader** link = &heads_[cls];
+  for (uint64_t i = 0; i < others; ++i) link = &(*link)->next;
+  header->next = *link;
+  *link = header;
+  d.purged++;
+  d.lowWater = std::min(d.lowWater, others);
+  d.due = std::min(d.due, others);
+  return gaveBack;
+}
+
 bool SizeClassPool::purge(BlockHeader* header) {
   if (header->zero) return false;  // never written since it was carved or purged: nothing to give back
   char* data = header->data();

@@ -98,6 +98,10 @@ class SizeClassPool {
   // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block
   // never written since it was carved counts as purged without a system call, and in neither count).
   void purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
+  // Block `header`, just given back, will not be wanted again soon (realloc moved its contents): its pages
+  // go back now, and it joins the purged blocks. Returns whether pages were given back. Pre: give(header)
+  // was the last change to its class.
+  bool purgeGiven(BlockHeader* header);
   // This pool serves no more (a newer plan does): blocks that come back give their pages to the OS, so that
   // a draining arena holds memory only under live blocks. With discardFree the free blocks' pages go now;
   // without, the caller discards freeRanges() itself (Pool does it off its lock, as no retired block is

@@ -533,11 +533,12 @@ void* allocateFromPool(size_t bytes, bool zero) {
 void* poolAlloc(size_t bytes) { return allocateFromPool(bytes, false); }
 void* poolCalloc(size_t bytes) { return allocateFromPool(bytes, true); }
 
-void poolFree(void* p) {
+namespace {
+void releaseToPool(void* p, bool moved) {
   InternalScope inside;
   ReleaseStatus status;
   try {
-    status = pool().release(p);
+    status = moved ? pool().releaseMoved(p) : pool().release(p);
   } catch (...) {
     status = ReleaseStatus::NotOwned;
   }
@@ -546,6 +547,10 @@ void poolFree(void* p) {
         " was ignored (reported once)");
   }
 }
+}  // namespace
+
+void poolFree(void* p) { releaseToPool(p, false); }
+void poolFreeMoved(void* p) { releaseToPool(p, true); }
 
 size_t poolUsableSize(const void* p) {
   InternalScope inside;

@@ -65,6 +65,8 @@ void* poolCalloc(size_t bytes);
 // Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block is reported
 // once on stderr and otherwise ignored: the host is not aborted over it.
 void poolFree(void* p);
+// poolFree for a block realloc moved elsewhere: its pages go back at once (Pool::releaseMoved).
+void poolFreeMoved(void* p);
 // Bytes the live block at p was allocated with (0 when p starts none). Pre: ownedByPool(p).
 size_t poolUsableSize(const void* p);
 

@@ -827,3 +827,25 @@ TEST(growth_of_a_plan_departed_from_is_bounded_by_the_peak_outstanding_bytes) {
   const uint64_t peak = 64 * ((1 << 20) + 9 * (64 << 10) + 64);
   CHECK(s.arenaBytes - planned <= 2 * peak + (64 << 20) + (2 << 20));
 }
+
+TEST(a_block_realloc_moved_gives_its_pages_back_at_once_and_is_handed_out_after_the_resident_ones) {
+  auto pool = decayingPool(60000);  // no epoch ends during the test: only releaseMoved purges
+  constexpr uint64_t kBytes = 1 << 20;
+  Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes);
+  std::memset(a.data, 1, kBytes);
+  std::memset(b.data, 2, kBytes);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->releaseMoved(b.data) == ReleaseStatus::Ok);
+  CHECK(pool->stats().purgedBlocks == 1 && pool->stats().purgedBytes >= kBytes);
+  Allocation first = pool->alloc(kBytes), second = pool->alloc(kBytes);
+  CHECK(first.data == a.data && !first.zeroed);  // the resident block first, though b was freed after it
+  CHECK(second.data == b.data && second.zeroed && allZero(second.data, kBytes));
+  CHECK(pool->releaseMoved(first.data) == ReleaseStatus::Ok);
+  CHECK(pool->releaseMoved(first.data) == ReleaseStatus::NotLive);
+  CHECK(pool->release(second.data) == ReleaseStatus::Ok);
+  auto keeping = decayingPool(PoolOptions::kNoDecay);  // without decay, a moved block stays resident
+  Allocation c = keeping->alloc(kBytes);
+  std::memset(c.data, 3, kBytes);
+  CHECK(keeping->releaseMoved(c.data) == ReleaseStatus::Ok);
+  CHECK(keeping->stats().purgedBlocks == 0 && !keeping->alloc(kBytes).zeroed);
+}
