@@ -86,6 +86,9 @@ export interface PoolCounters {
   /** Front-cache log entries that named no block in the right state, ignored (0 unless something is wrong). */
   cacheRejected: number;
   closed: boolean;
+  /** Decay: free blocks whose pages went back to the OS after sitting idle (the process pool), and their capacity. */
+  purgedBlocks: number;
+  purgedBytes: number;
 }
 
 /** What markIteration() reports about the iteration that ended (native/core/pool.h IterationSummary). */

@@ -280,6 +280,20 @@ describe('the preload library: the process allocator', () => {
     }
   });
 
+  it('memory is resident only once used: untouched blocks cost none, calloc of fresh memory writes nothing, idle free blocks go back', () => {
+    const r = underPool(['--decay', '300'], ['residency']);
+    expect(r.code, r.stderr).toBe(0);
+    const MiB = 2 ** 20;
+    // 1,000 x malloc(100 KiB) never written: 100 MiB carved (pre-faulted before: +109 MiB), glibc +3 MiB.
+    expect(r.out.untouchedGrowth).toBeLessThan(16 * MiB);
+    // calloc(1 GiB): a fresh mapping is zero already (memset before: +1 GiB).
+    expect(r.out.callocZero).toBe(true);
+    expect(r.out.callocGrowth).toBeLessThan(64 * MiB);
+    // 200 MiB written and freed, then idle for the decay period: the pages go back.
+    expect(r.out.purgedBytes).toBeGreaterThanOrEqual(190 * MiB);
+    expect(r.out.decayDrop).toBeGreaterThan(150 * MiB);
+  });
+
   it('bad configuration prints one line and leaves the host on the C library', () => {
     const malformed = path.join(tmp, 'malformed.plan.json');
     fs.writeFileSync(malformed, '{"format": "tensorpool-plan", "version": 1, "interval": 4096, "classes": [{"size": 4096}]}');
@@ -323,6 +337,7 @@ describe('the preload library: the process allocator', () => {
       [{ TENSORPOOL_RECORD: fifo }, /TENSORPOOL_RECORD=.*plan\.fifo: not a regular file/],
       [{ TENSORPOOL_RECORD: '/dev/null' }, /TENSORPOOL_RECORD=\/dev\/null: not a regular file/],
       [{ TENSORPOOL_ADAPTIVE: 'yes please' }, /TENSORPOOL_ADAPTIVE must be 1 or 0/],
+      [{ TENSORPOOL_DECAY_MS: 'soon' }, /TENSORPOOL_DECAY_MS=soon is not a number of milliseconds/],
     ];
     for (const [env, message] of cases) {
       const r = spawnSync(process.execPath, ['-e', "const { processPool } = require('./dist/index.js'); console.log(processPool() === null ? 'pass-through' : 'pooled')"], {
@@ -421,6 +436,7 @@ describe('the preload library: the process allocator', () => {
     expect(missing.stderr).toMatch(/^tensorpool: cannot run no-such-command-tp: command not found/);
     expectUsageError(run('run'), /no command to run/);
     expectUsageError(run('run', '--min-bytes', 'lots', '--', 'true'), /--min-bytes must be a byte count/);
+    expectUsageError(run('run', '--decay', 'soon', '--', 'true'), /--decay must be a number of milliseconds/);
     expectUsageError(run('run', '--plan', path.join(tmp, 'missing.json'), '--', 'true'), /missing\.json/);
     expectUsageError(run('run', '--record', path.join(tmp, 'no/dir/x.csv'), '--', 'true'), /--record .*does not exist or is not writable/);
     expectUsageError(run('run', '--record', '/dev/null', '--', 'true'), /--record \/dev\/null: not a regular file/);

@@ -32,6 +32,9 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
+  --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
+                   iteration marks, where the program marks them) gives its memory back to the OS
+                   (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are.
   --stats          print the pool's counters on stderr at exit (also from the processes the command
                    starts whose pool served something)
   --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook
@@ -51,7 +54,7 @@ const MAX_PLAN_BYTES = 256 * 2 ** 20;
 function splitCommand(argv: string[]): [string[], string[]] {
   const dashes = argv.indexOf('--');
   if (dashes >= 0) return [argv.slice(0, dashes), argv.slice(dashes + 1)];
-  const withValue = new Set(['--plan', '--record', '--min-bytes']);
+  const withValue = new Set(['--plan', '--record', '--min-bytes', '--decay']);
   for (let i = 0; i < argv.length; i++) {
     if (!argv[i].startsWith('-')) return [argv.slice(0, i), argv.slice(i)];
     if (withValue.has(argv[i])) i++;
@@ -89,6 +92,7 @@ export const runCommand: Command = {
       record: { type: 'string' },
       adaptive: { type: 'boolean' },
       'min-bytes': { type: 'string' },
+      decay: { type: 'string' },
       stats: { type: 'boolean' },
       'no-hooks': { type: 'boolean' },
     } as const;
@@ -120,6 +124,12 @@ export const runCommand: Command = {
     if (flags.adaptive) env.TENSORPOOL_ADAPTIVE = '1';
     if (flags.stats) env.TENSORPOOL_STATS = '1';
     if (values['min-bytes'] !== undefined) env.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
+    if (values.decay !== undefined) {
+      if (values.decay !== 'off' && !(/^\d{1,10}$/.test(values.decay) && Number(values.decay) <= 2 ** 32)) {
+        throw new CliError(`--decay must be a number of milliseconds (such as 1000) or off, got '${values.decay}'`);
+      }
+      env.TENSORPOOL_DECAY_MS = values.decay;
+    }
     env.LD_PRELOAD = [preloadLibrary, process.env.LD_PRELOAD].filter(Boolean).join(':');
     if (hooks) Object.assign(env, hookEnvironment(process.env));
 

@@ -44,9 +44,11 @@ Arena::~Arena() { os::unmapMemory(base_, reserved_); }
 bool Arena::commitUpTo(uint64_t upTo, std::string* error) {
   if (!options_.prefault && !options_.lock) return true;
   const uint64_t end = roundUp(upTo, os::pageSize());
-  if (end <= committed_) return true;
-  char* start = base_ + committed_;
-  const uint64_t bytes = end - committed_;
+  // Pages carved without a commit stay as they are: a populate would fault in what nobody has touched.
+  const uint64_t from = committedEnd_ > carved_ ? committedEnd_ : roundUp(carved_, os::pageSize());
+  if (end <= from) return true;
+  char* start = base_ + from;
+  const uint64_t bytes = end - from;
   if (options_.lock) {
     if (os::lockMemory(start, bytes) != 0) {
       *error = lockRefusal(bytes, errno);
@@ -57,25 +59,26 @@ bool Arena::commitUpTo(uint64_t upTo, std::string* error) {
     *error = "could not pre-fault " + std::to_string(bytes) + " bytes: " + strerror(errno);
     return false;
   }
-  committed_ = end;
+  committed_ += bytes;
+  committedEnd_ = end;
   return true;
 }
 
-void Arena::discard(char* start, uint64_t bytes) const {
-  if (options_.lock) return;
+bool Arena::discard(char* start, uint64_t bytes) const {
+  if (options_.lock) return false;
   const uintptr_t page = os::pageSize();
   const uintptr_t from = roundUp(reinterpret_cast<uintptr_t>(start), page);
   const uintptr_t to = (reinterpret_cast<uintptr_t>(start) + bytes) / page * page;
   // Advice: when the kernel refuses, the pages simply stay resident until the arena is unmapped.
-  if (to > from) os::discardMemory(reinterpret_cast<void*>(from), to - from);
+  return to <= from || os::discardMemory(reinterpret_cast<void*>(from), to - from) == 0;
 }
 
-char* Arena::carve(uint64_t bytes, std::string* error) {
+char* Arena::carve(uint64_t bytes, std::string* error, bool commit) {
   if (bytes > reserved_ - carved_) {
     *error = "arena reservation exhausted";
     return nullptr;
   }
-  if (!commitUpTo(carved_ + bytes, error)) return nullptr;
+  if ((commit || options_.lock) && !commitUpTo(carved_ + bytes, error)) return nullptr;
   char* start = base_ + carved_;
   carved_ += bytes;
   return start;

@@ -1,5 +1,6 @@
-// One arena: a single mmap reservation from which blocks are carved front to back. The carved part is
-// pre-faulted (and locked, with `lock`) as it is carved, so serving a block later takes no page fault.
+// One arena: a single mmap reservation from which blocks are carved front to back. What a plan names is
+// pre-faulted (and locked, with `lock`) as it is carved, so serving it later takes no page fault; a block
+// carved on demand may instead be left to fault in where it is first touched (Residency, DESIGN.md).
 #pragma once
 
 #include <cstdint>
@@ -30,12 +31,15 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   // Carves the next `bytes` (a multiple of 64) and returns their start, or nullptr when the reservation is
-  // exhausted or the OS refuses to fault / lock the new pages (*error says which).
-  char* carve(uint64_t bytes, std::string* error);
+  // exhausted or the OS refuses to fault / lock the new pages (*error says which). Without `commit` the
+  // pages are left unfaulted (unless the arena locks: locked memory is resident by contract), so a block
+  // never written costs no memory.
+  char* carve(uint64_t bytes, std::string* error, bool commit = true);
 
   // Gives the whole pages inside [start, start + bytes) back to the OS; a no-op for a locked arena (locked
-  // pages stay resident by contract). The bytes read as zero afterwards. Pre: the range was carved.
-  void discard(char* start, uint64_t bytes) const;
+  // pages stay resident by contract). Those pages read as zero afterwards; true when they do (none to give,
+  // or the kernel took them), false when the arena is locked or the kernel refused. Pre: the range was carved.
+  bool discard(char* start, uint64_t bytes) const;
 
   // Compares addresses as integers: the pointer may belong to any object, or to none.
   bool contains(const void* p) const {
@@ -47,17 +51,19 @@ class Arena {
   uint64_t carvedBytes() const { return carved_; }
   // Bytes made resident (pre-faulted or locked) by the arena itself.
   uint64_t committedBytes() const { return committed_; }
+  bool locked() const { return options_.lock; }
 
  private:
   Arena(char* base, uint64_t reserved, const ArenaOptions& options) : base_(base), reserved_(reserved), options_(options) {}
-  // Pre-faults / locks [committed_, upTo) rounded to pages.
+  // Pre-faults / locks [committedEnd_, upTo) rounded to pages, skipping what was carved uncommitted.
   bool commitUpTo(uint64_t upTo, std::string* error);
 
   char* base_;
   uint64_t reserved_;
   ArenaOptions options_;
   uint64_t carved_ = 0;
-  uint64_t committed_ = 0;
+  uint64_t committed_ = 0;     // bytes pre-faulted / locked
+  uint64_t committedEnd_ = 0;  // where the next commit starts: nothing below it is committed again
 };
 
 }  // namespace tp

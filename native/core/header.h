@@ -32,7 +32,8 @@ struct alignas(64) BlockHeader {
   BlockHeader* next;      // free list link (arena blocks) / deferred list link
   uint64_t osLength;      // OS: bytes obtained from the OS, header included
   uint8_t lent;           // arena: served to a request whose own class was another (a borrow)
-  uint8_t pad[3];
+  uint8_t zero;           // arena, free: its data reads as zero (never handed out since carved, or purged)
+  uint8_t pad[2];
   uint32_t slot;          // arena blocks of a time-shared pool: the block's record (SizeClassPool)
 
   char* data() { return reinterpret_cast<char*>(this) + kHeaderBytes; }

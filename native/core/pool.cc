@@ -47,6 +47,7 @@ std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& opti
   pool->generations_.back()->schedules().begin(&pool->scheduleCursor_, 0);
   pool->scheduleCursor_.startUp = true;  // not after a switch: a plan then starts on any iteration
   pool->counters_.generation = 1;
+  pool->epochStartNs_ = pool->lastMarkNs_ = os::monotonicNs();
   if (offsets && !offsets->empty()) {
     pool->offsetArena_ = OffsetArena::create(*offsets, options.arena, error);
     if (!pool->offsetArena_) return nullptr;
@@ -77,6 +78,7 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   std::lock_guard lock(mu_);
   if (counters_.closed) return {AllocStatus::Closed};
   if (counters_.deferredPending != 0) reclaimLocked();  // S4: completed pairs first
+  decayLocked();
   if (cachedUpTo >= 0 && !offsetArena_) {
     // Where the block would come from, looked up on a copy of the schedule's cursor: nothing changes yet.
     const SizeClassPool& serving = *generations_.back();
@@ -127,7 +129,23 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   const bool keptBySchedule = scheduled && entry->block != ScheduleEntry::kAnyBlock && serving.schedules().keeps(entry);
   const bool cacheable = !offsetArena_ && !header->lent && (!serving.timeShared() || keptBySchedule);
   return counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled), header->classIndex, cacheable,
-                 keptBySchedule ? static_cast<int32_t>(entry->block) : -1);
+                 keptBySchedule ? static_cast<int32_t>(entry->block) : -1, header->zero != 0);
+}
+
+// Called with mu_ held.
+void Pool::decayLocked() {
+  if (options_.decayMs == PoolOptions::kNoDecay || generations_.empty()) return;
+  SizeClassPool& serving = *generations_.back();
+  if (!serving.decays()) return;
+  const uint64_t now = os::monotonicNs();
+  const uint64_t delay = options_.decayMs > UINT64_MAX / 1000000 ? UINT64_MAX : options_.decayMs * 1000000;
+  const uint64_t marksStopped = std::max(delay, longestIterationNs_ > UINT64_MAX / 2 ? UINT64_MAX : 2 * longestIterationNs_);
+  if (now - epochStartNs_ >= delay && (epochMarks_ >= PoolOptions::kDecayMarks || now - lastMarkNs_ >= marksStopped)) {
+    serving.endDecayEpoch();
+    epochStartNs_ = now;
+    epochMarks_ = 0;
+  }
+  if (serving.hasDuePurges()) serving.purgeDue(PoolOptions::kPurgeBlocksPerCall, PoolOptions::kPurgeBytesPerCall, &counters_.purgedBlocks, &counters_.purgedBytes);
 }
 
 // Called with mu_ held: counts where an arena block came from; `scheduled`: where the schedule put it.
@@ -148,7 +166,7 @@ Route Pool::countSourceLocked(Source source, bool scheduled) {
 
 // Called with mu_ held: the counters every served allocation updates.
 Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex, bool cacheable,
-                         int32_t block) {
+                         int32_t block, bool zeroed) {
   tally_.allocs++;
   tally_.bytes += bytes;
   // Summed over an iteration's sizes, the mix gives an order-independent hash of the multiset in which no
@@ -160,7 +178,7 @@ Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route rout
   counters_.bytesLive += bytes;
   if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
   return {.status = AllocStatus::Ok, .data = data, .serial = serial, .route = route, .classIndex = classIndex, .block = block,
-          .cacheable = cacheable};
+          .cacheable = cacheable, .zeroed = zeroed};
 }
 
 // Called with mu_ held.
@@ -203,7 +221,8 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   counters_.osLiveBlocks++;
   counters_.osLiveBytes += bytes;
   if (route == Route::OsOversize) counters_.osOversize++; else counters_.osFallbacks++;
-  return counted(header->data(), bytes, header->serial, route);
+  // A fresh mapping reads as zero; the C heap's memory may hold what it held before.
+  return counted(header->data(), bytes, header->serial, route, -1, false, -1, origin == Origin::OsMap);
 }
 
 BlockHeader* Pool::findLocked(const void* data) const {
@@ -224,7 +243,23 @@ SizeClassPool* Pool::generationLocked(uint32_t id) const {
 
 ReleaseStatus Pool::release(const void* data) {
   std::lock_guard lock(mu_);
-  return releaseLocked(data, 0, false);
+  const ReleaseStatus status = releaseLocked(data, 0, false);
+  decayLocked();
+  return status;
+}
+
+ReleaseStatus Pool::releaseMoved(const void* data) {
+  std::lock_guard lock(mu_);
+  BlockHeader* header = offsetArena_ && offsetArena_->contains(data) ? nullptr : findLocked(data);
+  // Read before the release: a draining arena may be unmapped by it (the serving one never is).
+  const bool serving = header && !counters_.closed && header->origin == Origin::Arena && header->arenaId == generations_.back()->id();
+  const ReleaseStatus status = releaseLocked(data, 0, false);
+  if (status == ReleaseStatus::Ok && serving && options_.decayMs != PoolOptions::kNoDecay && generations_.back()->purgeGiven(header)) {
+    counters_.purgedBlocks++;
+    counters_.purgedBytes += header->capacity;
+  }
+  decayLocked();
+  return status;
 }
 
 ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
@@ -478,6 +513,11 @@ IterationSummary Pool::markIteration() {
   tally_.osOversize = counters_.osOversize;
   tally_.unplannedBorrows = counters_.unplannedBorrows;
   cursor_ = 0;
+  const uint64_t now = os::monotonicNs();
+  if (counters_.iterations != 0) longestIterationNs_ = std::max(longestIterationNs_, now - lastMarkNs_);
+  lastMarkNs_ = now;
+  epochMarks_++;
+  decayLocked();
   if (!generations_.empty()) {
     generations_.back()->schedules().begin(&scheduleCursor_, scheduleCursor_.iteration + 1, endedSizes, ended.allocs);
   }

@@ -28,6 +28,16 @@ struct PoolOptions {
   Growth growth = Growth::Off;                       // whether and when a miss carves a block from spare reservation
   uint64_t growReserve = uint64_t{1} << 30;          // spare address space a growing pool may carve
   uint64_t osMapThreshold = uint64_t{256} << 10;     // OS fallbacks at least this large are mmap'd
+  // Decay (SizeClassPool::endDecayEpoch): a free block of a class carved on demand that is not handed out
+  // for this long gives its pages back. kNoDecay: never. An epoch ends once it has lasted decayMs and,
+  // where the program marks iterations, has seen kDecayMarks marks (or the marks have stopped for longer
+  // than twice the longest iteration): a block reused every iteration, or every few, is never purged.
+  uint64_t decayMs = kNoDecay;
+  static constexpr uint64_t kNoDecay = UINT64_MAX;
+  static constexpr uint64_t kDecayMarks = 16;
+  // Bounds on the work a single alloc / free does for decay (a MADV_DONTNEED of 64 MiB takes ~1 ms).
+  static constexpr uint64_t kPurgeBlocksPerCall = 64;
+  static constexpr uint64_t kPurgeBytesPerCall = uint64_t{64} << 20;
 };
 
 // How a request was served.
@@ -47,6 +57,8 @@ struct Allocation {
   // A front cache may keep the block when it is released: an arena block of classes whose blocks are
   // interchangeable, or a time-shared block its schedule keeps (Schedules::keeps); not in offsets mode.
   bool cacheable = false;
+  // The block's bytes read as zero (fresh memory, or pages the pool gave back): calloc need not write them.
+  bool zeroed = false;
 };
 
 // One entry of a front cache's log (applyCached): the owner released the block at `data` into the cache
@@ -84,6 +96,8 @@ struct PoolStats {
   uint64_t cachedBytes = 0;     // ... their capacity
   uint64_t cacheRejected = 0;   // front-cache log entries that named no block in the right state (ignored)
   bool closed = false;
+  uint64_t purgedBlocks = 0;    // decay: free blocks whose pages were given back after sitting idle
+  uint64_t purgedBytes = 0;     // ... their capacity
 };
 
 // What one iteration (the allocations since the previous mark) asked for and how it was served. Its
@@ -167,6 +181,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Returns a live block. NotOwned: `data` is not the start of a block this pool made; NotLive: it was
   // already released. Nothing changes unless the status is Ok.
   ReleaseStatus release(const void* data);
+  // The same, for a block its owner moved elsewhere (realloc): where decay would give its pages back once
+  // idle, they go back now (a chain of reallocs otherwise holds every block it left behind).
+  ReleaseStatus releaseMoved(const void* data);
   // The finalizer's release: only when the block is still the live allocation numbered `serial`.
   ReleaseStatus releaseIfSerial(const void* data, uint64_t serial);
   // Bytes the live (or cached) block at `data` was allocated with, or 0 when it is neither in this pool.
@@ -226,7 +243,10 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Counts a served allocation; returns it whole (built once, in place: a result patched field by field
   // afterwards is copied out through a store-forwarding stall).
   Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex = -1, bool cacheable = false,
-                     int32_t block = -1);
+                     int32_t block = -1, bool zeroed = false);
+  // Decay's turn on an alloc, a release or a mark: ends the epoch when it is due, then purges a bounded
+  // number of due blocks of the serving classes.
+  void decayLocked();
   Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);
@@ -259,6 +279,10 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Schedules::Cursor scheduleCursor_;  // where the serving plan's schedules stand
   IterationSummary tally_;  // of the iteration under way (the os* and borrow fields: counters at its start)
   Recorder recorder_;
+  uint64_t epochStartNs_ = 0;        // decay: when the current epoch started
+  uint64_t epochMarks_ = 0;          // ... marks made in it
+  uint64_t lastMarkNs_ = 0;          // when the last mark was made (creation before any)
+  uint64_t longestIterationNs_ = 0;  // the longest time between two marks so far
 
   struct Deferred {
     const void* data;

@@ -85,6 +85,23 @@ class SizeClassPool {
   // Returns a live, deferred or cached block of this pool to its class's free list (its pages to the OS, once
   // retired).
   void give(BlockHeader* header);
+
+  // Decay (DESIGN.md, Residency), in a pool whose every block was carved on demand (the default classes; not
+  // time-shared, not locked): a class's free list is a stack, so the blocks below the fewest it held free
+  // during an epoch (its low-water mark) were not handed out once in that epoch. At the end of an epoch
+  // those become due, and purgeDue() gives their pages back (MADV_DONTNEED) from the bottom of the stack
+  // up: a class's list is its resident free blocks above its purged ones, and the purged are handed out
+  // last. A block handed out in every epoch is never purged. The pool decides when an epoch ends.
+  bool decays() const { return decays_; }
+  void endDecayEpoch();
+  bool hasDuePurges() const { return duePurges_; }
+  // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block
+  // never written since it was carved counts as purged without a system call, and in neither count).
+  void purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
+  // Block `header`, just given back, will not be wanted again soon (realloc moved its contents): its pages
+  // go back now, and it joins the purged blocks. Returns whether pages were given back. Pre: give(header)
+  // was the last change to its class.
+  bool purgeGiven(BlockHeader* header);
   // This pool serves no more (a newer plan does): blocks that come back give their pages to the OS, so that
   // a draining arena holds memory only under live blocks. With discardFree the free blocks' pages go now;
   // without, the caller discards freeRanges() itself (Pool does it off its lock, as no retired block is
@@ -111,10 +128,23 @@ class SizeClassPool {
  private:
   SizeClassPool() = default;
   static constexpr size_t kNearLenders = 4;  // Growth::BeforeBorrowing: one doubling of the default classes
-  BlockHeader* carveBlock(size_t cls, std::string* error);
+  // Carves a block of class `cls`, pre-faulted when `commit` (what a plan names) or left to fault in.
+  BlockHeader* carveBlock(size_t cls, bool commit, std::string* error);
   // Carves a block in class `cls` for a request it is (`own`) or is not the own class of; nullptr when the
   // reservation is spent.
   BlockHeader* grow(size_t cls, bool own, Source* source);
+  // Growth::AfterBorrowing: whether a block of class `cls` may still be carved. A run that departs from its
+  // plan grows; growth beyond kGrowthFactor x the peak outstanding bytes (plus kGrowthSlack) would serve
+  // nothing a block already grown could not, so the request goes to the OS instead.
+  bool growthAllowed(size_t cls) const;
+  static constexpr uint64_t kGrowthFactor = 2;
+  static constexpr uint64_t kGrowthSlack = uint64_t{64} << 20;
+  // Counts a block becoming outstanding (live, deferred or cached) or coming back.
+  void countOutstanding(uint64_t capacity);
+  // Decay: gives the pages of free block `header` back and zeroes what stays resident of it, so that it
+  // reads as zero (header->zero) when the kernel took the pages. False when nothing was given back (a
+  // block never written since it was carved or purged, or the kernel refused).
+  bool purge(BlockHeader* header);
   BlockHeader* markLive(BlockHeader* header, uint64_t bytes);
   // Time-shared pools: marks record r's block live for a request of `bytes`; returns whether it is lent.
   bool markRecordLive(uint32_t r, uint64_t bytes);
@@ -202,6 +232,17 @@ class SizeClassPool {
   std::vector<uint64_t> nonEmpty_;        // bit per class: it has a free block
   std::vector<ClassCounters> counters_;
   uint64_t outstanding_ = 0;
+  uint64_t outstandingBytes_ = 0, peakOutstandingBytes_ = 0;  // capacity of the outstanding blocks, and its peak
+  uint64_t grownBytes_ = 0;                                   // carved by growth (strides)
+  // Decay, per class: the bottom `purged` blocks of the free list gave their pages back; of the resident
+  // ones above them (free - purged), `lowWater` is the fewest held during this epoch, and the bottom `due`
+  // are waiting for purgeDue().
+  struct DecayState {
+    uint64_t purged = 0, lowWater = 0, due = 0;
+  };
+  bool decays_ = false;
+  bool duePurges_ = false;
+  std::vector<DecayState> decay_;
   std::string lastGrowError_;  // why the last growth failed (reservation exhausted, or the OS refused pages)
 };
 

@@ -44,6 +44,8 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   set("cachedBytes", s.cachedBytes);
   set("cacheRejected", s.cacheRejected);
   o.Set("closed", Napi::Boolean::New(env, s.closed));
+  set("purgedBlocks", s.purgedBlocks);
+  set("purgedBytes", s.purgedBytes);
   return o;
 }
 

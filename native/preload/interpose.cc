@@ -111,7 +111,7 @@ void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
   void* fresh = allocate(bytes, 16);
   if (!fresh) return nullptr;  // errno set; the old block stays valid, as realloc promises
   memcpy(fresh, old, oldBytes < bytes ? oldBytes : bytes);
-  if (ownedByPool(old)) poolFree(old); else libcFree(old);
+  if (ownedByPool(old)) poolFreeMoved(old); else libcFree(old);
   return fresh;
 }
 

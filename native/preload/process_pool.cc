@@ -121,6 +121,17 @@ bool parseBytes(const char* text, uint64_t* out) {
   return true;
 }
 
+// A decimal count from 0 to 2^32 (no suffix). False when the value is not one.
+bool parseCount(const char* text, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  if (!text || *text < '0' || *text > '9') return false;
+  const unsigned long long value = strtoull(text, &end, 10);
+  if (errno == ERANGE || *end != '\0' || value > (uint64_t{1} << 32)) return false;
+  *out = value;
+  return true;
+}
+
 // "1"/"true"/"on" or "0"/"false"/"off"/"" ; false when it is neither.
 bool parseSwitch(const char* text, bool* out) {
   const std::string v = text ? text : "";
@@ -338,12 +349,16 @@ void initialise() {
   const char* recordPath = getenv("TENSORPOOL_RECORD");
   const char* reserveText = getenv("TENSORPOOL_RESERVE");
   const char* eventsText = getenv("TENSORPOOL_RECORD_EVENTS");
+  const char* decayText = getenv("TENSORPOOL_DECAY_MS");
   bool adaptive = false, stats = false;
   if (minText && !parseBytes(minText, &minBytes)) return fail("TENSORPOOL_MIN_BYTES=" + std::string(minText) + " is not a byte count from 1 to 2^47 (such as 65536 or 64K)");
   uint64_t reserve = defaultReserve();
   if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
   uint64_t recordEvents = uint64_t{4} << 20;
   if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
+  uint64_t decayMs = 1000;
+  if (decayText && strcmp(decayText, "off") != 0 && !parseCount(decayText, &decayMs)) return fail("TENSORPOOL_DECAY_MS=" + std::string(decayText) + " is not a number of milliseconds (such as 1000) or off");
+  if (decayText && strcmp(decayText, "off") == 0) decayMs = PoolOptions::kNoDecay;
   if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
   if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
   if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
@@ -359,6 +374,7 @@ void initialise() {
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
   options.growth = Growth::BeforeBorrowing;
   options.growReserve = reserve;
+  options.decayMs = decayMs;
 
   if (planPath) {
     PlanSpec planned;
@@ -506,10 +522,6 @@ void unlockPoolAfterFork() {
   making.unlock();
 }
 
-// Whether the block of allocation `a` reads as zero: a fresh mapping of the OS's. The hook for the core's
-// own knowledge of fresh and purged arena blocks (calloc then writes none of them either).
-bool readsAsZero(const Allocation& a) { return a.route == Route::OsFallback || a.route == Route::OsOversize; }
-
 void* poolAlloc(size_t bytes, bool* zero) {
   Pool* serving = servingPool();
   if (!serving) return nullptr;
@@ -525,10 +537,12 @@ void* poolAlloc(size_t bytes, bool* zero) {
   }
   errno = saved;
   if (a.status != AllocStatus::Ok) return nullptr;
-  if (zero) *zero = readsAsZero(a);
+  // Fresh mappings, and arena blocks never written since carved or given back to the OS, read as zero.
+  if (zero) *zero = a.zeroed;
   return a.data;
 }
 
+namespace {
 // What glibc prints, then abort(): a host that frees what it does not own or frees twice is stopped as
 // glibc would stop it, with glibc's words (its message for a block of the sizes the pool serves).
 [[noreturn]] void invalidFree(ReleaseStatus status) {
@@ -540,18 +554,22 @@ void* poolAlloc(size_t bytes, bool* zero) {
   abort();
 }
 
-void poolFree(void* p) {
+void releaseToPool(void* p, bool moved) {
   InternalScope inside;
   const int saved = errno;  // free() leaves errno as it was (glibc since 2.33)
   ReleaseStatus status;
   try {
-    status = pool().release(p);
+    status = moved ? pool().releaseMoved(p) : pool().release(p);
   } catch (...) {
     status = ReleaseStatus::NotOwned;
   }
   if (status != ReleaseStatus::Ok) invalidFree(status);
   errno = saved;
 }
+}  // namespace
+
+void poolFree(void* p) { releaseToPool(p, false); }
+void poolFreeMoved(void* p) { releaseToPool(p, true); }
 
 size_t poolUsableSize(const void* p) {
   InternalScope inside;

@@ -15,6 +15,8 @@
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
 //                          markIteration() calls (lib/process-pool.ts)
 //   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
+//   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
+//                          program marks them) give their pages back to the OS (default 1000; off: never)
 //   TENSORPOOL_STATS       1: the pool's counters on stderr at exit (in the other processes of the tree,
 //                          only when their pool served something)
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
@@ -73,6 +75,8 @@ void* poolAlloc(size_t bytes, bool* zero = nullptr);
 // Gives a block back. Pre: ownedByPool(p). A pointer inside the pool that starts no live block (a double
 // free, a pointer into a block) aborts the process with glibc's message, as glibc would.
 void poolFree(void* p);
+// poolFree for a block realloc moved elsewhere: its pages go back at once (Pool::releaseMoved).
+void poolFreeMoved(void* p);
 // Bytes the live block at p was allocated with (0 when p starts none). Pre: ownedByPool(p).
 size_t poolUsableSize(const void* p);
 

@@ -82,28 +82,26 @@ TEST(a_refused_mlock_names_the_limit_and_maps_nothing) {
   CHECK(mappingCount() == before);
 }
 
-TEST(a_refused_growth_falls_back_to_the_os_and_the_pool_keeps_serving) {
+TEST(a_grown_block_is_carved_without_faulting_its_pages_in) {
   PoolOptions options;
   options.growth = Growth::BeforeBorrowing;
   options.growReserve = 64 << 20;
   std::string error;
   auto pool = Pool::create(defaultPlan(), options, &error);
   CHECK(pool != nullptr);
-  Allocation held = pool->alloc(1 << 20);  // grown: carved and pre-faulted
-  CHECK(held.route == Route::Grown);
-  const PoolStats before = pool->stats();
-  os::failNthCall(os::Call::Populate, 1);  // the next carve cannot fault its pages in
-  Allocation refused = pool->alloc(1 << 20);
+  os::failNthCall(os::Call::Populate, 1);  // a carve that pre-faulted would be refused and go to the OS
+  Allocation grown = pool->alloc(1 << 20);
   os::failNthCall(os::Call::Populate, 0);
-  CHECK(refused.status == AllocStatus::Ok && refused.route == Route::OsFallback);  // documented fallback
-  std::memset(refused.data, 1, 1 << 20);
-  CHECK(pool->stats().committedBytes == before.committedBytes);
-  CHECK(pool->release(refused.data) == ReleaseStatus::Ok);
-  std::memset(held.data, 2, 1 << 20);
-  CHECK(pool->release(held.data) == ReleaseStatus::Ok);
+  CHECK(grown.status == AllocStatus::Ok && grown.route == Route::Grown);
+  CHECK(grown.zeroed);  // fresh memory: a calloc need not write it
+  CHECK(pool->stats().committedBytes == 0);
+  for (int i = 0; i < (1 << 20); i += 4096) CHECK(static_cast<char*>(grown.data)[i] == 0);
+  std::memset(grown.data, 2, 1 << 20);
+  CHECK(pool->release(grown.data) == ReleaseStatus::Ok);
+  Allocation again = pool->alloc(1 << 20);  // the same block, written by its last owner
+  CHECK(again.route == Route::Own && !again.zeroed);
+  CHECK(pool->release(again.data) == ReleaseStatus::Ok);
   stillServes(*pool, 1 << 20);
-  const PoolStats after = pool->stats();
-  CHECK(after.osLiveBlocks == 0 && after.liveBlocks == 0);
 }
 
 TEST(a_refused_os_fallback_is_out_of_memory_and_changes_nothing_else) {

@@ -703,3 +703,153 @@ TEST(a_switch_installed_at_a_mark_discards_the_old_free_pages_only_when_asked) {
   CHECK(pool->release(kept.data) == ReleaseStatus::Ok);
   CHECK(pool->stats().arenas == 1);
 }
+
+namespace {
+std::shared_ptr<Pool> decayingPool(uint64_t decayMs) {
+  PoolOptions options;
+  options.growth = Growth::BeforeBorrowing;
+  options.growReserve = uint64_t{1} << 30;
+  options.decayMs = decayMs;
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), options, &error);
+  CHECK(pool != nullptr);
+  return pool;
+}
+
+bool allZero(const void* data, uint64_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (uint64_t i = 0; i < bytes; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+}  // namespace
+
+TEST(idle_free_blocks_give_their_pages_back_a_bounded_number_per_call_and_then_read_as_zero) {
+  auto pool = decayingPool(200);
+  constexpr int kBlocks = 100;
+  constexpr uint64_t kBytes = 1 << 20;
+  std::vector<void*> blocks;
+  for (int i = 0; i < kBlocks; ++i) {
+    Allocation a = pool->alloc(kBytes);
+    CHECK(a.route == Route::Grown && a.zeroed);  // carved, never written: calloc need not write it
+    std::memset(a.data, 0xab, pool->liveSize(a.data));
+    blocks.push_back(a.data);
+  }
+  for (void* p : blocks) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  // Calls of another class end epochs 250 ms apart: the 100 idle blocks fall due together (at the latest
+  // at the second), and each call purges at most kPurgeBlocksPerCall of them.
+  for (int call = 0; call < 5; ++call) {
+    struct timespec pause = {0, 250000000};
+    nanosleep(&pause, nullptr);
+    const uint64_t before = pool->stats().purgedBlocks;
+    Allocation other = pool->alloc(8 << 20);
+    CHECK(pool->stats().purgedBlocks - before <= PoolOptions::kPurgeBlocksPerCall);
+    CHECK(pool->release(other.data) == ReleaseStatus::Ok);
+  }
+  const PoolStats s = pool->stats();
+  CHECK(s.purgedBlocks >= kBlocks && s.purgedBytes >= kBlocks * kBytes);
+  for (int i = 0; i < kBlocks; ++i) {
+    Allocation a = pool->alloc(kBytes);
+    CHECK(a.route == Route::Own && a.zeroed);
+    CHECK(allZero(a.data, kBytes));  // the partial pages at either end were zeroed too
+    blocks[i] = a.data;
+  }
+  for (void* p : blocks) CHECK(pool->release(p) == ReleaseStatus::Ok);
+}
+
+TEST(a_block_reused_between_epochs_is_never_purged_and_the_idle_ones_are) {
+  // Real time: an epoch lasts 300 ms, and the loop hands one of eight blocks out every millisecond.
+  auto pool = decayingPool(300);
+  constexpr uint64_t kBytes = 1 << 20;
+  void* blocks[8];
+  for (void*& b : blocks) {
+    b = pool->alloc(kBytes).data;
+    std::memset(b, 1, kBytes);
+  }
+  for (void* b : blocks) CHECK(pool->release(b) == ReleaseStatus::Ok);
+  uint64_t zeroedServed = 0;
+  const uint64_t start = os::monotonicNs();
+  while (os::monotonicNs() - start < 1500ull * 1000 * 1000) {
+    Allocation a = pool->alloc(kBytes);
+    CHECK(a.route == Route::Own);
+    if (a.zeroed) ++zeroedServed;
+    static_cast<char*>(a.data)[kBytes - 1] = 2;
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, nullptr);
+  }
+  const PoolStats s = pool->stats();
+  CHECK(s.purgedBlocks == 7);  // the seven below the one in use
+  CHECK(zeroedServed == 0);    // the one in use was never given back
+}
+
+TEST(a_pool_without_decay_or_with_a_plan_keeps_its_free_blocks) {
+  auto pool = decayingPool(PoolOptions::kNoDecay);
+  for (int call = 0; call < 4; ++call) {
+    Allocation a = pool->alloc(1 << 20);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  }
+  CHECK(pool->stats().purgedBlocks == 0);
+  PoolOptions options;
+  options.growth = Growth::AfterBorrowing;
+  options.decayMs = 0;
+  std::string error;
+  auto planned = Pool::create(smallPlan(), options, &error);  // what a plan names stays resident
+  CHECK(planned != nullptr);
+  for (int call = 0; call < 4; ++call) {
+    Allocation a = planned->alloc(1 << 20);
+    CHECK(planned->release(a.data) == ReleaseStatus::Ok);
+  }
+  CHECK(planned->stats().purgedBlocks == 0);
+}
+
+TEST(growth_of_a_plan_departed_from_is_bounded_by_the_peak_outstanding_bytes) {
+  // Ten classes one block each; the run asks 64 blocks of each in turn, ascending, so that no block grown
+  // before fits (a smaller class cannot lend): every phase would grow 64 more.
+  PlanSpec plan;
+  plan.interval = 4096;
+  for (uint64_t i = 0; i < 10; ++i) plan.classes.push_back({(1 << 20) + i * (64 << 10), 1});
+  PoolOptions options;
+  options.growth = Growth::AfterBorrowing;
+  options.growReserve = uint64_t{4} << 30;
+  std::string error;
+  auto pool = Pool::create(plan, options, &error);
+  CHECK(pool != nullptr);
+  const uint64_t planned = pool->stats().arenaBytes;
+  for (const PlanClass& c : plan.classes) {
+    std::vector<void*> live;
+    for (int i = 0; i < 64; ++i) {
+      Allocation a = pool->alloc(c.size);
+      CHECK(a.status == AllocStatus::Ok);
+      live.push_back(a.data);
+    }
+    for (void* p : live) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  }
+  const PoolStats s = pool->stats();
+  CHECK(s.grown > 64 && s.osFallbacks > 0);  // grew, then the OS served past the bound
+  const uint64_t peak = 64 * ((1 << 20) + 9 * (64 << 10) + 64);
+  CHECK(s.arenaBytes - planned <= 2 * peak + (64 << 20) + (2 << 20));
+}
+
+TEST(a_block_realloc_moved_gives_its_pages_back_at_once_and_is_handed_out_after_the_resident_ones) {
+  auto pool = decayingPool(60000);  // no epoch ends during the test: only releaseMoved purges
+  constexpr uint64_t kBytes = 1 << 20;
+  Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes);
+  std::memset(a.data, 1, kBytes);
+  std::memset(b.data, 2, kBytes);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->releaseMoved(b.data) == ReleaseStatus::Ok);
+  CHECK(pool->stats().purgedBlocks == 1 && pool->stats().purgedBytes >= kBytes);
+  Allocation first = pool->alloc(kBytes), second = pool->alloc(kBytes);
+  CHECK(first.data == a.data && !first.zeroed);  // the resident block first, though b was freed after it
+  CHECK(second.data == b.data && second.zeroed && allZero(second.data, kBytes));
+  CHECK(pool->releaseMoved(first.data) == ReleaseStatus::Ok);
+  CHECK(pool->releaseMoved(first.data) == ReleaseStatus::NotLive);
+  CHECK(pool->release(second.data) == ReleaseStatus::Ok);
+  auto keeping = decayingPool(PoolOptions::kNoDecay);  // without decay, a moved block stays resident
+  Allocation c = keeping->alloc(kBytes);
+  std::memset(c.data, 3, kBytes);
+  CHECK(keeping->releaseMoved(c.data) == ReleaseStatus::Ok);
+  CHECK(keeping->stats().purgedBlocks == 0 && !keeping->alloc(kBytes).zeroed);
+}

@@ -133,5 +133,36 @@ if (task === 'float32') {
   }
   const { switches, lastSwitch, lastError } = pool.stats().adaptive;
   out.adaptive = { switches, trainedOn: lastSwitch && lastSwitch.trainedOn, lastError };
+} else if (task === 'residency') {
+  // Memory resident only once used, calloc of fresh memory writing nothing, and idle blocks given back.
+  const MiB = 1 << 20;
+  const rss = () => process.memoryUsage().rss;
+  const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  let before = rss();
+  const untouched = [];
+  for (let i = 0; i < 1000; i++) untouched.push(pool.alloc(100 << 10));
+  out.untouchedGrowth = rss() - before;
+  for (const x of untouched) pool.release(x);
+  before = rss();
+  const zeros = new Uint8Array(1 << 30); // calloc(1 GiB)
+  out.callocGrowth = rss() - before;
+  out.callocZero = zeros[0] === 0 && zeros[zeros.length - 1] === 0 && zeros[123456789] === 0;
+  const used = [];
+  for (let i = 0; i < 200; i++) {
+    const x = new Float32Array(pool.alloc(MiB));
+    touchPages(x);
+    used.push(x);
+  }
+  for (const x of used) pool.release(x);
+  const freed = rss();
+  // Idle for two decay periods (TENSORPOOL_DECAY_MS, set by the test), with a call of the pool after each:
+  // the pool does its decay on its own calls (no thread of its own).
+  const call = () => pool.release(pool.alloc(MiB));
+  for (let k = 0; k < 3; k++) {
+    sleep(350); // the test runs it with --decay 300
+    for (let c = 0; c < 8; c++) call();
+  }
+  out.decayDrop = freed - rss();
+  out.purgedBytes = pool.stats().purgedBytes;
 }
 console.log(JSON.stringify(out));
