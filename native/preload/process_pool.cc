@@ -203,11 +203,12 @@ uint64_t apiDiscardRetired() {
   InternalScope inside;
   return pool().discardRetired();
 }
+void apiLeaveThread() { ++insideDepth; }  // never undone: the thread is inside for the rest of its life
 
 ProcessPoolApi api = {
     kProcessApiVersion, processApiLayout(), TP_PACKAGE_VERSION, nullptr, 0, nullptr, nullptr,
     apiStats, apiClassStats, apiInterval, apiMarkIteration, apiStartRecording, apiStopRecording, apiRecordingState,
-    apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired,
+    apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired, apiLeaveThread,
 };
 
 void writeRecording();
@@ -333,7 +334,11 @@ void initialise() {
   if (reserveText && !parseBytes(reserveText, &reserve)) return fail("TENSORPOOL_RESERVE=" + std::string(reserveText) + " is not a byte count (such as 16G)");
   uint64_t recordEvents = uint64_t{4} << 20;
   if (eventsText && !parseBytes(eventsText, &recordEvents)) return fail("TENSORPOOL_RECORD_EVENTS=" + std::string(eventsText) + " is not a count (such as 4M)");
-  if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
+  const char* adaptiveText = getenv("TENSORPOOL_ADAPTIVE");
+  if (!parseSwitch(adaptiveText, &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
+  // Zero configuration: with no plan, no recording and no word either way, processPool() learns from the
+  // iterations the program marks (a program that marks none stays on the default classes all the same).
+  if ((!adaptiveText || !*adaptiveText) && !planPath && !recordPath) adaptive = true;
   if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
   if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
   if (recordPath && !*recordPath) return fail("TENSORPOOL_RECORD is empty");

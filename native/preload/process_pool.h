@@ -12,13 +12,14 @@
 //                          served something writes its own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
-//                          markIteration() calls (lib/process-pool.ts)
+//                          markIteration() calls (lib/process-pool.ts). The default when neither PLAN
+//                          nor RECORD is set; 0 turns it off (the default classes, growing, throughout)
 //   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
 //   TENSORPOOL_STATS       1: the pool's counters on stderr at exit (in the other processes of the tree,
 //                          only when their pool served something)
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
 //                          are not it
-// With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
+// With none of PLAN and RECORD set and ADAPTIVE=0, the pool serves from the default classes, growing.
 #pragma once
 
 #include <atomic>
