@@ -329,16 +329,24 @@ export class Adaptation {
   /** Called by Pool.markIteration() with what the iteration that ended asked for. */
   step(s: NativeIterationSummary): PlanSwitch | null {
     this.#marks++;
-    if (this.#switchedEarly) {
-      const event = this.#switchedEarly;
-      this.#switchedEarly = null;
-      return event;
-    }
     const started = this.#nextStart;
     this.#nextStart = s.recorderEnd;
     if (s.allocs > 0) {
       this.#iteration++;
       if (this.#recording) this.#remember(s, started);
+    }
+    if (this.#switchedEarly) {
+      // Installed just before this mark: the plan serves from the next iteration, as a mark's switch does.
+      const event = this.#switchedEarly;
+      this.#switchedEarly = null;
+      const counted = this.#iteration - event.iteration;
+      const summary = this.#history[this.#history.length - 1];
+      for (const e of [event, summary]) {
+        e.iteration += counted;
+        e.waitedIterations += counted;
+      }
+      this.#lastSwitchAt = this.#iteration;
+      return event;
     }
     if (s.installed && this.#pending) return this.#switched(s.installed);
     if (s.allocs === 0) return null;

@@ -83,7 +83,8 @@ export class BackgroundTraining {
 
   /** Waits until the worker has posted its result, at most `ms` milliseconds; whether it has. */
   wait(ms: number): boolean {
-    return Atomics.wait(this.#done, 0, 0, ms) !== 'timed-out';
+    Atomics.wait(this.#done, 0, 0, ms);
+    return Atomics.load(this.#done, 0) === 1;
   }
 
   /** The outcome once the worker has finished (the plan, or why there is none); null while it trains. */
