@@ -217,7 +217,9 @@ interface Recorded {
 interface Purpose {
   reason: PlanSwitch['reason'];
   trigger: IterationReport | null;
+  /** The window's patterns, and those it held at least twice. */
   patterns: Pattern[];
+  repeated: Pattern[];
 }
 
 /** A switch under way: trained, its arena being built. */
@@ -358,10 +360,10 @@ export class Adaptation {
         }
         return null;
       case 'recording':
-        return this.#learnt() ? this.#train({ reason: 'warm-up', trigger: null, patterns: this.#windowPatterns() }) : null;
+        return this.#learnt() ? this.#train(this.#purpose('warm-up', null)) : null;
       case 'unplanned':
         if (++this.#sinceChange <= this.#cooldown || this.#recorded.length === 0) return null;
-        return this.#train({ reason: 'warm-up', trigger: null, patterns: this.#windowPatterns() });
+        return this.#train(this.#purpose('warm-up', null));
       case 'planned':
         return this.#watch(s);
       case 'training':
@@ -431,11 +433,19 @@ export class Adaptation {
     );
   }
 
-  /** The different patterns of the window, each once. */
-  #windowPatterns(): Pattern[] {
-    const patterns: Pattern[] = [];
-    for (const r of this.#recorded) if (!patterns.some((p) => nearPattern(p, r.pattern))) patterns.push(r.pattern);
-    return patterns;
+  /** The different patterns of the window, each once; with `times`, those it holds at least that often. */
+  #windowPatterns(times = 1): Pattern[] {
+    const counts: { pattern: Pattern; n: number }[] = [];
+    for (const r of this.#recorded) {
+      const seen = counts.find((c) => nearPattern(c.pattern, r.pattern));
+      if (seen) seen.n++;
+      else counts.push({ pattern: r.pattern, n: 1 });
+    }
+    return counts.filter((c) => c.n >= times).map((c) => c.pattern);
+  }
+
+  #purpose(reason: Purpose['reason'], trigger: IterationReport | null): Purpose {
+    return { reason, trigger, patterns: this.#windowPatterns(), repeated: this.#windowPatterns(2) };
   }
 
   #report(s: NativeIterationSummary): IterationReport {
@@ -456,7 +466,7 @@ export class Adaptation {
     if (report.osFallbacks + report.unplannedBorrows > this.#settings.replanThreshold * report.allocs) {
       this.#driftStreak++;
       if (report.newPattern || this.#driftStreak >= this.#settings.replanAfter) {
-        return this.#train({ reason: 'drift', trigger: report, patterns: this.#windowPatterns() });
+        return this.#train(this.#purpose('drift', report));
       }
       return null;
     }
@@ -464,7 +474,7 @@ export class Adaptation {
     const { recordLimit } = this.#settings;
     if (this.#sinceChange % recordLimit === 0 && this.#recorded.length === recordLimit && this.#trained) {
       const patterns = this.#windowPatterns();
-      if (this.#trained!.some((t) => !patterns.some((p) => nearPattern(p, t)))) return this.#train({ reason: 'shrink', trigger: null, patterns });
+      if (this.#trained!.some((t) => !patterns.some((p) => nearPattern(p, t)))) return this.#train(this.#purpose('shrink', null));
     }
     return null;
   }
@@ -534,7 +544,7 @@ export class Adaptation {
       // trained on more), which are what the next shrink looks for.
       this.#mode = 'planned';
       this.#sinceChange = this.#cooldown;
-      this.#trained = purpose.patterns;
+      this.#trained = purpose.repeated;
       return null;
     }
     if (this.#plan && sameClasses(this.#plan, plan)) {
@@ -593,7 +603,9 @@ export class Adaptation {
     const closely = event.reason === 'drift' && this.#switches > 0 && this.#iteration - this.#lastSwitchAt <= 2 * this.#cooldown + 4;
     this.#cooldown = closely ? Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN) : this.#settings.cooldownIterations;
     this.#plan = event.plan;
-    this.#trained = pending.patterns;
+    // What the plan serves for sure: the patterns the window held twice (a one-off iteration, such as one
+    // in which a thread started, is no shape to keep a plan for; a shape seen once counts as new again).
+    this.#trained = pending.repeated;
     this.#switches++;
     this.#lastSwitchAt = this.#iteration;
     if (event.reason === 'drift') this.#replans++;

@@ -40,7 +40,7 @@ describe('the preload library: the process allocator', () => {
     // 5 x 4 x 4096 pages were written; the quietest round shows the pool faults none of them (V8's own
     // heap and code pages may fault in a round or two).
     expect(Math.min(...r.out.faults)).toBeLessThan(100);
-    expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs \d+/m);
+    expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, adaptive, requests >= 65536 B\): allocs \d+/m);
   });
 
   it('processPool().alloc(): ArrayBuffers from the process pool through malloc, back in it at release(), not at a collection', () => {
