@@ -263,6 +263,7 @@ export class Adaptation {
   #mode: AdaptiveMode;
   #plan: Plan | null;
   #trained: Pattern[] | null; // the patterns the serving plan was trained on (null: a plan given, not trained here)
+  #kept: Pattern[] = []; // of them, those a shrink keeps the plan for
   #iteration = 0;
   #nextStart = 0; // recorder event number at which the iteration under way began
   #recording = false;
@@ -472,9 +473,9 @@ export class Adaptation {
     }
     this.#driftStreak = 0;
     const { recordLimit } = this.#settings;
-    if (this.#sinceChange % recordLimit === 0 && this.#recorded.length === recordLimit && this.#trained) {
+    if (this.#sinceChange % recordLimit === 0 && this.#recorded.length === recordLimit && this.#kept.length > 0) {
       const patterns = this.#windowPatterns();
-      if (this.#trained!.some((t) => !patterns.some((p) => nearPattern(p, t)))) return this.#train(this.#purpose('shrink', null));
+      if (this.#kept.some((t) => !patterns.some((p) => nearPattern(p, t)))) return this.#train(this.#purpose('shrink', null));
     }
     return null;
   }
@@ -544,7 +545,7 @@ export class Adaptation {
       // trained on more), which are what the next shrink looks for.
       this.#mode = 'planned';
       this.#sinceChange = this.#cooldown;
-      this.#trained = purpose.repeated;
+      this.#kept = purpose.repeated;
       return null;
     }
     if (this.#plan && sameClasses(this.#plan, plan)) {
@@ -603,9 +604,10 @@ export class Adaptation {
     const closely = event.reason === 'drift' && this.#switches > 0 && this.#iteration - this.#lastSwitchAt <= 2 * this.#cooldown + 4;
     this.#cooldown = closely ? Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN) : this.#settings.cooldownIterations;
     this.#plan = event.plan;
-    // What the plan serves for sure: the patterns the window held twice (a one-off iteration, such as one
-    // in which a thread started, is no shape to keep a plan for; a shape seen once counts as new again).
-    this.#trained = pending.repeated;
+    this.#trained = pending.patterns;
+    // What a shrink keeps the plan for: the patterns the window held twice (a one-off iteration, such as
+    // one in which a thread started, is no shape to keep a plan for).
+    this.#kept = pending.repeated;
     this.#switches++;
     this.#lastSwitchAt = this.#iteration;
     if (event.reason === 'drift') this.#replans++;
