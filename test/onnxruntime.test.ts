@@ -236,7 +236,7 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     const out = runUnderPreload('process');
     const expected = await reference();
     for (const output of out.outputs) expect(Float32Array.from(output)).toEqual(expected);
-    expect(out.tensorHits).toBe(1); // the 128 KiB input, from the process pool
+    expect(out.tensorServed).toBe(1); // the 128 KiB input, from the process pool
     expect(out.processIterations).toBe(6);
     expect(out.poolStats).toEqual({ osFallbacks: 0, osOversize: 0 });
     expect(out.errors).toEqual(['ERR_TP_DOUBLE_RELEASE', 'ERR_TP_FOREIGN_BUFFER', 'ERR_TP_INVALID_ARGUMENT']);
