@@ -117,9 +117,13 @@ describe('adaptive pool: record, train, switch', () => {
       pool.markIteration();
     }
     expect(pool.stats().adaptive).toMatchObject({ switches: 1, lastSwitch: { iteration: 3 } });
-    // Under ASan the first touch of each new arena page also faults in its shadow memory: skip that iteration.
+    // Under ASan the first touch of each new arena page also faults in its shadow memory: skip that iteration;
+    // and the window's recorder, which goes on recording, takes fresh memory for its events from ASan's
+    // allocator (which quarantines what was freed instead of reusing it): a few pages, not the tensors' (the
+    // cold pool below faults over a hundred).
     const from = underAsan ? 4 : 3;
-    expect(faults.slice(from)).toEqual(new Array(trace.iterations - from).fill(0));
+    if (underAsan) for (const f of faults.slice(from)) expect(f).toBeLessThanOrEqual(32);
+    else expect(faults.slice(from)).toEqual(new Array(trace.iterations - from).fill(0));
     replayer.rewind(false);
     expect(pool.stats().liveBlocks).toBe(0);
     pool.close();
