@@ -1,39 +1,47 @@
 /**
- * Adaptive mode: the pool records its own first iterations, trains a plan once their pattern is stable,
- * switches to it without a restart, and re-plans when the run drifts away from it. The policy lives here;
- * the native pool records (native/core/recorder.h), sums each iteration up at markIteration() and switches
- * arenas (Pool::switchPlan, or Pool::prepareSwitch off the JS thread, installed by the next
- * markIteration()). One instance belongs to one Pool.
+ * Adaptive mode: the pool records a window of its latest iterations, trains a plan from them as soon as an
+ * input shape has repeated, switches to it without a restart, and follows the workload from there: a new
+ * shape, or a plan that no longer fits, trains a plan on the window again (the shapes seen lately, the new
+ * one included), and a plan whose shapes have gone from the window is replaced by a smaller one. The policy
+ * lives here; the native pool records (native/core/recorder.h), sums each iteration up at markIteration() and
+ * switches arenas (Pool::switchPlan, or Pool::prepareSwitch off the JS thread, installed by the next
+ * markIteration()); a switch gives the retired arena's free pages back to the OS. One instance belongs to
+ * one Pool. It is the process pool's default under `tensorpool run` (TENSORPOOL_ADAPTIVE=0 turns it off).
  *
  * Modes, per completed iteration (the allocations between two markIteration() calls; iterations with no
  * allocation are ignored):
  *   warm-up    the first `warmupIterations`: nothing is recorded (a first step allocates state once).
- *   recording  every event is recorded. The window is the latest run of recorded iterations in which each
- *              pattern occurs at least `stableIterations` times and at most `maxPatterns` patterns occur
- *              (one pattern repeated, or a cycle of input shapes); once there is one, a plan is trained
- *              on it (one schedule per iteration, so it serves each pattern) and the pool switches →
- *              planned (with `background`, → training first). After `recordLimit` iterations without
- *              a stable window the attempt is abandoned → planned (or unplanned), and the next attempt
- *              waits twice as long.
- *   planned    each iteration's off-plan allocations (OS fallbacks, oversize requests, borrows the plan's
- *              schedule did not call for) are counted. When they exceed `replanThreshold` of its
- *              allocations for `replanAfter` iterations in a row (not counting the `cooldownIterations`
- *              after a switch), the pool records again → recording.
- *   training   the plan is trained on a worker thread (lib/background-training.ts) while the old classes go
- *              on serving; the first markIteration() after it finished takes the plan → switching.
- *   switching  the new plan's arena is being mapped and pre-faulted on a libuv thread while the old
+ *   recording  no plan yet: the default classes serve while iterations are recorded. Once the iteration
+ *              that ended repeats a pattern seen `stableIterations` times in the window (one input shape
+ *              seen twice: buffers crossing an iteration boundary are in the recording), or `maxPatterns`
+ *              patterns have been recorded, a plan is trained on every recorded iteration (one schedule per
+ *              iteration, so it serves each pattern recorded) → training (or, without `background`, the
+ *              pool switches at once → planned).
+ *   planned    the window goes on recording (its latest `recordLimit` iterations). An iteration drifts when
+ *              its off-plan allocations (OS fallbacks, oversize requests, borrows the schedule did not call
+ *              for) exceed `replanThreshold` of them. Outside the `cooldownIterations` after a switch, a
+ *              drifting iteration of a pattern the plan was not trained on (a new shape) re-plans at once,
+ *              one of a known pattern after `replanAfter` in a row: a plan is trained on the window →
+ *              training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
+ *              in the window, a plan is trained on the window and switched to if its arena is at least 10%
+ *              smaller (the shapes that left give their memory back).
+ *   training   the plan is trained on a worker thread (lib/background-training.ts) while the serving classes
+ *              go on serving; the first markIteration() after it finished takes the plan → switching.
+ *   switching  the new plan's arena is being mapped and pre-faulted on a libuv thread while the serving
  *              classes go on serving; the first markIteration() after it is ready installs it → planned.
- *   unplanned  no plan yet and the last attempt was abandoned: the default classes serve; recording
- *              starts again after the cooldown.
- * Hysteresis, so a run cannot make the pool flap: drift must persist for `replanAfter` iterations; nothing
- * is judged during a cooldown; a re-trained plan identical to the serving one is not switched to; each
- * abandoned or fruitless attempt doubles the cooldown (a successful switch resets it).
+ *   unplanned  no plan yet and training failed: the default classes serve; it is tried again after the
+ *              cooldown.
+ * Determinism: what is trained depends only on the iterations marked (the window at the mark that decided,
+ * counted in marks), never on how long the background took; only when a plan starts serving does. Nothing
+ * is judged while a plan is trained or built.
+ * Hysteresis, so a run cannot make the pool flap: known patterns must drift for `replanAfter` iterations;
+ * nothing is judged during a cooldown; a re-trained plan identical to the serving one is not switched to and
+ * doubles the cooldown, and so do re-plans that follow each other closely (a successful plan that holds
+ * resets it).
  *
- * "Same pattern": the same number of allocations with the same multiset of requested sizes (each size
- * asked for as many times, in any order), compared by count, total bytes and a 53-bit order-independent
- * hash of the sizes (native/core/pool.h IterationSummary). Where no window holds its patterns exactly, one whose
- * iterations are within 2% of each other in allocations and in bytes is taken (a process under the preload
- * library meets allocations now and then that are no pattern's: another thread's, a one-off buffer).
+ * "Same pattern": within 2% in allocations and in requested bytes (native/core/pool.h IterationSummary): an
+ * iteration with a stray allocation or two (another thread's, a one-off buffer of a process under the
+ * preload library) still counts as its pattern's.
  */
 import { BackgroundTraining } from './background-training.js';
 import { fromNative } from './errors.js';
@@ -52,10 +60,10 @@ import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, inva
 export interface AdaptiveOptions {
   /** Iterations to let pass before recording. Default 1. */
   warmupIterations?: number;
-  /** Iterations of each pattern the window must hold (at least 2, so that buffers crossing an iteration
-   *  boundary are planned for). Default 2. */
+  /** The first plan is trained once a pattern (an input shape) has been recorded this many times (at least
+   *  2, so that buffers crossing an iteration boundary are planned for). Default 2. */
   stableIterations?: number;
-  /** Different patterns (input shapes) a window may hold. 1: only identical iterations. Default 8. */
+  /** ... or once this many different patterns have been recorded, none of them repeated. Default 8. */
   maxPatterns?: number;
   /** Off-plan allocations, as a fraction of an iteration's allocations, above which it drifts. Default 0.01. */
   replanThreshold?: number;
@@ -63,8 +71,8 @@ export interface AdaptiveOptions {
   replanAfter?: number;
   /** Iterations after a switch during which drift is not judged. Default 4. */
   cooldownIterations?: number;
-  /** Iterations a recording may take to find a stable window before it is abandoned. Default 32: a cycle of
-   *  8 input shapes seen twice after a first cycle whose one-off allocations make it differ. */
+  /** The window: the latest iterations recorded, which re-plans are trained on. Default 32: a cycle of 8
+   *  input shapes seen four times. */
   recordLimit?: number;
   /** Recorded events held at most (16 bytes each). Default 4 Mi events (64 MiB). */
   maxRecordEvents?: number;
@@ -97,6 +105,8 @@ export interface IterationReport {
   osFallbacks: number;
   /** Served by a larger class than the schedule named (or than its own, without a schedule). */
   unplannedBorrows: number;
+  /** Whether its pattern is none of those the serving plan was trained on (a new input shape). */
+  newPattern: boolean;
 }
 
 /** One switch to a newly trained plan, as AdaptiveOptions.onSwitch and ProcessPool.onSwitch receive it. */
@@ -110,8 +120,9 @@ export interface PlanSwitch {
   waitedIterations: number;
   /** Whether the arena was built in the background (options.adaptive.background). */
   background: boolean;
-  /** 'warm-up': the first plan; 'drift': a re-plan. */
-  reason: 'warm-up' | 'drift';
+  /** 'warm-up': the first plan; 'drift': a re-plan (a new shape, or off-plan allocations); 'shrink': a
+   *  smaller plan for the shapes left in the window. */
+  reason: 'warm-up' | 'drift' | 'shrink';
   /** The iteration whose drift started the re-plan (null for the first plan). */
   trigger: IterationReport | null;
   /** The plan now serving: write() it to start the next run planned. */
@@ -138,12 +149,14 @@ export interface AdaptiveStats {
   /** Plans switched to; of them re-plans after drift. */
   switches: number;
   replans: number;
-  /** Recordings given up (no stable window, a plan identical to the serving one, or a failure). */
+  /** Re-plans given up (a plan identical to the serving one, or a failure). */
   abandoned: number;
   /** Drifting iterations in a row, now. */
   driftStreak: number;
-  /** Events held by the recorder now. */
+  /** Events held by the recorder now (the window's). */
   recordedEvents: number;
+  /** Patterns (input shapes) the serving plan was trained on. */
+  patterns: number;
   lastSwitch: PlanSwitch | null;
   /** The last 32 switches, without their plans and traces. */
   history: Omit<PlanSwitch, 'plan' | 'trace'>[];
@@ -202,7 +215,6 @@ export function checkAdaptiveOptions(value: unknown): Settings {
 interface Pattern {
   allocs: number;
   bytes: number;
-  sizeHash: number;
 }
 
 /** A recorded iteration: the number of its first recorded event, and its pattern. */
@@ -211,19 +223,19 @@ interface Recorded {
   pattern: Pattern;
 }
 
-interface Window {
-  /** Number of the first recorded event of its first iteration. */
-  from: number;
-  iterations: number;
-  patterns: number;
+/** What a plan under way is for: why it is trained, on which patterns, and (a re-plan) what triggered it. */
+interface Purpose {
+  reason: PlanSwitch['reason'];
+  trigger: IterationReport | null;
+  /** The window's patterns, and those it held at least twice. */
+  patterns: Pattern[];
+  repeated: Pattern[];
 }
 
 /** A switch under way: trained, its arena being built. */
-interface PendingSwitch {
+interface PendingSwitch extends Purpose {
   plan: Plan;
   trace: Trace;
-  reason: PlanSwitch['reason'];
-  trigger: IterationReport | null;
   trainMs: number;
   trainedOn: PlanSwitch['trainedOn'];
   switchMs: number;
@@ -234,32 +246,43 @@ interface PendingSwitch {
   error: string | null;
 }
 
-/** Training under way on a worker thread: the recorded trace, what the plan will say of it, and the
- *  iterations completed when it started. */
+/** Training under way on a worker thread: what the plan is for, and the iterations completed when it started. */
 interface RunningTraining {
   job: BackgroundTraining;
-  trace: Trace;
-  training: Record<string, unknown>;
+  purpose: Purpose;
   iteration: number;
 }
 
 const HISTORY = 32;
+/** A shrink switches only to a plan whose arena is at most this fraction of the serving one's. */
+const SHRINK_GAIN = 0.9;
+/** The cooldown never doubles beyond this many iterations. */
+const MAX_COOLDOWN = 1024;
+/**
+ * In the background, the plan decided at a mark starts serving at the SWITCH_AFTER-th mark after it: trained
+ * by the next, its arena built by this one (the mark waits for what is not done yet). Counted in marks, so
+ * that when it serves, and so every later decision, does not depend on how long the background took.
+ */
+const SWITCH_AFTER = 2;
+/** How long a mark waits for the background before it gives the plan up. */
+const BACKGROUND_WAIT_MS = 120_000;
 
 export class Adaptation {
   readonly #native: NativeControlledPool;
   readonly #settings: Settings;
   #mode: AdaptiveMode;
   #plan: Plan | null;
+  #trained: Pattern[] | null; // the patterns the serving plan was trained on (null: a plan given, not trained here)
+  #kept: Pattern[] = []; // of them, those a shrink keeps the plan for
   #iteration = 0;
   #nextStart = 0; // recorder event number at which the iteration under way began
+  #recording = false;
   #recordedSince = 0; // the recorder has run without a gap since this event number
-  #window: Window | null = null;
-  #recorded: Recorded[] = []; // the iterations of this attempt, oldest first (at most recordLimit)
-  #attempt = 0; // iterations recorded in this attempt
-  #sinceChange = 0; // iterations since the last switch or abandoned attempt
+  #recorded: Recorded[] = []; // the window, oldest first (at most recordLimit)
+  #sinceChange = 0; // iterations judged since the last switch or given-up re-plan
+  #lastSwitchAt = 0; // the iteration of the last switch
   #cooldown: number;
   #driftStreak = 0;
-  #trigger: IterationReport | null = null;
   #switches = 0;
   #replans = 0;
   #abandoned = 0;
@@ -268,15 +291,19 @@ export class Adaptation {
   #lastError: string | null = null;
   #training: RunningTraining | null = null;
   #pending: PendingSwitch | null = null;
+  #marks = 0; // markIteration() calls
+  #switchAt = 0; // the mark at which the plan under way in the background starts serving
+  #switchedEarly: PlanSwitch | null = null; // installed by beforeMark(), reported by the step() after it
 
   /** `plan`: the pool's starting plan, if it was given one (the pool starts planned, after the warm-up). */
   constructor(nativePool: NativeControlledPool, settings: Settings, plan: Plan | null) {
     this.#native = nativePool;
     this.#settings = settings;
     this.#plan = plan;
+    this.#trained = plan ? null : [];
     this.#cooldown = settings.cooldownIterations;
     this.#mode = settings.warmupIterations > 0 ? 'warm-up' : plan ? 'planned' : 'recording';
-    if (this.#mode === 'recording') this.#startRecording(0);
+    if (this.#mode !== 'warm-up') this.#startRecording(0);
   }
 
   get onSwitch(): ((event: PlanSwitch) => void) | undefined {
@@ -288,28 +315,68 @@ export class Adaptation {
     return this.#plan;
   }
 
+  /**
+   * Called by Pool.markIteration() before the native mark: at the mark a background switch is due, waits for
+   * what is not done yet (the training, then the arena), so that the plan starts serving at this mark.
+   */
+  beforeMark(): void {
+    if (this.#marks + 1 !== this.#switchAt) return;
+    if (this.#mode === 'training') {
+      // Not trained by now: wait for it, then build the arena here (the plan serves from this mark on).
+      if (!this.#training!.job.wait(BACKGROUND_WAIT_MS)) {
+        this.#training!.job.cancel();
+        this.#training = null;
+        this.#abandon(`training took more than ${BACKGROUND_WAIT_MS / 1000} s`);
+        return;
+      }
+      this.#switchedEarly = this.#collectTraining(true);
+    } else if (this.#mode === 'switching') {
+      const sleep = new Int32Array(new SharedArrayBuffer(4));
+      const deadline = performance.now() + BACKGROUND_WAIT_MS;
+      while (this.#native.stats().preparedGeneration === 0 && this.#pending!.error === null && performance.now() < deadline) {
+        Atomics.wait(sleep, 0, 0, 1);
+      }
+    }
+  }
+
   /** Called by Pool.markIteration() with what the iteration that ended asked for. */
   step(s: NativeIterationSummary): PlanSwitch | null {
+    this.#marks++;
     const started = this.#nextStart;
     this.#nextStart = s.recorderEnd;
-    if (s.allocs > 0) this.#iteration++;
+    if (s.allocs > 0) {
+      this.#iteration++;
+      if (this.#recording) this.#remember(s, started);
+    }
+    if (this.#switchedEarly) {
+      // Installed just before this mark: the plan serves from the next iteration, as a mark's switch does.
+      const event = this.#switchedEarly;
+      this.#switchedEarly = null;
+      const counted = this.#iteration - event.iteration;
+      const summary = this.#history[this.#history.length - 1];
+      for (const e of [event, summary]) {
+        e.iteration += counted;
+        e.waitedIterations += counted;
+      }
+      this.#lastSwitchAt = this.#iteration;
+      return event;
+    }
     if (s.installed && this.#pending) return this.#switched(s.installed);
     if (s.allocs === 0) return null;
     switch (this.#mode) {
       case 'warm-up':
         if (this.#iteration >= this.#settings.warmupIterations) {
-          if (this.#plan) this.#enterPlanned();
-          else this.#startRecording(s.recorderEnd);
+          this.#startRecording(s.recorderEnd);
+          this.#mode = this.#plan ? 'planned' : 'recording';
         }
         return null;
-      case 'unplanned':
-        if (++this.#sinceChange > this.#cooldown) this.#startRecording(s.recorderEnd);
-        return null;
-      case 'planned':
-        this.#watchDrift(s);
-        return null;
       case 'recording':
-        return this.#collect(s, started);
+        return this.#learnt() ? this.#train(this.#purpose('warm-up', null)) : null;
+      case 'unplanned':
+        if (++this.#sinceChange <= this.#cooldown || this.#recorded.length === 0) return null;
+        return this.#train(this.#purpose('warm-up', null));
+      case 'planned':
+        return this.#watch(s);
       case 'training':
         return this.#collectTraining();
       case 'switching':
@@ -332,6 +399,7 @@ export class Adaptation {
       abandoned: this.#abandoned,
       driftStreak: this.#driftStreak,
       recordedEvents: state.end - state.begin,
+      patterns: this.#trained?.length ?? 0,
       lastSwitch: this.#lastSwitch,
       history: [...this.#history],
       lastError: this.#lastError,
@@ -349,57 +417,75 @@ export class Adaptation {
     this.#abandon('the pool closed while the plan was trained');
   }
 
+  /** Adds the iteration that ended (its events began at `started`) to the window. */
+  #remember(s: NativeIterationSummary, started: number): void {
+    if (!this.#native.recordingState().on) {
+      // The recorder filled up (maxRecordEvents) and stopped: the window starts over from here.
+      this.#lastError = `the window held more than ${this.#settings.maxRecordEvents} events (raise adaptive.maxRecordEvents or lower adaptive.recordLimit)`;
+      this.#startRecording(s.recorderEnd);
+      return;
+    }
+    if (started < this.#recordedSince) return; // began before the recorder did
+    this.#recorded.push({ from: started, pattern: { allocs: s.allocs, bytes: s.bytes } });
+    if (this.#recorded.length > this.#settings.recordLimit) this.#recorded.shift();
+    this.#native.discardRecording(this.#recorded[0].from);
+  }
+
+  /** No plan yet: whether the window holds enough to train the first one. */
+  #learnt(): boolean {
+    const recorded = this.#recorded;
+    if (recorded.length === 0) return false;
+    const latest = recorded[recorded.length - 1].pattern;
+    const repeats = recorded.filter((r) => nearPattern(r.pattern, latest)).length;
+    return (
+      repeats >= this.#settings.stableIterations ||
+      this.#windowPatterns().length >= this.#settings.maxPatterns ||
+      recorded.length >= this.#settings.recordLimit
+    );
+  }
+
+  /** The different patterns of the window, each once; with `times`, those it holds at least that often. */
+  #windowPatterns(times = 1): Pattern[] {
+    const counts: { pattern: Pattern; n: number }[] = [];
+    for (const r of this.#recorded) {
+      const seen = counts.find((c) => nearPattern(c.pattern, r.pattern));
+      if (seen) seen.n++;
+      else counts.push({ pattern: r.pattern, n: 1 });
+    }
+    return counts.filter((c) => c.n >= times).map((c) => c.pattern);
+  }
+
+  #purpose(reason: Purpose['reason'], trigger: IterationReport | null): Purpose {
+    return { reason, trigger, patterns: this.#windowPatterns(), repeated: this.#windowPatterns(2) };
+  }
+
   #report(s: NativeIterationSummary): IterationReport {
+    const pattern = { allocs: s.allocs, bytes: s.bytes };
     return {
       iteration: this.#iteration,
       allocs: s.allocs,
       osFallbacks: s.osFallbacks + s.osOversize,
       unplannedBorrows: s.unplannedBorrows,
+      newPattern: this.#trained !== null && !this.#trained.some((p) => nearPattern(p, pattern)),
     };
   }
 
-  #watchDrift(s: NativeIterationSummary): void {
-    if (++this.#sinceChange <= this.#cooldown) return;
+  /** Planned: re-plans on drift, or shrinks when shapes have left the window. */
+  #watch(s: NativeIterationSummary): PlanSwitch | null {
+    if (++this.#sinceChange <= this.#cooldown) return null;
     const report = this.#report(s);
     if (report.osFallbacks + report.unplannedBorrows > this.#settings.replanThreshold * report.allocs) {
       this.#driftStreak++;
-      if (this.#driftStreak >= this.#settings.replanAfter) {
-        this.#trigger = report;
-        this.#startRecording(s.recorderEnd);
+      if (report.newPattern || this.#driftStreak >= this.#settings.replanAfter) {
+        return this.#train(this.#purpose('drift', report));
       }
-    } else {
-      this.#driftStreak = 0;
+      return null;
     }
-  }
-
-  #collect(s: NativeIterationSummary, started: number): PlanSwitch | null {
-    if (!this.#native.recordingState().on) {
-      // The recorder filled up (maxRecordEvents) and stopped: start over from here.
-      this.#lastError = `an iteration recorded more than ${this.#settings.maxRecordEvents} events (raise adaptive.maxRecordEvents)`;
-      this.#window = null;
-      this.#native.discardRecording(s.recorderEnd);
-      this.#native.startRecording(this.#settings.maxRecordEvents);
-      this.#recordedSince = s.recorderEnd;
-      return this.#countAttempt();
-    }
-    if (started < this.#recordedSince) return null; // began before the recorder did
-    this.#recorded.push({ from: started, pattern: { allocs: s.allocs, bytes: s.bytes, sizeHash: s.sizeHash } });
-    if (this.#recorded.length > this.#settings.recordLimit) this.#recorded.shift();
-    this.#native.discardRecording(this.#recorded[0].from);
-    this.#window = stableWindow(this.#recorded, this.#settings.stableIterations, this.#settings.maxPatterns);
-    if (this.#window) {
-      const switched = this.#trainAndSwitch();
-      if (switched) return switched;
-    }
-    return this.#countAttempt();
-  }
-
-  #countAttempt(): null {
-    if (this.#mode === 'recording' && ++this.#attempt >= this.#settings.recordLimit) {
-      this.#abandon(
-        this.#lastError ??
-          `no window of recorded iterations held each of at most ${this.#settings.maxPatterns} pattern(s) ${this.#settings.stableIterations} times`,
-      );
+    this.#driftStreak = 0;
+    const { recordLimit } = this.#settings;
+    if (this.#sinceChange % recordLimit === 0 && this.#recorded.length === recordLimit && this.#kept.length > 0) {
+      const patterns = this.#windowPatterns();
+      if (this.#kept.some((t) => !patterns.some((p) => nearPattern(p, t)))) return this.#train(this.#purpose('shrink', null));
     }
     return null;
   }
@@ -408,24 +494,22 @@ export class Adaptation {
    * Trains on the window: with `background`, on a worker thread (→ training; the mark that takes its plan
    * switches), else here, switching at once.
    */
-  #trainAndSwitch(): PlanSwitch | null {
-    const window = this.#window!;
+  #train(purpose: Purpose): PlanSwitch | null {
+    const window = this.#recorded;
     const last = this.#iteration;
-    const trace = traceFromRecording(
-      this.#native.copyRecording(window.from),
-      `recorded iterations ${last - window.iterations + 1}-${last}`,
-    );
+    const recording = this.#native.copyRecording(window[0].from);
+    const name = `recorded iterations ${last - window.length + 1}-${last}`;
     const options: TrainOptions = { order: 'auto', ...this.#settings.train };
-    const training = { adaptive: true, patterns: window.patterns };
     // Where no worker can start (the compiled entry is missing, or Node's permission model refuses
     // worker_threads), training runs here.
-    const job = this.#settings.background ? BackgroundTraining.start(trace, options) : null;
+    const job = this.#settings.background ? BackgroundTraining.start(recording, name, options) : null;
     if (job) {
-      this.#training = { job, trace, training, iteration: last };
-      this.#stopRecording();
+      this.#training = { job, purpose, iteration: last };
+      this.#switchAt = this.#marks + SWITCH_AFTER;
       this.#mode = 'training';
       return null;
     }
+    const trace = traceFromRecording(recording, name);
     const started = performance.now();
     let plan: Plan;
     try {
@@ -434,12 +518,15 @@ export class Adaptation {
       this.#abandon(`training failed: ${(error as Error).message}`);
       return null;
     }
-    return this.#switchTo(withTraining(plan, training), trace, performance.now() - started, last, 'thread');
+    return this.#switchTo(withTraining(plan, purpose), trace, purpose, performance.now() - started, last, 'thread');
   }
 
-  /** The mark after the worker finished training takes its plan and switches to it. */
-  #collectTraining(): PlanSwitch | null {
-    const { job, trace, training, iteration } = this.#training!;
+  /**
+   * A mark after the worker finished training takes its plan and builds its arena in the background; `now`
+   * (the mark the switch is due at): builds it here and switches at once.
+   */
+  #collectTraining(now = false): PlanSwitch | null {
+    const { job, purpose, iteration } = this.#training!;
     const outcome = job.poll();
     if (!outcome) return null;
     this.#training = null;
@@ -447,23 +534,38 @@ export class Adaptation {
       this.#abandon(`training failed: ${outcome.error}`);
       return null;
     }
-    return this.#switchTo(withTraining(outcome.plan, training), trace, outcome.trainMs, iteration, 'worker');
+    return this.#switchTo(withTraining(outcome.plan, purpose), outcome.trace, purpose, outcome.trainMs, iteration, 'worker', !now);
   }
 
   /**
    * Switches to `plan`, trained on `trace` from the iterations completed at `iteration`: in the background
    * (→ switching) or at once.
    */
-  #switchTo(plan: Plan, trace: Trace, trainMs: number, iteration: number, trainedOn: PlanSwitch['trainedOn']): PlanSwitch | null {
+  #switchTo(
+    plan: Plan,
+    trace: Trace,
+    purpose: Purpose,
+    trainMs: number,
+    iteration: number,
+    trainedOn: PlanSwitch['trainedOn'],
+    background = this.#settings.background,
+  ): PlanSwitch | null {
+    if (purpose.reason === 'shrink' && !(plan.arenaBytes <= SHRINK_GAIN * this.#plan!.arenaBytes)) {
+      // The shapes that left cost little: the serving plan stays, and serves the window's shapes (it was
+      // trained on more), which are what the next shrink looks for.
+      this.#mode = 'planned';
+      this.#sinceChange = this.#cooldown;
+      this.#kept = purpose.repeated;
+      return null;
+    }
     if (this.#plan && sameClasses(this.#plan, plan)) {
       this.#abandon('the re-trained plan is the serving plan: re-planning cannot help');
       return null;
     }
     const pending: PendingSwitch = {
+      ...purpose,
       plan,
       trace,
-      reason: this.#trigger ? 'drift' : 'warm-up',
-      trigger: this.#trigger,
       trainMs,
       trainedOn,
       switchMs: 0,
@@ -472,7 +574,7 @@ export class Adaptation {
       error: null,
     };
     try {
-      if (this.#settings.background) {
+      if (background) {
         this.#native.prepareSwitch(toNativePlan(plan)).catch((error: unknown) => {
           pending.error = (fromNative(error) as Error).message;
         });
@@ -485,8 +587,7 @@ export class Adaptation {
     }
     pending.switchMs = performance.now() - pending.started;
     this.#pending = pending;
-    if (!this.#settings.background) return this.#switched(this.#native.stats().generation);
-    this.#stopRecording();
+    if (!background) return this.#switched(this.#native.stats().generation);
     this.#mode = 'switching';
     return null;
   }
@@ -509,58 +610,49 @@ export class Adaptation {
       switchMs: pending.switchMs,
       readyMs: performance.now() - pending.started,
     };
+    // Re-plans that follow each other closely (shapes that keep changing) wait longer each time.
+    const closely = event.reason === 'drift' && this.#switches > 0 && this.#iteration - this.#lastSwitchAt <= 2 * this.#cooldown + 4;
+    this.#cooldown = closely ? Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN) : this.#settings.cooldownIterations;
     this.#plan = event.plan;
+    this.#trained = pending.patterns;
+    // What a shrink keeps the plan for: the patterns the window held twice (a one-off iteration, such as
+    // one in which a thread started, is no shape to keep a plan for).
+    this.#kept = pending.repeated;
     this.#switches++;
+    this.#lastSwitchAt = this.#iteration;
     if (event.reason === 'drift') this.#replans++;
     this.#lastSwitch = event;
     const { plan: _plan, trace: _trace, ...summary } = event;
     this.#history.push(summary);
     if (this.#history.length > HISTORY) this.#history.shift();
-    this.#cooldown = this.#settings.cooldownIterations;
     this.#lastError = null;
     this.#enterPlanned();
     return event;
   }
 
+  /** The window starts (again) at event `from`. */
   #startRecording(from: number): void {
-    this.#mode = 'recording';
-    this.#window = null;
+    this.#recording = true;
     this.#recorded = [];
-    this.#attempt = 0;
     this.#recordedSince = from;
     this.#native.discardRecording(from);
     this.#native.startRecording(this.#settings.maxRecordEvents);
   }
 
-  #stopRecording(): void {
-    this.#native.stopRecording();
-    this.#native.discardRecording(Number.MAX_SAFE_INTEGER);
-    this.#window = null;
-    this.#recorded = [];
-  }
-
   #enterPlanned(): void {
-    this.#stopRecording();
     this.#mode = 'planned';
     this.#sinceChange = 0;
     this.#driftStreak = 0;
-    this.#trigger = null;
   }
 
   #abandon(why: string): void {
     this.#lastError = why;
     this.#abandoned++;
-    this.#stopRecording();
-    this.#cooldown = Math.min(Math.max(1, this.#cooldown) * 2, 2 ** 20);
+    this.#cooldown = Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN);
     this.#sinceChange = 0;
     this.#driftStreak = 0;
-    this.#trigger = null;
     this.#mode = this.#plan ? 'planned' : 'unplanned';
   }
-}
-
-function samePattern(a: Pattern, b: Pattern): boolean {
-  return a.allocs === b.allocs && a.bytes === b.bytes && a.sizeHash === b.sizeHash;
 }
 
 function sameClasses(a: Plan, b: Plan): boolean {
@@ -572,40 +664,17 @@ function sameClasses(a: Plan, b: Plan): boolean {
 }
 
 /** The plan with more said about how it was trained. */
-function withTraining(plan: Plan, training: Record<string, unknown>): Plan {
+function withTraining(plan: Plan, purpose: Purpose): Plan {
+  const training = { adaptive: true, reason: purpose.reason, patterns: purpose.patterns.length };
   return new Plan(plan, { lowerBound: plan.lowerBound, source: plan.source, training: { ...plan.training, ...training } });
 }
 
 /**
- * The longest run of the latest recorded iterations in which every pattern occurs at least `times` times
- * and at most `maxPatterns` patterns occur, or null. (A pattern seen once, like a first step's, keeps the
- * window from reaching back past it.)
- */
-function stableWindow(recorded: Recorded[], times: number, maxPatterns: number): Window | null {
-  return windowOf(recorded, times, maxPatterns, samePattern) ?? windowOf(recorded, times, maxPatterns, nearPattern);
-}
-
-/**
- * Within 2% in allocations and in bytes: an iteration with a stray allocation or two (a thread or a
- * one-off buffer of a process recorded under the preload library) still counts as its pattern's.
- * Training lays out what was recorded, and the schedule lets such strays miss alone.
+ * The same pattern: within 2% in allocations and in bytes. An iteration with a stray allocation or two (a
+ * thread or a one-off buffer of a process recorded under the preload library) still counts as its pattern's;
+ * training lays out what was recorded, and the schedule lets such strays miss alone.
  */
 function nearPattern(a: Pattern, b: Pattern): boolean {
   const near = (x: number, y: number) => Math.abs(x - y) <= 0.02 * Math.max(x, y);
   return near(a.allocs, b.allocs) && near(a.bytes, b.bytes);
-}
-
-function windowOf(recorded: Recorded[], times: number, maxPatterns: number, same: (a: Pattern, b: Pattern) => boolean): Window | null {
-  for (let first = 0; first < recorded.length; first++) {
-    const counts: { pattern: Pattern; n: number }[] = [];
-    for (let i = first; i < recorded.length && counts.length <= maxPatterns; i++) {
-      const seen = counts.find((c) => same(c.pattern, recorded[i].pattern));
-      if (seen) seen.n++;
-      else counts.push({ pattern: recorded[i].pattern, n: 1 });
-    }
-    if (counts.length <= maxPatterns && counts.every((c) => c.n >= times)) {
-      return { from: recorded[first].from, iterations: recorded.length - first, patterns: counts.length };
-    }
-  }
-  return null;
 }

@@ -1,6 +1,9 @@
 /**
- * Training an adaptive pool's plan on a worker thread, so that the markIteration() that completed a stable
- * window returns at once instead of waiting for train() (seconds on a long recording with order 'auto').
+ * Training an adaptive pool's plan on a worker thread, so that the markIteration() that decided to train
+ * returns at once instead of waiting for train() (seconds on a long recording with order 'auto'). The worker
+ * gets the recorded events as they are and builds the trace itself: under the preload library it first
+ * leaves the process pool (lib/training-worker.ts), so that building and training allocate none of the
+ * pool's memory; the trace comes back with the plan, its buffers transferred.
  *
  * The pool's thread may never run its event loop between two marks (a synchronous training loop), so the
  * job is polled, not awaited: the worker raises a flag in shared memory when it has posted its result, and
@@ -10,29 +13,34 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { MessageChannel, type MessagePort, Worker, receiveMessageOnPort } from 'node:worker_threads';
-import { packageRoot } from './native.js';
+import { packageRoot, type NativeRecording } from './native.js';
 import { Plan } from './plan.js';
 import type { PlanSpec } from './plan-spec.js';
-import type { Trace, TraceParts } from './trace/trace.js';
+import { Trace, type TraceParts } from './trace/trace.js';
 import type { TrainOptions } from './train.js';
 
 const WORKER = path.join(packageRoot, 'dist', 'training-worker.js');
 
-/** What the worker is given (workerData). */
-export interface TrainingJob {
-  trace: TraceParts;
-  options: TrainOptions;
+/** What the worker is given (workerData): the port on which its job comes, and where it says it is done. */
+export interface TrainingWorkerData {
   port: MessagePort;
   /** Int32Array over shared memory: [0] becomes 1 once the result is posted. */
   done: Int32Array;
 }
 
-/** What the worker posts: the plan's parts and how long train() took there, or why it failed. */
+/** The job, the first message on the port: the recorded events, the trace's name, train()'s options. */
+export interface TrainingJob {
+  recording: NativeRecording;
+  name: string;
+  options: TrainOptions;
+}
+
+/** What the worker posts: the plan's parts, the trace it built, and how long train() took there, or why it failed. */
 export type TrainingResult =
-  | { spec: PlanSpec; meta: Pick<Plan, 'lowerBound' | 'source' | 'training'>; trainMs: number }
+  | { spec: PlanSpec; meta: Pick<Plan, 'lowerBound' | 'source' | 'training'>; trace: TraceParts; trainMs: number }
   | { error: string };
 
-export type TrainingOutcome = { plan: Plan; trainMs: number } | { error: string };
+export type TrainingOutcome = { plan: Plan; trace: Trace; trainMs: number } | { error: string };
 
 export class BackgroundTraining {
   readonly #worker: Worker;
@@ -41,30 +49,27 @@ export class BackgroundTraining {
   #exited: string | null = null;
 
   /**
-   * Starts training `trace` (copied to the worker) with `options`; null when no worker can start here: the
-   * compiled entry is missing (the sources run unbuilt), or Node refuses worker_threads (its permission
-   * model without --allow-worker).
+   * Starts training on the trace of `recording` (copied to the worker), named `name`, with `options`; null
+   * when no worker can start here: the compiled entry is missing (the sources run unbuilt), or Node refuses
+   * worker_threads (its permission model without --allow-worker).
    */
-  static start(trace: Trace, options: TrainOptions): BackgroundTraining | null {
+  static start(recording: NativeRecording, name: string, options: TrainOptions): BackgroundTraining | null {
     if (!fs.existsSync(WORKER)) return null;
     try {
-      return new BackgroundTraining(trace, options);
+      return new BackgroundTraining(recording, name, options);
     } catch {
       return null;
     }
   }
 
-  private constructor(trace: Trace, options: TrainOptions) {
+  private constructor(recording: NativeRecording, name: string, options: TrainOptions) {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
-    const { name, format, ops, eventBuffer, eventStream, sizes, starts, ends, iterationStarts, anomalies, duration } = trace;
-    const job: TrainingJob = {
-      trace: { name, format, ops, eventBuffer, eventStream, sizes, starts, ends, iterationStarts: [...iterationStarts], anomalies, duration },
-      options,
-      port: port2,
-      done: this.#done,
-    };
-    this.#worker = new Worker(WORKER, { workerData: job, transferList: [port2], execArgv: [], stdout: false, stderr: false });
+    const data: TrainingWorkerData = { port: port2, done: this.#done };
+    this.#worker = new Worker(WORKER, { workerData: data, transferList: [port2], execArgv: [], stdout: false, stderr: false });
+    // Read once the worker has left the process pool: copying it there allocates from the C library.
+    const job: TrainingJob = { recording, name, options };
+    port1.postMessage(job);
     // Seen only when the event loop runs; a worker that posted its result never reaches these.
     this.#worker.on('error', (error) => (this.#exited ??= `the training worker failed: ${error.message}`));
     this.#worker.on('exit', (code) => (this.#exited ??= `the training worker exited with code ${code} before it finished`));
@@ -76,6 +81,12 @@ export class BackgroundTraining {
     return Atomics.load(this.#done, 0) === 1 || this.#exited !== null;
   }
 
+  /** Waits until the worker has posted its result, at most `ms` milliseconds; whether it has. */
+  wait(ms: number): boolean {
+    Atomics.wait(this.#done, 0, 0, ms);
+    return Atomics.load(this.#done, 0) === 1;
+  }
+
   /** The outcome once the worker has finished (the plan, or why there is none); null while it trains. */
   poll(): TrainingOutcome | null {
     if (Atomics.load(this.#done, 0) === 1) {
@@ -83,7 +94,7 @@ export class BackgroundTraining {
       this.#port.close();
       if (!result) return { error: 'the training worker posted no result' };
       if ('error' in result) return result;
-      return { plan: new Plan(result.spec, result.meta), trainMs: result.trainMs };
+      return { plan: new Plan(result.spec, result.meta), trace: new Trace(result.trace), trainMs: result.trainMs };
     }
     if (this.#exited !== null) return { error: this.#exited };
     return null;

@@ -290,6 +290,9 @@ export interface NativeAddon {
   NativeProcessPool: new () => NativeControlledPool;
   /** The preload library's process pool, or null when this process does not preload it. */
   processPoolInfo(): NativeProcessPoolInfo | null;
+  /** The calling thread's allocations go to the C library from now on, not to the preloaded process pool;
+   *  false (nothing done) where none is preloaded. */
+  leaveProcessPool(): boolean;
   NativeFaultMeter: new () => NativeFaultMeter;
   processFaults(): NativeFaultCounts;
   /** With `true`, resets the peak to the current RSS first. */

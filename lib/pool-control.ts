@@ -76,6 +76,7 @@ export class PoolControl {
       this.#native.markIteration(false);
       return;
     }
+    this.adaptation.beforeMark();
     const switched = this.adaptation.step(this.#native.markIteration());
     if (switched) this.adaptation.onSwitch?.(switched);
   }

@@ -3,7 +3,8 @@
  * LD_PRELOAD set to `preloadLibrary`), the whole process's malloc family — V8's ArrayBuffer backing
  * stores, a native runtime's tensors — serves every request of at least `minBytes` from one pool
  * (native/preload). processPool() is the JS handle on it: its counters, iteration marks, recording, the
- * plan serving, and (TENSORPOOL_ADAPTIVE=1) adaptive mode, which records, trains and switches at the marks.
+ * plan serving, and adaptive mode (the default without a plan or a recording; TENSORPOOL_ADAPTIVE=0 turns it
+ * off), which records, trains and switches at the marks.
  * The pool itself belongs to the library; this handle never makes a second one.
  */
 import fs from 'node:fs';
@@ -38,7 +39,8 @@ export type ProcessPoolMode = NativeProcessPoolInfo['mode'];
  * the process's malloc.
  */
 export class ProcessPool {
-  /** 'default' (the default classes, growing), 'planned' (TENSORPOOL_PLAN), 'recording' (TENSORPOOL_RECORD), 'adaptive'. */
+  /** 'adaptive' (the default: the default classes, growing, until marks teach it a plan), 'default' (the default
+   *  classes throughout: TENSORPOOL_ADAPTIVE=0), 'planned' (TENSORPOOL_PLAN), 'recording' (TENSORPOOL_RECORD). */
   readonly mode: ProcessPoolMode;
   /** Requests of at least this many bytes are served by the pool (TENSORPOOL_MIN_BYTES). */
   readonly minBytes: number;

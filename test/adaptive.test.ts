@@ -92,7 +92,7 @@ describe('adaptive pool: record, train, switch', () => {
     expect(pool.plan).toBe(first.plan);
 
     const s = pool.stats();
-    expect(s.adaptive).toMatchObject({ mode: 'planned', iteration: 13, switches: 1, replans: 0, recordedEvents: 0 });
+    expect(s.adaptive).toMatchObject({ mode: 'planned', iteration: 13, switches: 1, replans: 0, patterns: 1 });
     expect(s.arenas).toBe(2); // the first arena drains: the weights and nothing else
     weights.forEach((block, i) => {
       expect(patternIntact(block, 1000 + i)).toBe(true);
@@ -117,9 +117,13 @@ describe('adaptive pool: record, train, switch', () => {
       pool.markIteration();
     }
     expect(pool.stats().adaptive).toMatchObject({ switches: 1, lastSwitch: { iteration: 3 } });
-    // Under ASan the first touch of each new arena page also faults in its shadow memory: skip that iteration.
+    // Under ASan the first touch of each new arena page also faults in its shadow memory: skip that iteration;
+    // and the window's recorder, which goes on recording, takes fresh memory for its events from ASan's
+    // allocator (which quarantines what was freed instead of reusing it): a few pages, not the tensors' (the
+    // cold pool below faults over a hundred).
     const from = underAsan ? 4 : 3;
-    expect(faults.slice(from)).toEqual(new Array(trace.iterations - from).fill(0));
+    if (underAsan) for (const f of faults.slice(from)) expect(f).toBeLessThanOrEqual(32);
+    else expect(faults.slice(from)).toEqual(new Array(trace.iterations - from).fill(0));
     replayer.rewind(false);
     expect(pool.stats().liveBlocks).toBe(0);
     pool.close();
@@ -135,7 +139,7 @@ describe('adaptive pool: record, train, switch', () => {
     cold.close();
   });
 
-  it.each([true, false])('re-plans once when the batch size changes, then serves the new pattern without fallbacks (background %s)', (background) => {
+  it.each([true, false])('re-plans at the first iteration of a new batch size, then serves it without fallbacks (background %s)', (background) => {
     const small = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 7 });
     const large = syntheticTrainingTrace({ layers: 24, iterations: 14, seed: 7, batchScale: 2 });
     // A cooldown of 3 ends before the first large iteration, with or without the background's two iterations.
@@ -147,18 +151,19 @@ describe('adaptive pool: record, train, switch', () => {
     expect(s).toMatchObject({ switches: 2, replans: 1, mode: 'planned' });
     const [warmUp, drift] = s.history;
     expect(warmUp).toMatchObject({ reason: 'warm-up', iteration: 3 + waited });
-    // The first large iteration drifts, the second confirms it (replanAfter 2), two more are recorded.
-    expect(drift).toMatchObject({ reason: 'drift', iteration: 8 + 4 + waited, waitedIterations: waited });
+    // The first large iteration drifts and is a pattern the plan was not trained on: the window (the small
+    // iterations and it) trains the next plan at once.
+    expect(drift).toMatchObject({ reason: 'drift', iteration: 8 + 1 + waited, waitedIterations: waited, trigger: { iteration: 9, newPattern: true } });
     expect(drift.trigger!.osFallbacks).toBeGreaterThan(0.01 * drift.trigger!.allocs);
-    expect(drift.trigger!.iteration).toBe(8 + 2);
-    const replanned = after.costs.slice(4 + waited);
-    expect(replanned.length).toBe(10 - waited);
+    expect(s.lastSwitch!.plan.training).toMatchObject({ reason: 'drift', patterns: 2 });
+    const replanned = after.costs.slice(1 + waited);
+    expect(replanned.length).toBe(13 - waited);
     for (const cost of replanned) expect(cost).toMatchObject({ mode: 'planned', generation: 3, osFallbacks: 0 });
     releaseAll(pool, after.live);
     pool.close();
   });
 
-  it('a cycle of patterns (input shapes) is one window: one switch to a plan serving each, in any order', () => {
+  it('a cycle of patterns (input shapes): one switch once a shape repeats, to a plan serving each, in any order', () => {
     const shapes = [1, 2, 3].map((batchScale) => syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale }));
     const pool = new Pool({ adaptive: { warmupIterations: 0, background: false }, prefault: false });
     for (let i = 0; i < 6; i++) {
@@ -167,7 +172,8 @@ describe('adaptive pool: record, train, switch', () => {
     }
     const s = pool.stats().adaptive!;
     expect(s.switches).toBe(1);
-    expect(s.lastSwitch!.trace.iterations).toBe(6);
+    expect(s.lastSwitch).toMatchObject({ iteration: 4, reason: 'warm-up' }); // the first shape's second iteration
+    expect(s.lastSwitch!.trace.iterations).toBe(4);
     expect(s.lastSwitch!.plan.training).toMatchObject({ patterns: 3 });
     const before = pool.stats();
     for (const k of [2, 0, 1, 1, 0, 2]) {
@@ -198,40 +204,45 @@ describe('adaptive pool: record, train, switch', () => {
     pool.close();
   });
 
-  it('a real recording of ONNX Runtime cycling through six shapes: one switch to a plan that repeats the cycle', () => {
+  it('a real recording of ONNX Runtime cycling through six shapes: the same switches every run, then the cycle served as planned', () => {
     // Each run leaves the next run's input and its output live across the mark: the plan must wrap around.
     const recorded = readTrace(fixture('traces', 'ocr_det_infer', 'ocr-cycle.csv.gz'));
     const run = repeatIterations(recorded, recorded.iterations - 5, recorded.iterations, 8);
-    const pool = new Pool({ adaptive: { background: false }, prefault: false });
-    const { costs, live } = runIterations(pool, run);
-    const switched = costs.findIndex((c) => c.generation === 2);
-    expect(switched).toBeGreaterThan(0);
-    expect(pool.plan!.schedule!.cycle).toBe(6);
-    // costs[switched] is the iteration whose mark installed the plan: the default classes served it.
-    expect(costs.slice(switched + 1).every((c) => c.osFallbacks === 0 && c.unplannedBorrows === 0)).toBe(true);
-    expect(costs.length - switched).toBeGreaterThanOrEqual(24); // four cycles served by the plan, at least
-    expect(pool.stats().adaptive!.switches).toBe(1);
-    releaseAll(pool, live);
-    pool.close();
+    const histories: unknown[] = [];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const pool = new Pool({ adaptive: { background: false }, prefault: false });
+      const { costs, live } = runIterations(pool, run);
+      const s = pool.stats().adaptive!;
+      // The first plan once a shape repeats (the second iteration of the first shape recorded), then at most
+      // one re-plan on the window, within two cycles of it.
+      expect(s.history[0]).toMatchObject({ reason: 'warm-up', iteration: 8 });
+      expect(s.switches).toBeLessThanOrEqual(2);
+      const last = s.lastSwitch!.iteration;
+      expect(last).toBeLessThanOrEqual(8 + 12);
+      // costs[last - 1] is the iteration whose mark installed the plan: the plan serves every one after it.
+      expect(costs.slice(last).every((c) => c.osFallbacks === 0 && c.unplannedBorrows === 0)).toBe(true);
+      expect(costs.length - last).toBeGreaterThanOrEqual(24); // four cycles served by the plan, at least
+      histories.push(s.history.map((h) => [h.iteration, h.reason, h.generation]));
+      releaseAll(pool, live);
+      pool.close();
+    }
+    expect(histories[1]).toEqual(histories[0]);
   });
 
-  it('does not flap: with maxPatterns 1, alternating patterns never switch, and each abandoned attempt waits longer', () => {
-    const a = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3 });
-    const b = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale: 2 });
-    const pool = new Pool({ adaptive: { recordLimit: 4, cooldownIterations: 4, maxPatterns: 1 }, prefault: false });
-    const modes: string[] = [];
-    for (let i = 0; i < 60; i++) {
-      runTrace(pool, i % 2 ? b : a);
+  it('shapes that keep changing do not make it flap: each re-plan that follows another closely waits twice as long', () => {
+    const shapes = Array.from({ length: 40 }, (_, k) => syntheticTrainingTrace({ layers: 4, iterations: 1, seed: 3, batchScale: 1 + k / 8 }));
+    const pool = new Pool({ adaptive: { warmupIterations: 0, background: false, cooldownIterations: 2 }, prefault: false });
+    for (const shape of shapes) {
+      runTrace(pool, shape);
       pool.markIteration();
-      modes.push(pool.stats().adaptive!.mode);
     }
     const s = pool.stats().adaptive!;
-    expect(s.switches).toBe(0);
-    // Attempts of 4 iterations after cooldowns of 8, 16, 32: three in 60 iterations.
-    expect(s.abandoned).toBe(3);
-    expect(s.lastError).toMatch(/no window of recorded iterations held each of at most 1 pattern\(s\) 2 times/);
-    expect(modes.filter((m) => m === 'recording').length).toBe(12);
-    expect(s.mode === 'unplanned' ? s.recordedEvents : 0).toBe(0);
+    // Every iteration is a new shape: the first plan after maxPatterns (8) of them, then re-plans at cooldowns
+    // of 2, 4, 8, 16 iterations (each judged iteration drifts).
+    const at = s.history.map((h) => h.iteration);
+    expect(at[0]).toBe(8);
+    expect(s.switches).toBeLessThanOrEqual(5);
+    for (let i = 2; i < at.length; i++) expect(at[i] - at[i - 1], `switch ${i + 1}`).toBeGreaterThan(at[i - 1] - at[i - 2]);
     pool.close();
   });
 

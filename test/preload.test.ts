@@ -33,14 +33,14 @@ describe('the preload library: the process allocator', () => {
   it("serves V8's ArrayBuffer backing stores: a loop of new Float32Array(4M) takes no page fault after the first", () => {
     const r = underPool(['--stats'], ['float32']);
     expect(r.code).toBe(0);
-    expect(r.out.pool).toEqual({ mode: 'default', minBytes: 65536 });
+    expect(r.out.pool).toEqual({ mode: 'adaptive', minBytes: 65536 });
     expect(r.out.allocs).toBeGreaterThanOrEqual(20); // 5 rounds x 4 arrays of 16 MiB, each through calloc
     expect(r.out.served).toBe(r.out.allocs);
     expect(r.out.osFallbacks).toBe(0);
     // 5 x 4 x 4096 pages were written; the quietest round shows the pool faults none of them (V8's own
     // heap and code pages may fault in a round or two).
     expect(Math.min(...r.out.faults)).toBeLessThan(100);
-    expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs \d+/m);
+    expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, adaptive, requests >= 65536 B\): allocs \d+/m);
   });
 
   it('processPool().alloc(): ArrayBuffers from the process pool through malloc, back in it at release(), not at a collection', () => {
@@ -60,7 +60,7 @@ describe('the preload library: the process allocator', () => {
     // Each repetition allocates 4 MiB of 256 KiB blocks (below --min-bytes 1M: glibc's) and frees them.
     const kept = underPool(['--min-bytes', '1M'], ['heap-top']);
     expect(kept.code).toBe(0);
-    expect(kept.out.pool.mode).toBe('default');
+    expect(kept.out.pool.mode).toBe('adaptive');
     // 1,024 pages written per repetition; glibc's heap takes a repetition or two to settle.
     expect(median(kept.out.faults)).toBeLessThan(200);
     // A threshold the user set freezes glibc's mmap threshold (at its 128 KiB default, or as set): 256 KiB
@@ -128,6 +128,43 @@ describe('the preload library: the process allocator', () => {
       expect(r.out.osFallbacks[i], `iteration ${i + 1}`).toBeLessThanOrEqual(0.01 * r.out.allocs[i]);
     }
     expect(Math.min(...r.out.allocs)).toBeGreaterThan(500);
+  });
+
+  it('zero configuration: an app that only marks its iterations learns a plan over a cycle of shapes, the same every run, gives the default classes\' memory back, and re-plans for new shapes', () => {
+    const runs = [underPool([], ['shapes']), underPool([], ['shapes'])];
+    for (const r of runs) {
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.out.pool.mode).toBe('adaptive');
+      expect(r.out.lastError).toBeNull();
+      const iterations = r.out.iterations as { mode: string; generation: number; osFallbacks: number; rss: number }[];
+      const switches = r.out.switches as { iteration: number; reason: string }[];
+      // Shapes 0 1 2 0 1 ...: the first to repeat (iteration 5, the warm-up's shape aside) decides; the plan
+      // is trained and built in the background and serves from the second mark after (it waits if need be).
+      expect(switches[0]).toEqual({ iteration: 7, reason: 'warm-up', patterns: null });
+      const first = switches[0].iteration;
+      // The default classes' peak: before the switch. After it, RSS is no higher (the plan pre-faulted, the
+      // default classes' free blocks given back), and the cycle takes no OS fallback.
+      const peak = Math.max(...iterations.slice(0, first).map((i) => i.rss));
+      for (const i of iterations.slice(first, 18)) {
+        expect(i).toMatchObject({ mode: 'planned', generation: 2, osFallbacks: 0 });
+        expect(i.rss).toBeLessThanOrEqual(peak);
+      }
+      // Two shapes it has not seen from iteration 19: the first is new and drifts, and re-plans at once; the
+      // second, seen while that plan was trained, when it comes back after the cooldown. Then no OS fallback.
+      expect(switches.slice(1).map((s) => s.reason)).toEqual(['drift', 'drift']);
+      expect(switches[1].iteration).toBe(19 + 2);
+      const last = switches[switches.length - 1].iteration;
+      expect(last).toBeLessThanOrEqual(28);
+      for (const i of iterations.slice(last)) expect(i).toMatchObject({ mode: 'planned', osFallbacks: 0 });
+    }
+    // Deterministic: the same decisions at the same iterations.
+    expect(runs[1].out.switches).toEqual(runs[0].out.switches);
+    // --no-adaptive: the default classes throughout, marks or not.
+    const off = underPool(['--no-adaptive'], ['shapes']);
+    expect(off.code, off.stderr).toBe(0);
+    expect(off.out.pool.mode).toBe('default');
+    expect(off.out.switches).toEqual([]);
+    expect(off.out.iterations.every((i: { generation: number }) => i.generation === 1)).toBe(true);
   });
 
   it('in a process tree the file keeps the largest recording (each its own, with %p); stats only from pools that served', () => {

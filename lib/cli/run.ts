@@ -8,14 +8,15 @@ import { Plan } from '../plan.js';
 import { preloadLibrary } from '../process-pool.js';
 import { bytesOption, CliError, parseCommand, type Command } from './common.js';
 
-const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--stats] [--no-hooks] -- <command...>
+const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive | --no-adaptive] [--min-bytes N] [--decay MS] [--stats] [--no-hooks] -- <command...>
 
 Runs a command (node app.js, python train.py, ...) with tensorpool's preload library in front of the C
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
 whole process, from any thread, is served by one process pool. Smaller requests go to the C library,
 whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unless MALLOC_TRIM_THRESHOLD_,
 MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
-  (no mode)        the default classes, grown on demand: no page fault once a size has been seen
+  (no mode)        adaptive (as --adaptive): the default classes, grown on demand (no page fault once a
+                   size has been seen), until the program marks iterations; then a plan learnt from them
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
                    on a recording of this library serves the program recorded ("node app.js",
                    "python3 train.py", "python3 -m module", "node -e": the executable's name and what
@@ -30,7 +31,9 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    command starts others (npm, a shell), FILE keeps the run's largest recording; with
                    %p in FILE each process that used the pool writes its own file, %p its pid
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
-                   markIteration() calls
+                   markIteration() calls: a plan of the input shapes seen so far, extended when a new
+                   one appears, shrunk when one no longer does
+  --no-adaptive    the default classes throughout, marks or not (TENSORPOOL_ADAPTIVE=0)
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
                    iteration marks, where the program marks them) gives its memory back to the OS
@@ -91,6 +94,7 @@ export const runCommand: Command = {
       plan: { type: 'string' },
       record: { type: 'string' },
       adaptive: { type: 'boolean' },
+      'no-adaptive': { type: 'boolean' },
       'min-bytes': { type: 'string' },
       decay: { type: 'string' },
       stats: { type: 'boolean' },
@@ -121,7 +125,9 @@ export const runCommand: Command = {
       }
       env.TENSORPOOL_RECORD = path.resolve(values.record);
     }
+    if (flags.adaptive && flags['no-adaptive']) throw new CliError(`--adaptive and --no-adaptive contradict each other\n\n${usage}`);
     if (flags.adaptive) env.TENSORPOOL_ADAPTIVE = '1';
+    if (flags['no-adaptive']) env.TENSORPOOL_ADAPTIVE = '0';
     if (flags.stats) env.TENSORPOOL_STATS = '1';
     if (values['min-bytes'] !== undefined) env.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
     if (values.decay !== undefined) {

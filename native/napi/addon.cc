@@ -26,6 +26,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                            InstanceValue("NativeStream", stream),
                            InstanceValue("NativeProcessPool", ProcessPoolObject::Define(env)),
                            InstanceValue("processPoolInfo", Napi::Function::New(env, ProcessPoolObject::Info)),
+                           InstanceValue("leaveProcessPool", Napi::Function::New(env, ProcessPoolObject::LeaveThread)),
                            InstanceValue("registerOrtAllocator", Napi::Function::New(env, RegisterOrtAllocator)),
                            InstanceValue("unregisterOrtAllocator", Napi::Function::New(env, UnregisterOrtAllocator)),
                            InstanceValue("ortAllocatorCounters", Napi::Function::New(env, OrtAllocatorCounters)),

@@ -65,6 +65,12 @@ Napi::Value ProcessPoolObject::Info(const Napi::CallbackInfo& info) {
   return o;
 }
 
+Napi::Value ProcessPoolObject::LeaveThread(const Napi::CallbackInfo& info) {
+  const preload::ProcessPoolApi* api = find(info.Env());
+  if (api) api->leaveThread();
+  return Napi::Boolean::New(info.Env(), api != nullptr);
+}
+
 Napi::Function ProcessPoolObject::Define(Napi::Env env) {
   return DefineClass(env, "NativeProcessPool",
                      {

@@ -21,6 +21,9 @@ class ProcessPoolObject : public Napi::ObjectWrap<ProcessPoolObject> {
   static const preload::ProcessPoolApi* find(Napi::Env env);
   // -> { mode, minBytes, build, planPath, recordPath } or null (addon function processPoolInfo()).
   static Napi::Value Info(const Napi::CallbackInfo& info);
+  // The calling thread's allocations go to the C library from now on (addon function leaveProcessPool());
+  // true when a process pool is preloaded, false (nothing done) otherwise.
+  static Napi::Value LeaveThread(const Napi::CallbackInfo& info);
 
  private:
   Napi::Value Stats(const Napi::CallbackInfo& info);

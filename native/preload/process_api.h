@@ -11,7 +11,7 @@
 
 namespace tp::preload {
 
-constexpr uint32_t kProcessApiVersion = 2;
+constexpr uint32_t kProcessApiVersion = 3;
 
 // Sizes of everything passed through the table, folded: both sides compute it from their own headers.
 constexpr uint32_t processApiLayout() {
@@ -58,6 +58,10 @@ struct ProcessPoolApi {
   uint64_t (*prepareSwitch)(const PlanView* plan, char* error, size_t errorCapacity);
   int (*switchPlan)(const PlanView* plan, char* error, size_t errorCapacity);
   uint64_t (*discardRetired)();
+  // From now on the calling thread's allocations go to the C library, never to the pool (for the thread's
+  // life): a thread working for the pool (adaptive mode's training worker) takes none of its memory, and
+  // the iterations it judges count none of its allocations.
+  void (*leaveThread)();
 };
 
 }  // namespace tp::preload

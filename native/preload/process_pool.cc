@@ -217,11 +217,12 @@ uint64_t apiDiscardRetired() {
   InternalScope inside;
   return pool().discardRetired();
 }
+void apiLeaveThread() { ++insideDepth; }  // never undone: the thread is inside for the rest of its life
 
 ProcessPoolApi api = {
     kProcessApiVersion, processApiLayout(), TP_PACKAGE_VERSION, nullptr, 0, nullptr, nullptr,
     apiStats, apiClassStats, apiInterval, apiMarkIteration, apiStartRecording, apiStopRecording, apiRecordingState,
-    apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired,
+    apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired, apiLeaveThread,
 };
 
 void writeRecording();
@@ -359,7 +360,11 @@ void initialise() {
   uint64_t decayMs = 1000;
   if (decayText && strcmp(decayText, "off") != 0 && !parseCount(decayText, &decayMs)) return fail("TENSORPOOL_DECAY_MS=" + std::string(decayText) + " is not a number of milliseconds (such as 1000) or off");
   if (decayText && strcmp(decayText, "off") == 0) decayMs = PoolOptions::kNoDecay;
-  if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
+  const char* adaptiveText = getenv("TENSORPOOL_ADAPTIVE");
+  if (!parseSwitch(adaptiveText, &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
+  // Zero configuration: with no plan, no recording and no word either way, processPool() learns from the
+  // iterations the program marks (a program that marks none stays on the default classes all the same).
+  if ((!adaptiveText || !*adaptiveText) && !planPath && !recordPath) adaptive = true;
   if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
   if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
   if (recordPath && !*recordPath) return fail("TENSORPOOL_RECORD is empty");

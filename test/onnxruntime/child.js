@@ -18,15 +18,14 @@ const { PooledSession } = require('../../dist/onnxruntime.js');
         sessionOptions: { enableCpuMemArena: false, intraOpNumThreads: 1 },
       });
   if (whole) {
-    // Served by the pool: a block of its own class or of a larger one (which one is free depends on what
-    // Node and ONNX Runtime hold at that moment), never the OS.
-    const served = (s) => s.hits + s.borrows;
+    // Served by the pool's arena (its own class, a larger one, or a block carved for it; not the OS): which
+    // one depends on what the session's creation left free.
     const fromOs = (s) => s.osFallbacks + s.osOversize;
     const before = processPool().stats();
     const probe = session.tensor('float32', [batch, ...session.session.inputMetadata[0].shape.slice(1)]);
     const after = processPool().stats();
-    out.tensorServed = served(after) - served(before);
     out.tensorFromOs = fromOs(after) - fromOs(before);
+    out.tensorServed = after.allocs - before.allocs - out.tensorFromOs;
     session.release(probe);
     out.errors = [];
     for (const misuse of [() => session.release(probe), () => processPool().release(new ArrayBuffer(8))]) {

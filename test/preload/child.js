@@ -1,6 +1,6 @@
 // Runs inside a process started by `tensorpool run` (test/preload.test.ts): does what argv[2] names and
 // prints one JSON line with what it saw.
-const { processPool, measureFaults, parseTrace, readTrace, train } = require('../../dist/index.js');
+const { processPool, measureFaults, memoryUsage, parseTrace, readTrace, syntheticTrainingTrace, train } = require('../../dist/index.js');
 const { native } = require('../../dist/native.js');
 
 const task = process.argv[2];
@@ -164,5 +164,30 @@ if (task === 'float32') {
   }
   out.decayDrop = freed - rss();
   out.purgedBytes = pool.stats().purgedBytes;
+} else if (task === 'shapes') {
+  // An app that only marks its iterations (no mode given to tensorpool run): a cycle of three input shapes
+  // (batch sizes) replayed through malloc/free, touching every page, for 18 iterations, then two shapes it
+  // has not seen for 12. Per iteration: adaptive mode's state, the OS fallbacks it took and RSS after it.
+  const shapes = [1, 2, 3, 5, 6].map((batchScale) => {
+    const trace = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale });
+    return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+  });
+  const order = [...Array.from({ length: 18 }, (_, i) => i % 3), ...Array.from({ length: 12 }, (_, i) => 3 + (i % 2))];
+  out.iterations = [];
+  for (const k of order) {
+    const before = pool.stats();
+    shapes[k].run(false);
+    pool.markIteration();
+    const after = pool.stats();
+    out.iterations.push({
+      mode: after.adaptive ? after.adaptive.mode : null,
+      generation: after.generation,
+      osFallbacks: after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize,
+      rss: memoryUsage().rss,
+    });
+  }
+  const a = pool.stats().adaptive;
+  out.lastError = a && a.lastError;
+  out.switches = a ? a.history.map((h) => ({ iteration: h.iteration, reason: h.reason, patterns: h.trigger ? h.trigger.newPattern : null })) : [];
 }
 console.log(JSON.stringify(out));
