@@ -64,6 +64,13 @@ function findMarker(): (() => void) | null {
   return () => handle.markIteration(false);
 }
 
+/** Whether the preload library starts in adaptive mode in a process with this environment (process_pool.cc). */
+function adaptiveByEnvironment(env: NodeJS.ProcessEnv): boolean {
+  const adaptive = env.TENSORPOOL_ADAPTIVE;
+  if (adaptive) return adaptive === '1' || adaptive === 'true' || adaptive === 'on';
+  return !env.TENSORPOOL_PLAN && !env.TENSORPOOL_RECORD;
+}
+
 function markIteration(): void {
   if (disabled) return;
   try {
@@ -141,8 +148,9 @@ function install(): void {
     }
     return exports;
   };
-  // Adaptive mode: the marks of workers' sessions, made by the main thread's processPool().
-  if (isMainThread && process.env.TENSORPOOL_ADAPTIVE === '1') {
+  // Adaptive mode (TENSORPOOL_ADAPTIVE=1, or the default with no plan, no recording and no word either way,
+  // as native/preload decides): the marks of workers' sessions, made by the main thread's processPool().
+  if (isMainThread && adaptiveByEnvironment(process.env)) {
     const channel = new BroadcastChannel(MARKS_CHANNEL);
     channel.onmessage = () => markIteration();
     channel.unref(); // never what keeps the process alive
