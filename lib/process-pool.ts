@@ -38,6 +38,23 @@ export type ProcessPoolMode = NativeProcessPoolInfo['mode'];
  * `tensorpool run`): its counters, iteration marks, recording, plan and adaptive mode, and ArrayBuffers from
  * the process's malloc.
  */
+// The process pools whose program called markIteration() itself: tensorpool run's Node hook then stops
+// marking its sessions' runs, which would make every iteration two.
+const marksItsOwnIterations = new WeakSet<ProcessPool>();
+
+let markingForHook = false;
+
+/** The Node hook's mark (lib/hooks/node.ts): none once the program has marked an iteration itself. */
+export function markIterationUnlessMarked(pool: ProcessPool): void {
+  if (marksItsOwnIterations.has(pool)) return;
+  markingForHook = true;
+  try {
+    pool.markIteration();
+  } finally {
+    markingForHook = false;
+  }
+}
+
 export class ProcessPool {
   /** 'adaptive' (the default: the default classes, growing, until marks teach it a plan), 'default' (the default
    *  classes throughout: TENSORPOOL_ADAPTIVE=0), 'planned' (TENSORPOOL_PLAN), 'recording' (TENSORPOOL_RECORD). */
@@ -95,6 +112,7 @@ export class ProcessPool {
    * a plan's schedule counts from the start of the process, and adaptive mode stays on the default classes.
    */
   markIteration(): void {
+    if (!markingForHook) marksItsOwnIterations.add(this);
     this.#control.markIteration();
   }
 

@@ -77,9 +77,7 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
   });
 
   it('options the app set itself are kept: its arena stays on, and its runs are still marked', () => {
-    // --no-adaptive: adaptive mode (the default) copies its recording window through the pool now and then,
-    // which would blur the count of ONNX Runtime's own allocations this checks.
-    const own = perRun(['--no-adaptive'], app('arena'));
+    const own = perRun([], app('arena'));
     expect(own.allocsPerRun).toBeLessThan(1.5);
     expect(own.iterations).toBe(16);
   });

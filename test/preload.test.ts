@@ -33,14 +33,14 @@ describe('the preload library: the process allocator', () => {
   it("serves V8's ArrayBuffer backing stores: a loop of new Float32Array(4M) takes no page fault after the first", () => {
     const r = underPool(['--stats'], ['float32']);
     expect(r.code).toBe(0);
-    expect(r.out.pool).toEqual({ mode: 'adaptive', minBytes: 65536 });
+    expect(r.out.pool).toEqual({ mode: 'default', minBytes: 65536 });
     expect(r.out.allocs).toBeGreaterThanOrEqual(20); // 5 rounds x 4 arrays of 16 MiB, each through calloc
     expect(r.out.served).toBe(r.out.allocs);
     expect(r.out.osFallbacks).toBe(0);
     // 5 x 4 x 4096 pages were written; the quietest round shows the pool faults none of them (V8's own
     // heap and code pages may fault in a round or two).
     expect(Math.min(...r.out.faults)).toBeLessThan(100);
-    expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, adaptive, requests >= 65536 B\): allocs \d+/m);
+    expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs \d+/m);
   });
 
   it('processPool().alloc(): ArrayBuffers from the process pool through malloc, back in it at release(), not at a collection', () => {
@@ -60,7 +60,7 @@ describe('the preload library: the process allocator', () => {
     // Each repetition allocates 4 MiB of 256 KiB blocks (below --min-bytes 1M: glibc's) and frees them.
     const kept = underPool(['--min-bytes', '1M'], ['heap-top']);
     expect(kept.code).toBe(0);
-    expect(kept.out.pool.mode).toBe('adaptive');
+    expect(kept.out.pool.mode).toBe('default');
     // 1,024 pages written per repetition; glibc's heap takes a repetition or two to settle.
     expect(median(kept.out.faults)).toBeLessThan(200);
     // A threshold the user set freezes glibc's mmap threshold (at its 128 KiB default, or as set): 256 KiB
@@ -130,8 +130,8 @@ describe('the preload library: the process allocator', () => {
     expect(Math.min(...r.out.allocs)).toBeGreaterThan(500);
   });
 
-  it('zero configuration: an app that only marks its iterations learns a plan over a cycle of shapes, the same every run, gives the default classes\' memory back, and re-plans for new shapes', () => {
-    const runs = [underPool([], ['shapes']), underPool([], ['shapes'])];
+  it('--adaptive: an app that only marks its iterations learns a plan over a cycle of shapes, the same every run, gives the default classes\' memory back, and re-plans for new shapes', () => {
+    const runs = [underPool(['--adaptive'], ['shapes']), underPool(['--adaptive'], ['shapes'])];
     for (const r of runs) {
       expect(r.code, r.stderr).toBe(0);
       expect(r.out.pool.mode).toBe('adaptive');
@@ -159,8 +159,8 @@ describe('the preload library: the process allocator', () => {
     }
     // Deterministic: the same decisions at the same iterations.
     expect(runs[1].out.switches).toEqual(runs[0].out.switches);
-    // --no-adaptive: the default classes throughout, marks or not.
-    const off = underPool(['--no-adaptive'], ['shapes']);
+    // Without --adaptive (or with --no-adaptive): the default classes throughout, marks or not.
+    const off = underPool([], ['shapes']);
     expect(off.code, off.stderr).toBe(0);
     expect(off.out.pool.mode).toBe('default');
     expect(off.out.switches).toEqual([]);

@@ -15,8 +15,7 @@ library: every malloc, calloc, realloc and aligned allocation of at least --min-
 whole process, from any thread, is served by one process pool. Smaller requests go to the C library,
 whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unless MALLOC_TRIM_THRESHOLD_,
 MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
-  (no mode)        adaptive (as --adaptive): the default classes, grown on demand (no page fault once a
-                   size has been seen), until the program marks iterations; then a plan learnt from them
+  (no mode)        the default classes, grown on demand: no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
                    on a recording of this library serves the program recorded ("node app.js",
                    "python3 train.py", "python3 -m module", "node -e": the executable's name and what
@@ -33,7 +32,7 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls: a plan of the input shapes seen so far, extended when a new
                    one appears, shrunk when one no longer does
-  --no-adaptive    the default classes throughout, marks or not (TENSORPOOL_ADAPTIVE=0)
+  --no-adaptive    the default classes throughout (TENSORPOOL_ADAPTIVE=0; the default)
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
                    iteration marks, where the program marks them) gives its memory back to the OS

@@ -51,9 +51,9 @@ function findMarker(): (() => void) | null {
   if (info === null) return null;
   if (isMainThread) {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { processPool } = require('../process-pool.js') as typeof import('../process-pool.js');
+    const { processPool, markIterationUnlessMarked } = require('../process-pool.js') as typeof import('../process-pool.js');
     const pool = processPool();
-    return pool && (() => pool.markIteration());
+    return pool && (() => markIterationUnlessMarked(pool));
   }
   if (info.mode === 'adaptive') {
     const channel = new BroadcastChannel(MARKS_CHANNEL);
@@ -67,8 +67,7 @@ function findMarker(): (() => void) | null {
 /** Whether the preload library starts in adaptive mode in a process with this environment (process_pool.cc). */
 function adaptiveByEnvironment(env: NodeJS.ProcessEnv): boolean {
   const adaptive = env.TENSORPOOL_ADAPTIVE;
-  if (adaptive) return adaptive === '1' || adaptive === 'true' || adaptive === 'on';
-  return !env.TENSORPOOL_PLAN && !env.TENSORPOOL_RECORD;
+  return adaptive === '1' || adaptive === 'true' || adaptive === 'on';
 }
 
 function markIteration(): void {
@@ -148,8 +147,8 @@ function install(): void {
     }
     return exports;
   };
-  // Adaptive mode (TENSORPOOL_ADAPTIVE=1, or the default with no plan, no recording and no word either way,
-  // as native/preload decides): the marks of workers' sessions, made by the main thread's processPool().
+  // Adaptive mode (TENSORPOOL_ADAPTIVE=1, as native/preload reads it): the marks of workers' sessions, made
+  // by the main thread's processPool().
   if (isMainThread && adaptiveByEnvironment(process.env)) {
     const channel = new BroadcastChannel(MARKS_CHANNEL);
     channel.onmessage = () => markIteration();

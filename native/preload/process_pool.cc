@@ -360,11 +360,7 @@ void initialise() {
   uint64_t decayMs = 1000;
   if (decayText && strcmp(decayText, "off") != 0 && !parseCount(decayText, &decayMs)) return fail("TENSORPOOL_DECAY_MS=" + std::string(decayText) + " is not a number of milliseconds (such as 1000) or off");
   if (decayText && strcmp(decayText, "off") == 0) decayMs = PoolOptions::kNoDecay;
-  const char* adaptiveText = getenv("TENSORPOOL_ADAPTIVE");
-  if (!parseSwitch(adaptiveText, &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
-  // Zero configuration: with no plan, no recording and no word either way, processPool() learns from the
-  // iterations the program marks (a program that marks none stays on the default classes all the same).
-  if ((!adaptiveText || !*adaptiveText) && !planPath && !recordPath) adaptive = true;
+  if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
   if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
   if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
   if (recordPath && !*recordPath) return fail("TENSORPOOL_RECORD is empty");

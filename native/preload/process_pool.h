@@ -13,8 +13,7 @@
 //                          served something writes its own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
-//                          markIteration() calls (lib/process-pool.ts). The default when neither PLAN
-//                          nor RECORD is set; 0 turns it off (the default classes, growing, throughout)
+//                          markIteration() calls (lib/process-pool.ts); 0 (the default): not
 //   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
 //   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
 //                          program marks them) give their pages back to the OS (default 1000; off: never)
@@ -23,7 +22,7 @@
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
 //                          are not it
 //   TENSORPOOL_RUN         set by the library in the first process of the tree: the run its recordings name
-// With none of PLAN and RECORD set and ADAPTIVE=0, the pool serves from the default classes, growing.
+// With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
 #pragma once
 
 #include <atomic>
