@@ -31,6 +31,18 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
+/**
+ * The environment `tensorpool run` gives its command: `base` without its TENSORPOOL_ settings (but
+ * TENSORPOOL_RESERVE), then `settings`, and the preload library first in LD_PRELOAD (before base's own).
+ */
+export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base };
+  for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
+  Object.assign(env, settings);
+  env.LD_PRELOAD = [preloadLibrary, base.LD_PRELOAD].filter(Boolean).join(':');
+  return env;
+}
+
 /** Splits `tensorpool run` arguments into its own options and the command (after '--' or the first word). */
 function splitCommand(argv: string[]): [string[], string[]] {
   const dashes = argv.indexOf('--');
@@ -63,19 +75,18 @@ export const runCommand: Command = {
     if (!fs.existsSync(preloadLibrary)) {
       throw new CliError(`the preload library is not built (${preloadLibrary}): run npm run build:native`);
     }
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
+    const settings: Record<string, string> = {};
     if (values.plan !== undefined) {
       Plan.read(values.plan); // a bad plan is refused here, with its reason, before the command starts
-      env.TENSORPOOL_PLAN = path.resolve(values.plan);
+      settings.TENSORPOOL_PLAN = path.resolve(values.plan);
     }
     if (values.record !== undefined) {
-      env.TENSORPOOL_RECORD = path.resolve(values.record);
+      settings.TENSORPOOL_RECORD = path.resolve(values.record);
     }
-    if (flags.adaptive) env.TENSORPOOL_ADAPTIVE = '1';
-    if (flags.stats) env.TENSORPOOL_STATS = '1';
-    if (values['min-bytes'] !== undefined) env.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
-    env.LD_PRELOAD = [preloadLibrary, process.env.LD_PRELOAD].filter(Boolean).join(':');
+    if (flags.adaptive) settings.TENSORPOOL_ADAPTIVE = '1';
+    if (flags.stats) settings.TENSORPOOL_STATS = '1';
+    if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
+    const env = runEnvironment(process.env, settings);
 
     return new Promise<number>((resolve, reject) => {
       const child = spawn(command[0], command.slice(1), { stdio: 'inherit', env });
