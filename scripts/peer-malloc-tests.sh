@@ -46,6 +46,9 @@ unset LD_PRELOAD
 for name in $(env | sed -n 's/^\(TENSORPOOL_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$name"; done
 
 # --- Sources: apt-get source through a private configuration, into the cache -------------------------------
+for tool in dpkg-query apt-get gcc flock timeout; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "peer-malloc-tests: needs $tool (Debian with apt-get and gcc)" >&2; exit 2; }
+done
 glibc_version=$(dpkg-query -W -f='${source:Version}' libc6)
 mimalloc_version=
 apt_options="-o Dir::Etc::SourceList=$cache/apt/sources.list -o Dir::Etc::SourceParts=/dev/null \
