@@ -46,8 +46,13 @@ unset LD_PRELOAD
 for name in $(env | sed -n 's/^\(TENSORPOOL_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$name"; done
 
 # --- Sources: apt-get source through a private configuration, into the cache -------------------------------
-for tool in dpkg-query apt-get gcc flock timeout; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "peer-malloc-tests: needs $tool (Debian with apt-get and gcc)" >&2; exit 2; }
+# apt-get source unpacks with dpkg-source (dpkg-dev), installed here when missing and this is root.
+if ! command -v dpkg-source >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev; } >/dev/null 2>&1 || true
+fi
+for tool in dpkg-query dpkg-source apt-get gcc flock timeout; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "peer-malloc-tests: needs $tool (Debian with apt-get, dpkg-dev and gcc)" >&2; exit 2; }
 done
 glibc_version=$(dpkg-query -W -f='${source:Version}' libc6)
 mimalloc_version=
