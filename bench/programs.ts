@@ -13,7 +13,7 @@
  * pool is never made.
  *
  *   npm run build && npx tsx bench/programs.ts [--reps 5] [--programs LIST] [--configs LIST] [--scale X]
- *                                              [--min-bytes N] [--quick] [--json out.json] [--help]
+ *                                              [--min-bytes N] [--library FILE] [--quick] [--json out.json] [--help]
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -55,6 +55,8 @@ output is identical to glibc's. Take /tmp/tp-bench.lock (flock) on a shared mach
                     100 MB file for gzip; about 25 s of CPU per configuration and repetition in all)
   --quick           --scale 0.2
   --min-bytes N     the library's threshold (tensorpool run --min-bytes; default: the library's, 64K)
+  --library FILE    the preload library to run as tensorpool (default: this package's build), such as
+                    another branch's build/Release/tensorpool-preload.so
   --json FILE       write every sample and ratio as JSON
   --help            print this and run nothing`;
 
@@ -204,7 +206,7 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
   console.log(usage(PROGRAMS.map((p) => p.name)));
   process.exit(0);
 }
-const args = benchArgs(5, { programs: { type: 'string' }, configs: { type: 'string' }, scale: { type: 'string' }, 'min-bytes': { type: 'string' } });
+const args = benchArgs(5, { programs: { type: 'string' }, configs: { type: 'string' }, scale: { type: 'string' }, 'min-bytes': { type: 'string' }, library: { type: 'string' } });
 
 function fail(message: string): never {
   console.error(`programs: ${message}`);
@@ -229,6 +231,7 @@ function listOption<T extends string>(value: string | boolean | undefined, known
 const scale = args.values.scale !== undefined ? Number(args.values.scale) : args.quick ? 0.2 : 1;
 if (!(scale > 0 && scale <= 10)) fail(`--scale must be a number in (0, 10], got ${String(args.values.scale)}`);
 const minBytes = args.values['min-bytes'] === undefined ? undefined : minBytesOption(String(args.values['min-bytes']));
+const library = args.values.library === undefined ? preloadLibrary : path.resolve(String(args.values.library));
 const programs = listOption(args.values.programs, PROGRAMS.map((p) => p.name), 'program').map((name) => PROGRAMS.find((p) => p.name === name)!);
 const wanted = listOption(args.values.configs, CONFIGS, 'configuration');
 if (!wanted.includes('glibc')) wanted.unshift('glibc');
@@ -237,9 +240,9 @@ if (!wanted.includes('glibc')) wanted.unshift('glibc');
 function configSettings(name: ConfigName): Record<string, string> | string {
   if (name === 'glibc') return {};
   if (name === 'tensorpool') {
-    if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary}; npm run build:native)`;
+    if (!fs.existsSync(library)) return `the preload library is not built (${library}; npm run build:native)`;
     const env = runEnvironment({}, minBytes === undefined ? {} : { TENSORPOOL_MIN_BYTES: minBytes });
-    return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
+    return { ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])), LD_PRELOAD: library };
   }
   const spec = resolveAllocator(name);
   return spec.library ? { LD_PRELOAD: spec.library } : missingMessage(spec);
@@ -379,7 +382,7 @@ async function main(): Promise<void> {
   console.log(`# glibc rows: medians (wall, user + system CPU, peak RSS); other rows: the median of each run's ratio to glibc's run of the same`);
   console.log(`# repetition and its distribution-free interval (peak RSS: then the median difference from glibc's)`);
   console.log(`# intervals at ${round(confidence * 100, 1)}% confidence with ${args.reps} repetitions (95% from 6 on)`);
-  console.log(`# scale ${scale}; tensorpool: the preload library as tensorpool run starts the program${minBytes ? `, --min-bytes ${minBytes}` : ' (default threshold)'}`);
+  console.log(`# scale ${scale}; tensorpool: ${library} as tensorpool run starts the program${minBytes ? `, --min-bytes ${minBytes}` : ' (default threshold)'}`);
   const ours = results.filter((r) => r.config === 'tensorpool');
   if (ours.length) {
     const overRss = ours.filter((r) => r.peakRss.median > 1.1).map((r) => `${r.program} ${round(r.peakRss.median, 2)}x`);
@@ -388,7 +391,7 @@ async function main(): Promise<void> {
     console.log(`targets: peak RSS <= 1.10x glibc's: ${overRss.length ? `over in ${overRss.join(', ')}` : 'met'}; ` +
       `CPU <= 1.02x where the pool is never made (${never.map((r) => r.program).join(', ') || 'none'}): ${overCpu.length ? `over in ${overCpu.join(', ')}` : 'met'}`);
   }
-  writeJson(args.json, { benchmark: 'programs', machine, reps: args.reps, scale, minBytes: minBytes ?? null, programs: runnable.map((p) => ({ name: p.name, what: p.what, command: p.command('WORK', scale) })), results });
+  writeJson(args.json, { benchmark: 'programs', machine, reps: args.reps, scale, minBytes: minBytes ?? null, library, programs: runnable.map((p) => ({ name: p.name, what: p.what, command: p.command('WORK', scale) })), results });
 }
 
 void main().catch((error: unknown) => {
