@@ -12,9 +12,11 @@
 # ~/.cache/tensorpool-peer-tests), where they are kept for the next run. glibc's tests are built without
 # glibc's build system: its support/ library is compiled with the few definitions that build would give it,
 # against the installed headers; the tests that need a glibc build (internal compat symbols, static links)
-# are listed as skipped, with the reason. About 3 minutes on 2 cores from a fresh cache (download ~20 MB).
+# are listed as skipped, with the reason. 4-5 minutes on 2 cores (a hang waits out its timeout), of which
+# the download (~20 MB) and build take ~40 s on a fresh cache.
 #
-#   scripts/peer-malloc-tests.sh [LIBRARY]      LIBRARY defaults to build/Release/tensorpool-preload.so
+#   usage: sh scripts/peer-malloc-tests.sh [--help] [LIBRARY]   (npm run test:peer-malloc)
+#   LIBRARY defaults to build/Release/tensorpool-preload.so; another branch's build can be given.
 #
 # Environment: PEER_TESTS_CACHE (above); PEER_TESTS_TIMEOUT, seconds per test run (default 60; glibc's
 # test driver has its own, 20 s unless the test sets it); PEER_TESTS_JOBS, tests run at once (default: the
