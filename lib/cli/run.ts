@@ -52,6 +52,20 @@ Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json'
 /** The largest plan file the preload library reads (native/preload/plan_file.cc). */
 const MAX_PLAN_BYTES = 256 * 2 ** 20;
 
+/**
+ * The environment `tensorpool run` gives its command: `base` without its TENSORPOOL_ settings (but
+ * TENSORPOOL_RESERVE), then `settings`, the preload library first in LD_PRELOAD (before base's own), and
+ * with `hooks` the runtime hooks (NODE_OPTIONS, PYTHONPATH).
+ */
+export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string, string> = {}, hooks = true): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base };
+  for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
+  Object.assign(env, settings);
+  env.LD_PRELOAD = [preloadLibrary, base.LD_PRELOAD].filter(Boolean).join(':');
+  if (hooks) Object.assign(env, hookEnvironment(base));
+  return env;
+}
+
 /** Splits `tensorpool run` arguments into its own options and the command (after '--' or the first word). */
 function splitCommand(argv: string[]): [string[], string[]] {
   const dashes = argv.indexOf('--');
@@ -107,36 +121,34 @@ export const runCommand: Command = {
       throw new CliError(`the preload library is not built (${preloadLibrary}): run npm run build:native`);
     }
     const hooks = !flags['no-hooks'] && process.env.TENSORPOOL_HOOKS !== '0';
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
+    const settings: Record<string, string> = {};
     if (values.plan !== undefined) {
       // As the preload library reads it: a regular file (/dev/zero was read until memory ran out) of at most 256 MiB.
       const stat = fs.statSync(values.plan, { throwIfNoEntry: false });
       if (stat && !stat.isFile()) throw new CliError(`--plan ${values.plan}: not a regular file (a plan is a file that 'tensorpool train' wrote)`);
       if (stat && stat.size > MAX_PLAN_BYTES) throw new CliError(`--plan ${values.plan}: the file is ${stat.size} bytes; a plan may be at most 256 MiB`);
       Plan.read(values.plan); // a bad plan is refused here, with its reason, before the command starts
-      env.TENSORPOOL_PLAN = path.resolve(values.plan);
+      settings.TENSORPOOL_PLAN = path.resolve(values.plan);
     }
     if (values.record !== undefined) {
       // Written at exit through a temporary file renamed over it: a FIFO or a device cannot take it.
       if (fs.existsSync(values.record) && !fs.statSync(values.record).isFile()) {
         throw new CliError(`--record ${values.record}: not a regular file (a recording is written to a regular file)\n\n${usage}`);
       }
-      env.TENSORPOOL_RECORD = path.resolve(values.record);
+      settings.TENSORPOOL_RECORD = path.resolve(values.record);
     }
     if (flags.adaptive && flags['no-adaptive']) throw new CliError(`--adaptive and --no-adaptive contradict each other\n\n${usage}`);
-    if (flags.adaptive) env.TENSORPOOL_ADAPTIVE = '1';
-    if (flags['no-adaptive']) env.TENSORPOOL_ADAPTIVE = '0';
-    if (flags.stats) env.TENSORPOOL_STATS = '1';
-    if (values['min-bytes'] !== undefined) env.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
+    if (flags.adaptive) settings.TENSORPOOL_ADAPTIVE = '1';
+    if (flags['no-adaptive']) settings.TENSORPOOL_ADAPTIVE = '0';
+    if (flags.stats) settings.TENSORPOOL_STATS = '1';
+    if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
     if (values.decay !== undefined) {
       if (values.decay !== 'off' && !(/^\d{1,10}$/.test(values.decay) && Number(values.decay) <= 2 ** 32)) {
         throw new CliError(`--decay must be a number of milliseconds (such as 1000) or off, got '${values.decay}'`);
       }
-      env.TENSORPOOL_DECAY_MS = values.decay;
+      settings.TENSORPOOL_DECAY_MS = values.decay;
     }
-    env.LD_PRELOAD = [preloadLibrary, process.env.LD_PRELOAD].filter(Boolean).join(':');
-    if (hooks) Object.assign(env, hookEnvironment(process.env));
+    const env = runEnvironment(process.env, settings, hooks);
 
     return new Promise<number>((resolve, reject) => {
       const child = spawn(command[0], command.slice(1), { stdio: 'inherit', env });

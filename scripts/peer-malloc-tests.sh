@@ -1,0 +1,241 @@
+#!/bin/sh
+# Other people's malloc tests in front of the preload library: glibc's own malloc tests (malloc/tst-*.c and
+# mallocbug.c of the installed glibc's Debian source package, built against its own test support library
+# and the installed glibc) and mimalloc's test-stress (Debian's mimalloc source package, built against plain
+# malloc; 8 threads, scale 25, 20 rounds), each run under plain glibc, then with LIBRARY preloaded at the default threshold and at
+# TENSORPOOL_MIN_BYTES=1 (every allocation through the pool). Every test that passes under glibc must pass
+# under the library: the script exits 1 otherwise, and prints a row per test and a line per configuration.
+#
+# No third-party source enters the repository: the source packages are fetched with `apt-get source`
+# through a private apt configuration (deb-src entries for this Debian release; the system's is not
+# changed) and built in PEER_TESTS_CACHE (default /var/cache/tensorpool-peer-tests when writable, else
+# ~/.cache/tensorpool-peer-tests), where they are kept for the next run. glibc's tests are built without
+# glibc's build system: its support/ library is compiled with the few definitions that build would give it,
+# against the installed headers; the tests that need a glibc build (internal compat symbols, static links)
+# are listed as skipped, with the reason. 4-5 minutes on 2 cores (a hang waits out its timeout), of which
+# the download (~20 MB) and build take ~40 s on a fresh cache.
+#
+#   usage: sh scripts/peer-malloc-tests.sh [--help] [LIBRARY]   (npm run test:peer-malloc)
+#   LIBRARY defaults to build/Release/tensorpool-preload.so; another branch's build can be given.
+#
+# Environment: PEER_TESTS_CACHE (above); PEER_TESTS_TIMEOUT, seconds per test run (default 60; glibc's
+# test driver has its own, 20 s unless the test sets it); PEER_TESTS_JOBS, tests run at once (default: the
+# number of CPUs); PEER_TESTS_ONLY, an extended regular expression: only the tests whose names match.
+# The logs of a run with a regression are kept (the last line names their directory).
+set -eu
+usage="usage: scripts/peer-malloc-tests.sh [--help] [LIBRARY]   (default LIBRARY: build/Release/tensorpool-preload.so)"
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -eu/p' "$0" | sed -e '/^set -eu/d' -e 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "$usage" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "$usage" >&2; exit 2; }
+repo=$(cd "$(dirname "$0")/.." && pwd)
+library=${1:-$repo/build/Release/tensorpool-preload.so}
+[ -f "$library" ] || { echo "peer-malloc-tests: no library at $library (build it: npm run build:native)" >&2; exit 2; }
+library=$(cd "$(dirname "$library")" && pwd)/$(basename "$library")
+timeout=${PEER_TESTS_TIMEOUT:-60}
+jobs=${PEER_TESTS_JOBS:-$(nproc)}
+if [ -n "${PEER_TESTS_CACHE:-}" ]; then cache=$PEER_TESTS_CACHE
+elif mkdir -p /var/cache/tensorpool-peer-tests 2>/dev/null && [ -w /var/cache/tensorpool-peer-tests ]; then cache=/var/cache/tensorpool-peer-tests
+else cache=${XDG_CACHE_HOME:-$HOME/.cache}/tensorpool-peer-tests; fi
+mkdir -p "$cache"
+started=$(date +%s)
+# One fetch and build at a time per cache (runs against several builds may start together).
+exec 9>"$cache/lock"
+flock 9
+# The tests run with nothing of the caller's preloading or pool settings.
+unset LD_PRELOAD
+for name in $(env | sed -n 's/^\(TENSORPOOL_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$name"; done
+
+# --- Sources: apt-get source through a private configuration, into the cache -------------------------------
+# apt-get source unpacks with dpkg-source (dpkg-dev), installed here when missing and this is root.
+if ! command -v dpkg-source >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev; } >/dev/null 2>&1 || true
+fi
+for tool in dpkg-query dpkg-source apt-get gcc flock timeout; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "peer-malloc-tests: needs $tool (Debian with apt-get, dpkg-dev and gcc)" >&2; exit 2; }
+done
+glibc_version=$(dpkg-query -W -f='${source:Version}' libc6)
+mimalloc_version=
+apt_options="-o Dir::Etc::SourceList=$cache/apt/sources.list -o Dir::Etc::SourceParts=/dev/null \
+  -o Dir::State::Lists=$cache/apt/lists -o Dir::Cache=$cache/apt/cache -o APT::Sandbox::User=root"
+apt_ready=
+apt_update() {
+  [ -z "$apt_ready" ] || return 0
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:?}")
+  mkdir -p "$cache/apt/lists/partial" "$cache/apt/cache/archives/partial"
+  {
+    echo "deb-src http://deb.debian.org/debian $codename main"
+    echo "deb-src http://deb.debian.org/debian $codename-updates main"
+    echo "deb-src http://deb.debian.org/debian-security $codename-security main"
+  } >"$cache/apt/sources.list"
+  # shellcheck disable=SC2086
+  apt-get -qq $apt_options update >/dev/null
+  apt_ready=1
+}
+# fetch PACKAGE VERSION: the unpacked source (Debian patches applied) in $cache/src/PACKAGE-VERSION.
+fetch() {
+  dir=$cache/src/$1-$2
+  [ -d "$dir" ] && return 0
+  apt_update
+  tmp=$(mktemp -d "$cache/fetch.XXXXXX")
+  # shellcheck disable=SC2086
+  (cd "$tmp" && apt-get -qq $apt_options source "$1${2:+=$2}" >/dev/null 2>"$tmp/log") || { cat "$tmp/log" >&2; rm -rf "$tmp"; return 1; }
+  mkdir -p "$cache/src"
+  mv "$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -n 1)" "$dir"
+  rm -rf "$tmp"
+}
+fetch glibc "$glibc_version" || { echo "peer-malloc-tests: apt-get source glibc=$glibc_version failed" >&2; exit 2; }
+mimalloc_version=$(ls -d "$cache"/src/mimalloc-* 2>/dev/null | head -n 1 | sed 's,.*/mimalloc-,,')
+if [ -z "$mimalloc_version" ]; then
+  apt_update
+  # shellcheck disable=SC2086
+  mimalloc_version=$(apt-cache $apt_options showsrc mimalloc | sed -n 's/^Version: //p' | sort -V | tail -n 1)
+  fetch mimalloc "$mimalloc_version" || { echo "peer-malloc-tests: apt-get source mimalloc failed" >&2; exit 2; }
+fi
+glibc=$cache/src/glibc-$glibc_version
+mimalloc=$cache/src/mimalloc-$mimalloc_version
+
+# --- Build, outside the repository; kept per glibc version and version of this script ----------------------
+build=$cache/build/glibc-$glibc_version-$(sha256sum "$0" | cut -c1-12)
+if [ ! -f "$build/done" ]; then
+  rm -rf "$cache/build"
+  mkdir -p "$build/inc" "$build/support" "$build/malloc"
+  # The include path glibc's build would give: <support/...> and <malloc/...> from the source tree, the
+  # internal headers support/ and the tests use that stand alone, and shim.h for what libc-symbols.h does.
+  ln -s "$glibc/support" "$build/inc/support"
+  ln -s "$glibc/malloc" "$build/inc/malloc"
+  for header in include/intprops.h include/array_length.h include/libc-diag.h include/libc-pointer-arith.h \
+      include/scratch_buffer.h include/alloc_buffer.h sysdeps/generic/malloc-size.h "sysdeps/$(uname -m)/stackinfo.h"; do
+    [ -f "$glibc/$header" ] && ln -s "$glibc/$header" "$build/inc/"
+  done
+  : >"$build/inc/config.h"
+  printf '%s\n' '#define libc_hidden_proto(...)' '#include <limits.h>' >"$build/inc/shim.h"
+  cflags="-O2 -w -D_GNU_SOURCE -DTIMEOUTFACTOR=1 -DTEST_NO_MALLOPT -I$build/inc -include $build/inc/shim.h"
+  routines=$(sed -n '/^libsupport-routines *=/,/^$/p' "$glibc/support/Makefile" | tr -d '\\' | sed 's/^libsupport-routines *=//' | xargs)
+  export cflags build glibc
+  # support_paths.c takes the installation's paths from the build; the rest compile as they are. A routine
+  # that does not compile outside glibc's tree is left out: a test that needs it fails to link, and is
+  # listed as skipped with the linker's message.
+  (cd "$glibc/support" && gcc $cflags -c -o "$build/support/support_paths.o" support_paths.c \
+    "-DSRCDIR_PATH=\"$glibc\"" "-DOBJDIR_PATH=\"$build\"" '-DOBJDIR_ELF_LDSO_PATH="/lib64/ld-linux-x86-64.so.2"' \
+    '-DINSTDIR_PATH="/usr"' "-DLIBDIR_PATH=\"/usr/lib/$(gcc -print-multiarch)\"" '-DBINDIR_PATH="/usr/bin"' \
+    '-DSBINDIR_PATH="/usr/sbin"' "-DSLIBDIR_PATH=\"/lib/$(gcc -print-multiarch)\"" '-DROOTSBINDIR_PATH="/sbin"' \
+    '-DCOMPLOCALEDIR_PATH="/usr/lib/locale"')
+  printf '%s\n' $routines | grep -vx support_paths | (cd "$glibc/support" && xargs -P "$jobs" -I{} sh -c \
+    'gcc $cflags -I. -c -o "$build/support/{}.o" {}.c 2>"$build/support/{}.err" || rm -f "$build/support/{}.o"')
+  ar rcs "$build/libsupport.a" "$build"/support/*.o
+  # The interposition tests link a malloc of their own (tst-interpose-aux*.c) into the program.
+  for aux in tst-interpose-aux-nothread tst-interpose-aux-thread; do
+    (cd "$glibc/malloc" && gcc $cflags -I. -c -o "$build/malloc/$aux.o" "$aux.c" 2>"$build/malloc/$aux.err") || true
+  done
+  (cd "$glibc/malloc" && ls mallocbug.c tst-*.c | sed 's/\.c$//' | grep -v -e '^tst-interpose-aux' -e '^tst-interpose-skeleton$') >"$build/tests"
+  (cd "$glibc/malloc" && xargs -P "$jobs" -I{} sh -c \
+    'extra=; case {} in tst-interpose-nothread|tst-interpose-thread) extra=$build/malloc/tst-interpose-aux-${0#tst-interpose-}.o ;; esac
+     gcc $cflags -I. -o "$build/malloc/{}" {}.c $extra "$build/libsupport.a" -lpthread 2>"$build/malloc/{}.err" || rm -f "$build/malloc/{}"' {}) <"$build/tests"
+  gcc -O2 -w -DUSE_STD_MALLOC -I"$mimalloc/include" -o "$build/test-stress" "$mimalloc/test/test-stress.c" -lpthread
+  touch "$build/done"
+fi
+flock -u 9
+built=$(date +%s)
+
+# --- What glibc's build gives each test: its environment (malloc/Makefile's <test>-ENV), or why it is skipped
+libc_malloc_debug=$(gcc -print-file-name=libc_malloc_debug.so)
+sed -e ':a' -e '/\\$/N; s/\\\n[[:space:]]*/ /; ta' "$glibc/malloc/Makefile" | sed -n 's/^\(tst-[a-z0-9_-]*\)-ENV *= *\(.*\)$/\1 \2/p' |
+  sed -e "s,\$(objpfx)/*libc_malloc_debug.so,$libc_malloc_debug,g" -e "s,\$(objpfx),$build/malloc/,g" >"$build/env"
+test_env() { sed -n "s/^$1 //p" "$build/env"; }
+skip_reason() {
+  case $1 in
+    tst-interpose-static-*) echo "a static program: LD_PRELOAD does not apply (tst-interpose-${1#tst-interpose-static-} is the same test, dynamic)" ;;
+    tst-compathooks-*|tst-mallocstate) echo "binds glibc's compat symbols (__malloc_hook, malloc_get_state) through glibc-internal headers: needs a glibc build" ;;
+    tst-mtrace) echo "run by tst-mtrace.sh to test libc_malloc_debug's mtrace output, not malloc" ;;
+    *) [ -x "$build/malloc/$1" ] || echo "does not build outside glibc's tree: $(grep -m 1 -e 'error' "$build/malloc/$1.err" | sed 's,^.*/,,')" ;;
+  esac
+}
+
+# --- Run: each test under glibc, then under the library at the default threshold and at 1 byte -------------
+results=$(mktemp -d "${TMPDIR:-/tmp}/peer-malloc-tests.XXXXXX")
+trap 'rm -rf "$results"' EXIT INT TERM
+: >"$results/skipped"
+while read -r name; do
+  reason=$(skip_reason "$name")
+  if [ -n "$reason" ]; then echo "$name: $reason" >>"$results/skipped"; else echo "glibc/$name"; fi
+done <"$build/tests" >"$results/list"
+echo "mimalloc/test-stress" >>"$results/list"
+if [ -n "${PEER_TESTS_ONLY:-}" ]; then grep -E -- "$PEER_TESTS_ONLY" "$results/list" >"$results/only" || true; mv "$results/only" "$results/list"; fi
+# run CONFIG: every listed test under CONFIG (glibc, default, min1); writes $results/CONFIG/<test>.{log,status}.
+run() {
+  config=$1
+  mkdir -p "$results/$config"
+  export config results build library timeout
+  xargs -P "$jobs" -I{} sh -c '
+    name=${0##*/}
+    case $config in
+      glibc) preload= ; min= ;;
+      default) preload=$library; min= ;;
+      min1) preload=$library; min=1 ;;
+    esac
+    if [ "$0" = mimalloc/test-stress ]; then set -- "$build/test-stress" 8 25 20; extra=
+    else set -- "$build/malloc/$name"; extra=$(sed -n "s/^$name //p" "$build/env"); fi
+    case $extra in *LD_PRELOAD=*) preload="${preload:+$preload:}$(echo "$extra" | sed "s/.*LD_PRELOAD=\([^ ]*\).*/\1/")";; esac
+    extra=$(echo "$extra" | sed "s/LD_PRELOAD=[^ ]*//")
+    dir=$(mktemp -d "$results/$config/$name.XXXXXX")
+    log=$results/$config/$name.log
+    status=0
+    start=$(date +%s.%N)
+    (cd "$dir" && TMPDIR=$dir timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
+    case $status in
+      0) verdict=pass ;;
+      77) verdict=unsupported ;;
+      124|137) verdict=hang ;;
+      *) if grep -q "^Timed out" "$log"; then verdict=hang; else verdict=fail; fi ;;
+    esac
+    [ "$status" -gt 128 ] && [ "$verdict" = fail ] && verdict="fail:$(kill -l $((status - 128)) 2>/dev/null || echo $status)"
+    echo "$verdict" >"$results/$config/$name.status"
+    echo "$start $(date +%s.%N)" | awk "{ printf \"%.1f\", \$2 - \$1 }" >"$results/$config/$name.seconds"
+    rm -rf "$dir"
+  ' {} <"$results/list"
+}
+for config in glibc default min1; do run "$config"; done
+finished=$(date +%s)
+
+# --- Report -------------------------------------------------------------------------------------------------
+verdict() { cat "$results/$1/${2##*/}.status"; }
+cell() { echo "$(verdict "$1" "$2") $(cat "$results/$1/${2##*/}.seconds")s"; }
+echo "# each test's verdict and wall time under glibc, then with $library preloaded"
+printf '%-36s %-16s %-18s %-18s\n' test glibc "library" "library, min 1"
+regressions=0
+while read -r test; do
+  g=$(verdict glibc "$test"); d=$(verdict default "$test"); m=$(verdict min1 "$test")
+  mark=
+  if [ "$g" = pass ] && { [ "$d" != pass ] || [ "$m" != pass ]; }; then mark='  <- regression'; regressions=$((regressions + 1)); fi
+  printf '%-36s %-16s %-18s %-18s%s\n' "$test" "$(cell glibc "$test")" "$(cell default "$test")" "$(cell min1 "$test")" "$mark"
+done <"$results/list"
+echo
+while read -r line; do echo "skipped: $line"; done <"$results/skipped"
+for test in $(cat "$results/list"); do
+  g=$(verdict glibc "$test")
+  [ "$g" = pass ] || [ "$g" = unsupported ] || echo "glibc $glibc_version fails $test itself: $(grep -v '^$' "$results/glibc/${test##*/}.log" | tail -n 1)"
+done
+for config in glibc default min1; do
+  case $config in glibc) label="glibc $glibc_version" ;; default) label="$library (default threshold)" ;; min1) label="$library (TENSORPOOL_MIN_BYTES=1)" ;; esac
+  passed=$(cat "$results/$config"/*.status | grep -cx pass || true)
+  unsupported=$(cat "$results/$config"/*.status | grep -cx unsupported || true)
+  failed=$(($(wc -l <"$results/list") - passed - unsupported))
+  echo "$label: $passed passed, $failed failed, $unsupported unsupported"
+done
+for config in default min1; do
+  for test in $(cat "$results/list"); do
+    if [ "$(verdict glibc "$test")" = pass ] && [ "$(verdict "$config" "$test")" != pass ]; then
+      echo "--- $test under the library ($config): $(verdict "$config" "$test"); its output's last lines:"
+      tail -n 8 "$results/$config/${test##*/}.log"
+    fi
+  done
+done
+echo "peer-malloc-tests: $(wc -l <"$results/list") tests, $(wc -l <"$results/skipped") skipped; sources and build $((built - started)) s, runs $((finished - built)) s (glibc $glibc_version, mimalloc $mimalloc_version, cache $cache)"
+if [ "$regressions" -gt 0 ]; then
+  trap - EXIT INT TERM
+  echo "peer-malloc-tests: $regressions tests pass under glibc and not under the library (logs: $results)" >&2
+  exit 1
+fi
