@@ -24,9 +24,14 @@ async function infer(dims) {
   return scores;
 }
 
-// Warm up; with --adaptive, until the plan serves (it records, trains on a worker thread, then switches).
-const learning = () => pool.mode === 'adaptive' && pool.stats().adaptive?.mode !== 'planned';
-for (let c = 0; c < 2 || (learning() && c < 40); c++) for (const dims of shapes) await infer(dims);
+// Warm up; with --adaptive, until a plan serves and a whole cycle of shapes ran without a switch (it records,
+// trains on a worker thread, then switches; a shape that runs differently the first time makes it re-plan).
+const switches = () => pool.stats().switches;
+for (let c = 0, settled = false; c < 2 || (pool.mode === 'adaptive' && !settled && c < 40); c++) {
+  const before = switches();
+  for (const dims of shapes) await infer(dims);
+  settled = pool.stats().adaptive?.mode === 'planned' && switches() === before;
+}
 const runs = 5 * shapes.length;
 const before = faults();
 let scores = [];
