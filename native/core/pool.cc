@@ -286,6 +286,18 @@ uint64_t Pool::liveSize(const void* data) {
   return header && (header->state == BlockState::Live || header->state == BlockState::Cached) ? header->requested : 0;
 }
 
+bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  if (offsetArena_ || recorder_.on()) return false;
+  BlockHeader* header = findLocked(data);
+  if (!header || header->state != BlockState::Live || header->origin != Origin::Arena) return false;
+  if (bytes > header->capacity || bytes < header->capacity / 2) return false;
+  counters_.bytesLive = counters_.bytesLive - header->requested + bytes;
+  if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
+  header->requested = bytes;
+  return true;
+}
+
 ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySerial) {
   if (offsetArena_ && offsetArena_->contains(data)) {
     const OffsetArena::Block* block = offsetArena_->live(data);

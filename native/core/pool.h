@@ -188,6 +188,10 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   ReleaseStatus releaseIfSerial(const void* data, uint64_t serial);
   // Bytes the live (or cached) block at `data` was allocated with, or 0 when it is neither in this pool.
   uint64_t liveSize(const void* data);
+  // realloc in place: the live arena block at `data` now holds `bytes`, where its capacity allows (and
+  // `bytes` is at least half of it, so that a shrunk block does not keep a large one busy). False, and
+  // nothing changes, where it does not, for OS blocks, and while recording (a trace has no resize).
+  bool resizeInPlace(const void* data, uint64_t bytes);
 
   // Front cache (lib/front-cache.ts): blocks its owner released that JS keeps to hand out again without
   // crossing into native code. The cache logs what it did; applyCached replays the log in order, so the

@@ -577,6 +577,18 @@ size_t poolUsableSize(const void* p) {
   return pool().liveSize(p);
 }
 
+bool poolResizeInPlace(void* p, size_t bytes) {
+  InternalScope inside;
+  const int saved = errno;
+  bool resized = false;
+  try {
+    resized = pool().resizeInPlace(p, bytes);
+  } catch (...) {
+  }
+  errno = saved;
+  return resized;
+}
+
 }  // namespace tp::preload
 
 extern "C" __attribute__((visibility("default"))) const tp::preload::ProcessPoolApi* tensorpool_process_pool(void) {

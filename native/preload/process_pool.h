@@ -79,5 +79,8 @@ void poolFree(void* p);
 void poolFreeMoved(void* p);
 // Bytes the live block at p was allocated with (0 when p starts none). Pre: ownedByPool(p).
 size_t poolUsableSize(const void* p);
+// realloc in place: whether the live block at p now holds `bytes` (its capacity allows; Pool::resizeInPlace).
+// Pre: ownedByPool(p).
+bool poolResizeInPlace(void* p, size_t bytes);
 
 }  // namespace tp::preload

@@ -117,10 +117,41 @@ static int errnoKept(void) {
   return 0;
 }
 
+// A buffer grown by realloc 1 KiB at a time from 256 KiB to 1 MiB: its bytes intact, and how often it moved
+// (every time, each a copy of the whole buffer, before realloc resized pool blocks in place).
+static int reallocGrow(void) {
+  size_t length = 256 << 10;
+  unsigned char* buffer = malloc(length);
+  for (size_t i = 0; i < length; i++) buffer[i] = (unsigned char)(i * 7);
+  int moves = 0, intact = 1;
+  while (length < (1 << 20)) {
+    unsigned char* grown = realloc(buffer, length + 1024);
+    if (!grown) return 1;
+    moves += grown != buffer;
+    buffer = grown;
+    for (size_t i = length; i < length + 1024; i++) buffer[i] = (unsigned char)(i * 7);
+    length += 1024;
+  }
+  for (size_t i = 0; i < length; i++) intact &= buffer[i] == (unsigned char)(i * 7);
+  free(buffer);
+  printf("bytes %s; moved %d times in 768 reallocs\n", intact ? "intact" : "CORRUPT", moves);
+  return 0;
+}
+
+// malloc_usable_size of a small block (the C library's) is the C library's answer.
+static int usableSize(void) {
+  void* p = malloc(100);
+  printf("malloc_usable_size(malloc(100)) >= 100: %s\n", malloc_usable_size(p) >= 100 ? "yes" : "no");
+  free(p);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
   if (!strcmp(what, "oom")) return oom();
+  if (!strcmp(what, "realloc-grow")) return reallocGrow();
+  if (!strcmp(what, "usable-size")) return usableSize();
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
   if (!strcmp(what, "free-offset")) {
