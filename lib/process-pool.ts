@@ -33,11 +33,6 @@ export const preloadLibrary: string = [
  */
 export type ProcessPoolMode = NativeProcessPoolInfo['mode'];
 
-/**
- * The JS handle on the preload library's process pool (processPool() returns it in a process run under
- * `tensorpool run`): its counters, iteration marks, recording, plan and adaptive mode, and ArrayBuffers from
- * the process's malloc.
- */
 // The process pools whose program called markIteration() itself: tensorpool run's Node hook then stops
 // marking its sessions' runs, which would make every iteration two.
 const marksItsOwnIterations = new WeakSet<ProcessPool>();
@@ -55,9 +50,14 @@ export function markIterationUnlessMarked(pool: ProcessPool): void {
   }
 }
 
+/**
+ * The JS handle on the preload library's process pool (processPool() returns it in a process run under
+ * `tensorpool run`): its counters, iteration marks, recording, plan and adaptive mode, and ArrayBuffers from
+ * the process's malloc.
+ */
 export class ProcessPool {
-  /** 'adaptive' (the default: the default classes, growing, until marks teach it a plan), 'default' (the default
-   *  classes throughout: TENSORPOOL_ADAPTIVE=0), 'planned' (TENSORPOOL_PLAN), 'recording' (TENSORPOOL_RECORD). */
+  /** 'default' (the default classes, growing), 'adaptive' (TENSORPOOL_ADAPTIVE=1: the default classes until marks
+   *  teach it a plan), 'planned' (TENSORPOOL_PLAN), 'recording' (TENSORPOOL_RECORD). */
   readonly mode: ProcessPoolMode;
   /** Requests of at least this many bytes are served by the pool (TENSORPOOL_MIN_BYTES). */
   readonly minBytes: number;
