@@ -159,7 +159,7 @@ describe('the preload library: the process allocator', () => {
     }
     // Deterministic: the same decisions at the same iterations.
     expect(runs[1].out.switches).toEqual(runs[0].out.switches);
-    // Without --adaptive (or with --no-adaptive): the default classes throughout, marks or not.
+    // Without --adaptive: the default classes throughout, marks or not.
     const off = underPool([], ['shapes']);
     expect(off.code, off.stderr).toBe(0);
     expect(off.out.pool.mode).toBe('default');

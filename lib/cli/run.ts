@@ -8,7 +8,7 @@ import { Plan } from '../plan.js';
 import { preloadLibrary } from '../process-pool.js';
 import { bytesOption, CliError, parseCommand, type Command } from './common.js';
 
-const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive | --no-adaptive] [--min-bytes N] [--decay MS] [--stats] [--no-hooks] -- <command...>
+const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--stats] [--no-hooks] -- <command...>
 
 Runs a command (node app.js, python train.py, ...) with tensorpool's preload library in front of the C
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
@@ -32,7 +32,6 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls: a plan of the input shapes seen so far, extended when a new
                    one appears, shrunk when one no longer does
-  --no-adaptive    the default classes throughout (TENSORPOOL_ADAPTIVE=0; the default)
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
                    iteration marks, where the program marks them) gives its memory back to the OS
@@ -107,7 +106,6 @@ export const runCommand: Command = {
       plan: { type: 'string' },
       record: { type: 'string' },
       adaptive: { type: 'boolean' },
-      'no-adaptive': { type: 'boolean' },
       'min-bytes': { type: 'string' },
       decay: { type: 'string' },
       stats: { type: 'boolean' },
@@ -137,9 +135,7 @@ export const runCommand: Command = {
       }
       settings.TENSORPOOL_RECORD = path.resolve(values.record);
     }
-    if (flags.adaptive && flags['no-adaptive']) throw new CliError(`--adaptive and --no-adaptive contradict each other\n\n${usage}`);
     if (flags.adaptive) settings.TENSORPOOL_ADAPTIVE = '1';
-    if (flags['no-adaptive']) settings.TENSORPOOL_ADAPTIVE = '0';
     if (flags.stats) settings.TENSORPOOL_STATS = '1';
     if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
     if (values.decay !== undefined) {
