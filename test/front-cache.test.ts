@@ -114,8 +114,10 @@ describe.runIf(FRONT_CACHE_SUPPORTED)('front cache (Node.js >= 22)', () => {
     for (let i = 0; i < 1000; i++) pool.release(pool.alloc(4096));
     const before = memoryUsage().cHeapInUse;
     for (let i = 0; i < 200_000; i++) pool.release(pool.alloc(4096));
+    // The C heap is the whole process's: V8's compiler and collector threads allocate in it meanwhile (up to
+    // ~24 B a pair measured on a loaded machine, ~0.5 B when quiet), far below what each pair would leave.
     const grown = memoryUsage().cHeapInUse - before;
-    expect(grown / 200_000).toBeLessThan(16);
+    expect(grown / 200_000).toBeLessThan(64);
     pool.close();
   });
 

@@ -144,10 +144,12 @@ describe('the preload library: the process allocator', () => {
       const first = switches[0].iteration;
       // The default classes' peak: before the switch. After it, RSS is no higher (the plan pre-faulted, the
       // default classes' free blocks given back), and the cycle takes no OS fallback.
+      // (V8's own heap moves RSS by a page or two between iterations: 1 MiB of room, against a footprint
+      // that would double if the default classes' free blocks stayed resident beside the plan's arena.)
       const peak = Math.max(...iterations.slice(0, first).map((i) => i.rss));
       for (const i of iterations.slice(first, 18)) {
         expect(i).toMatchObject({ mode: 'planned', generation: 2, osFallbacks: 0 });
-        expect(i.rss).toBeLessThanOrEqual(peak);
+        expect(i.rss).toBeLessThanOrEqual(peak + (1 << 20));
       }
       // Two shapes it has not seen from iteration 19: the first is new and drifts, and re-plans at once; the
       // second, seen while that plan was trained, when it comes back after the cooldown. Then no OS fallback.

@@ -24,13 +24,13 @@ async function infer(dims) {
   return scores;
 }
 
-// Warm up; with --adaptive, until a plan serves and a whole cycle of shapes ran without a switch (it records,
+// Warm up; with --adaptive, until a plan serves and three cycles of shapes ran without a switch (it records,
 // trains on a worker thread, then switches; a shape that runs differently the first time makes it re-plan).
 const switches = () => pool.stats().switches;
-for (let c = 0, settled = false; c < 2 || (pool.mode === 'adaptive' && !settled && c < 40); c++) {
+for (let c = 0, quiet = 0; c < 2 || (pool.mode === 'adaptive' && quiet < 3 && c < 60); c++) {
   const before = switches();
   for (const dims of shapes) await infer(dims);
-  settled = pool.stats().adaptive?.mode === 'planned' && switches() === before;
+  quiet = pool.stats().adaptive?.mode === 'planned' && switches() === before ? quiet + 1 : 0;
 }
 const runs = 5 * shapes.length;
 const before = faults();
