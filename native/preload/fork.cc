@@ -1,6 +1,7 @@
 #include "fork.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 #include <cstdint>
 
@@ -33,7 +34,16 @@ thread_local uint64_t poolHeldBits __attribute__((tls_model("initial-exec"))) = 
 // finishes its change and unlocks. (With other threads inside the pool too, such a fork is unsafe under
 // glibc as well: fork is not async-signal-safe once a process has threads.) The thread counts as inside the
 // pool from here until fork returns, so that its own allocations meanwhile go to the C library.
+//
+// Signals are blocked from here until fork returns (the mask restored in parent and child): a signal whose
+// handler forks, landing while this thread is halfway into the stream-list lock (the lock word taken, its
+// owner not yet written), would wait on that lock forever (seen in test/native/preload/fork.cc).
+thread_local sigset_t maskBeforeFork __attribute__((tls_model("initial-exec")));
+
 void prepare() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &maskBeforeFork);
   const bool held = !insidePool();
   enterPool();
   poolHeldBits = poolHeldBits << 1 | (held ? 1 : 0);
@@ -52,12 +62,14 @@ void parent() {
   if (heldByThisFork()) unlockPoolAfterFork();
   _IO_list_unlock();
   leavePool();
+  pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);
 }
 
 void child() {
   if (heldByThisFork()) unlockPoolAfterFork();
   _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
   leavePool();
+  pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);
 }
 
 }  // namespace
