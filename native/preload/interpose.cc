@@ -52,8 +52,8 @@ bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 // replayed through the library: 125 ns per allocation against tcmalloc's 54). Up to 64 bytes of alignment
 // they come from malloc instead, over-allocated by alignment - 16 (malloc's own alignment), and a block
 // that malloc did not return aligned starts further on (by 16, 32 or 48 bytes), the word before it holding
-// kShiftTag | the shift. That word is the chunk's size in glibc's layout, whose top bit a real chunk never
-// has (sizes < 2^63), so free() tells a shifted block from a chunk of glibc's by reading it.
+// kShiftTag | the shift. That word is the chunk's size in glibc's layout, whose top 16 bits a real chunk
+// never has set (sizes < 2^48), so free() tells a shifted block from a chunk of glibc's by reading it.
 constexpr uint64_t kShiftTag = uint64_t{0xF5A1} << 48;
 constexpr uint64_t kTagMask = uint64_t{0xFFFF} << 48;
 // Whether any block was shifted yet: until then free() need not read the word before a block. (A block
@@ -135,8 +135,8 @@ TP_EXPORT void free(void* p) {
 }
 
 // calloc's block from the pool, zeroed where it may hold what a previous owner wrote, or nullptr. A block
-// the pool says reads as zero (a fresh mapping: calloc(1 GiB) writes nothing and faults nothing in, as
-// glibc's) is not written.
+// the pool says reads as zero (a fresh mapping, or an arena block never written since it was carved or given
+// back to the OS: calloc(1 GiB) writes nothing and faults nothing in, as glibc's) is not written.
 static void* zeroedPoolBlock(size_t bytes) {
   bool zero = false;
   void* p = poolAlloc(bytes, &zero);
