@@ -17,7 +17,7 @@
  */
 import { Pool, readTrace, repeatIteration, train, type PlanSwitch, type Trace } from '../dist/index.js';
 import { native } from '../dist/native.js';
-import { nativePoolOf } from '../dist/pool.js';
+import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';

@@ -18,7 +18,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Pool, measureFaults } from '../dist/index.js';
 import { native, type NativeReplayer } from '../dist/native.js';
-import { nativePoolOf } from '../dist/pool.js';
+import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';

@@ -35,8 +35,8 @@ import { Worker } from 'node:worker_threads';
 
 import { Pool, memoryUsage, readTrace, train } from '../dist/index.js';
 import { native } from '../dist/native.js';
-import { toNativePlan } from '../dist/plan-spec.js';
-import { nativePoolOf } from '../dist/pool.js';
+import { toNativePlan } from '../dist/plan/plan-spec.js';
+import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';

@@ -8,7 +8,7 @@
  *   npm run build && npx tsx bench/streams.ts [--reps 9] [--json out.json]
  */
 import { Pool, Stream } from '../dist/index.js';
-import { nativePoolOf } from '../dist/pool.js';
+import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';

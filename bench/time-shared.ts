@@ -16,7 +16,7 @@ import path from 'node:path';
 
 import { Pool, faults, readTrace, train, type Trace } from '../dist/index.js';
 import { native, type NativeReplayer, type TouchMode } from '../dist/native.js';
-import { nativePoolOf } from '../dist/pool.js';
+import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios } from '../dist/report/stats.js';
 import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { readTrace, syntheticTrainingTrace, train, AUTO_INTERVALS, SMALL_AUTO_INTERVALS, type Trace } from '../dist/index.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
-import { autoIntervals, trainEachInterval, type TrainOrder } from '../dist/train.js';
+import { autoIntervals, trainEachInterval, type TrainOrder } from '../dist/plan/train.js';
 import { benchArgs, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(3, { traces: { type: 'string' } });

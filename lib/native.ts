@@ -25,7 +25,7 @@ export interface NativeFaultCounts {
   major: number;
 }
 
-/** The pool's counters, as the core keeps them (native/core/pool.h); PoolStats (pool.ts) adds the classes. */
+/** The pool's counters, as the core keeps them (native/core/pool.h); PoolStats (pool/pool.ts) adds the classes. */
 export interface PoolCounters {
   /** Allocations served, by any route. */
   allocs: number;

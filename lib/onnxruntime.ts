@@ -22,8 +22,8 @@ import type { InferenceSession, Tensor } from 'onnxruntime-node';
 import { TensorPoolError, fromNative } from './errors.js';
 import { MARKED_ELSEWHERE } from './hooks/marked-elsewhere.js';
 import { native } from './native.js';
-import { Pool, nativePoolOf, stopFrontCache } from './pool.js';
-import { ProcessPool, processPool } from './process-pool.js';
+import { Pool, nativePoolOf, stopFrontCache } from './pool/pool.js';
+import { ProcessPool, processPool } from './process/process-pool.js';
 import { checkBoolean, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
 /** The onnxruntime-node module's type (an optional peer dependency: loadOnnxRuntime() loads it). */

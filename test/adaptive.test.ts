@@ -6,8 +6,8 @@ import path from 'node:path';
 
 import { OffsetPlan, Pool, Stream, readTrace, syntheticTrainingTrace, train, type PlanSwitch, type PoolStats, type Trace } from '../lib/index.js';
 import { native } from '../lib/native.js';
-import { toNativePlan } from '../lib/plan-spec.js';
-import { nativePoolOf } from '../lib/pool.js';
+import { toNativePlan } from '../lib/plan/plan-spec.js';
+import { nativePoolOf } from '../lib/pool/pool.js';
 import { repeatIteration, repeatIterations } from '../lib/trace/repeat.js';
 import { expectCode, fillPattern, fixture, patternIntact, runTrace, traceFixture, underAsan } from './helpers.js';
 

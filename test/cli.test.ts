@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { writeFileAtomic } from '../lib/files.js';
+import { writeFileAtomic } from '../lib/io/files.js';
 import { Plan, type TensorPoolError } from '../lib/index.js';
 import { expectUsageError, fixture, run, traceFixture } from './helpers.js';
 

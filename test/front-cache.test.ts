@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 
 import { Pool, Stream, memoryUsage, syntheticTrainingTrace, train, type PoolStats } from '../lib/index.js';
-import { DORMANT_MARKS, FRONT_CACHE_SUPPORTED } from '../lib/front-cache.js';
-import { toNativePlan } from '../lib/plan-spec.js';
-import { nativePoolOf, stopFrontCache } from '../lib/pool.js';
+import { DORMANT_MARKS, FRONT_CACHE_SUPPORTED } from '../lib/pool/front-cache.js';
+import { toNativePlan } from '../lib/plan/plan-spec.js';
+import { nativePoolOf, stopFrontCache } from '../lib/pool/pool.js';
 import type { Trace } from '../lib/trace/trace.js';
 import { ShadowBlocks, expectCode, patternIntact, runTrace, seededRandom, underAsan } from './helpers.js';
 

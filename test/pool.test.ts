@@ -6,7 +6,7 @@ import path from 'node:path';
 
 import { Pool, TensorPoolError, faults, measureFaults, memoryUsage, processPool, type PoolStats } from '../lib/index.js';
 import { native } from '../lib/native.js';
-import { nativePoolOf } from '../lib/pool.js';
+import { nativePoolOf } from '../lib/pool/pool.js';
 import { ShadowBlocks, expectCode, underAsan, logUniformSize, patternIntact, seededRandom } from './helpers.js';
 
 const MiB = 1 << 20;

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Pool, TensorPoolError, readTrace, type SharedPool } from '../lib/index.js';
 import { native } from '../lib/native.js';
-import { nativePoolOf } from '../lib/pool.js';
+import { nativePoolOf } from '../lib/pool/pool.js';
 import { fixture } from './helpers.js';
 
 const dist = path.resolve(__dirname, '../dist/index.js');

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Plan, Pool, readTrace, repeatIteration, syntheticTrainingTrace, train, type Trace } from '../lib/index.js';
 import { outlivesIteration, repeatingPeriod, repeatIterations, wrapAroundConflicts } from '../lib/trace/repeat.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
-import { trainTimeSharedEach } from '../lib/train.js';
+import { trainTimeSharedEach } from '../lib/plan/train.js';
 import { fixture, runTrace, seededRandom, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-shared-'));

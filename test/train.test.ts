@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, Plan, Pool, TensorPoolError, parseTrace, readTrace, syntheticTrainingTrace, train, type PoolStats, type Trace, type TrainCandidate } from '../lib/index.js';
-import { jsonPieces } from '../lib/json-pieces.js';
-import { OffsetPlan } from '../lib/offset-plan.js';
+import { jsonPieces } from '../lib/io/json-pieces.js';
+import { OffsetPlan } from '../lib/offsets/offset-plan.js';
 import { runTrace, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-train-'));

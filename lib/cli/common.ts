@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
-import { writeFileAtomic } from '../files.js';
+import { writeFileAtomic } from '../io/files.js';
 
 /** A user-facing failure: printed as `tensorpool: message`, exit code `exitCode`, no stack trace. */
 export class CliError extends Error {

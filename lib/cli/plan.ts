@@ -1,9 +1,9 @@
 import { readInput } from '../trace/input.js';
 import { parseJson } from '../trace/chrome.js';
-import { planOffsets, STRATEGIES, type ConflictProblem, type OperatorGraph, type PlanningInput, type Strategy } from '../planner.js';
+import { planOffsets, STRATEGIES, type ConflictProblem, type OperatorGraph, type PlanningInput, type Strategy } from '../offsets/planner.js';
 import { layoutSvg, solutionCsv } from '../report/layout.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
-import { writeFileAtomic } from '../files.js';
+import { writeFileAtomic } from '../io/files.js';
 import { readProblem } from '../trace/read.js';
 import type { Problem } from '../trace/problem.js';
 import { CliError, bytesOption, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';

@@ -8,7 +8,7 @@ import { ALLOCATOR_NAMES, type AllocatorName } from '../replay/allocators.js';
 import { replayReportHtml } from '../report/html.js';
 import { describeMachine } from '../report/machine.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
-import { writeFileAtomic } from '../files.js';
+import { writeFileAtomic } from '../io/files.js';
 import { readTrace } from '../trace/read.js';
 import { CliError, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
 import { progressBar } from './progress.js';

@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { packageRoot } from '../native.js';
-import { Plan } from '../plan.js';
-import { preloadLibrary } from '../process-pool.js';
+import { Plan } from '../plan/plan.js';
+import { preloadLibrary } from '../process/process-pool.js';
 import { bytesOption, CliError, parseCommand, type Command } from './common.js';
 
 const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--stats] [--no-hooks] -- <command...>

@@ -1,5 +1,5 @@
 import { readTrace } from '../trace/read.js';
-import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type TrainCandidate, type TrainOrder } from '../train.js';
+import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type TrainCandidate, type TrainOrder } from '../plan/train.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
 import { CliError, bytesOption, integerOption, oneOf, parseCommand, writeJsonFile, type Command } from './common.js';
 

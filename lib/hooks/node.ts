@@ -51,7 +51,7 @@ function findMarker(): (() => void) | null {
   if (info === null) return null;
   if (isMainThread) {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { processPool, markIterationUnlessMarked } = require('../process-pool.js') as typeof import('../process-pool.js');
+    const { processPool, markIterationUnlessMarked } = require('../process/process-pool.js') as typeof import('../process/process-pool.js');
     const pool = processPool();
     return pool && (() => markIterationUnlessMarked(pool));
   }

@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
 
-import { preloadLibrary } from '../process-pool.js';
+import { preloadLibrary } from '../process/process-pool.js';
 
 /** Every allocator a replay can measure (tensorpool's routes, the peers, and the `ideal` yardstick). */
 export const ALLOCATOR_NAMES = ['tensorpool', 'tensorpool-classes', 'tensorpool-js', 'tensorpool-offsets', 'tensorpool-preload', 'malloc', 'jemalloc', 'mimalloc', 'tcmalloc', 'ideal'] as const;

@@ -5,7 +5,7 @@
  * to the native loop's cost of the same pool.
  */
 import { native, type NativeFaultMeter, type NativeRepetition, type TouchMode } from '../native.js';
-import type { Pool } from '../pool.js';
+import type { Pool } from '../pool/pool.js';
 import { EventOp, type Trace } from '../trace/trace.js';
 
 const PAGE = 4096;

@@ -10,13 +10,13 @@ import path from 'node:path';
 
 import { TensorPoolError } from '../errors.js';
 import { packageRoot, type TouchMode } from '../native.js';
-import { OffsetPlan } from '../offset-plan.js';
-import { Plan } from '../plan.js';
+import { OffsetPlan } from '../offsets/offset-plan.js';
+import { Plan } from '../plan/plan.js';
 import { machineInfo, type MachineInfo } from '../report/machine.js';
 import { median, medianInterval, type MedianInterval } from '../report/stats.js';
 import { readTrace } from '../trace/read.js';
 import { Trace } from '../trace/trace.js';
-import { train } from '../train.js';
+import { train } from '../plan/train.js';
 import { checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
 import { ALLOCATOR_NAMES, isAvailable, isPeer, missingMessage, resolveAllocator, usesClassPlan, usesOffsetPlan, type AllocatorName, type AllocatorSpec } from './allocators.js';
 import type { FromWorker, PoolCounters, RepetitionRecord, ToWorker } from './protocol.js';

@@ -5,9 +5,9 @@
 import fs from 'node:fs';
 
 import { native, type NativeReplayer } from '../native.js';
-import { OffsetPlan } from '../offset-plan.js';
-import { Pool, nativePoolOf } from '../pool.js';
-import { processPool } from '../process-pool.js';
+import { OffsetPlan } from '../offsets/offset-plan.js';
+import { Pool, nativePoolOf } from '../pool/pool.js';
+import { processPool } from '../process/process-pool.js';
 import { readTrace } from '../trace/read.js';
 import { JsReplayer } from './js-replayer.js';
 import type { FromWorker, ToWorker, WorkerInit } from './protocol.js';

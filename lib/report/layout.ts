@@ -3,7 +3,7 @@
  * writes it) and an SVG of the rectangles in their container (time across, offset up), with the lower
  * bound marked (S2 step 7).
  */
-import type { OffsetLayout } from '../planner.js';
+import type { OffsetLayout } from '../offsets/planner.js';
 import type { Problem } from '../trace/problem.js';
 import { formatBytes } from './table.js';
 

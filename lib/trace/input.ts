@@ -4,7 +4,7 @@
 import zlib from 'node:zlib';
 
 import { TensorPoolError } from '../errors.js';
-import { readBounded } from '../files.js';
+import { readBounded } from '../io/files.js';
 import { describe } from '../validate.js';
 
 /** A malformed-input error: `file:line: field "x": what is wrong`. */

@@ -5,7 +5,7 @@
  */
 import zlib from 'node:zlib';
 
-import { writeFileAtomic } from '../files.js';
+import { writeFileAtomic } from '../io/files.js';
 import { quantile } from '../report/stats.js';
 
 /** A trace event's kind: an allocation, a free, or an iteration mark. */

@@ -20,7 +20,7 @@ std::string lockRefusal(uint64_t bytes, int err) {
 std::unique_ptr<Arena> Arena::create(uint64_t reserveBytes, uint64_t commitBytes, const ArenaOptions& options,
                                      std::string* error) {
   // Pre-faulting (or locking) more than the machine has ends in swap or the OOM killer, not in a failed
-  // call: refused before anything is mapped (the process allocator's plans; lib/pool.ts checks first).
+  // call: refused before anything is mapped (the process allocator's plans; lib/pool/pool.ts checks first).
   if ((options.prefault || options.lock) && commitBytes > os::physicalMemoryBytes()) {
     *error = "the plan's arena of " + std::to_string(commitBytes) + " bytes is larger than this machine's memory (" +
              std::to_string(os::physicalMemoryBytes()) + " bytes)";

@@ -16,7 +16,7 @@ constexpr uint64_t kBlockAlign = 64;  // every returned address is a multiple of
 constexpr uint64_t kHeaderBytes = 64;
 
 enum class Origin : uint8_t { Arena = 1, OsHeap = 2, OsMap = 3 };
-// Cached: released by its owner into a front cache (lib/front-cache.ts) that will hand it out again; not
+// Cached: released by its owner into a front cache (lib/pool/front-cache.ts) that will hand it out again; not
 // free, so the pool does not serve it, and not live, so no release reaches it.
 enum class BlockState : uint8_t { Free = 0, Live = 1, Deferred = 2, Cached = 3 };
 

@@ -193,7 +193,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // nothing changes, where it does not, for OS blocks, and while recording (a trace has no resize).
   bool resizeInPlace(const void* data, uint64_t bytes);
 
-  // Front cache (lib/front-cache.ts): blocks its owner released that JS keeps to hand out again without
+  // Front cache (lib/pool/front-cache.ts): blocks its owner released that JS keeps to hand out again without
   // crossing into native code. The cache logs what it did; applyCached replays the log in order, so the
   // counters, the schedule's position, recording and the iteration summary are as if each had been an
   // alloc or release here. A release entry takes a live arena block to Cached, an alloc entry a Cached block

@@ -1,6 +1,6 @@
 // Recording (issue: online training): the allocations and releases a pool serves, and the iteration marks,
 // appended to one vector under the pool's lock, so a recorded run costs no JS work per event. lib/ turns
-// the events into a Trace (lib/recording.ts).
+// the events into a Trace (lib/plan/recording.ts).
 #pragma once
 
 #include <cstddef>

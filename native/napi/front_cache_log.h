@@ -1,4 +1,4 @@
-// The log of a front cache (lib/front-cache.ts): memory shared by JS, which writes it through a
+// The log of a front cache (lib/pool/front-cache.ts): memory shared by JS, which writes it through a
 // Float64Array, and the binding, which applies it to the pool (Pool::applyCached) before anything else
 // touches the pool from the JS thread. A cached alloc or release is then a few stores in JS, with no call
 // into native code; the pool still sees every one of them, in order.

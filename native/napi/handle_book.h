@@ -1,4 +1,4 @@
-// The handles a pool's buffers are, and the ones its front cache keeps asleep (lib/front-cache.ts).
+// The handles a pool's buffers are, and the ones its front cache keeps asleep (lib/pool/front-cache.ts).
 //
 // A block crosses into JS as an external ArrayBuffer whose finalizer holds a Ticket. Making that handle costs
 // N-API about a microsecond, and a block the front cache may not keep (a time-shared block that another one

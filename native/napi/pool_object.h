@@ -74,7 +74,7 @@ class PoolObject : public Napi::ObjectWrap<PoolObject> {
 // by OffsetArena::create). `name` names the value in errors.
 OffsetSchedule readOffsetSchedule(const Napi::Value& value, const std::string& name);
 
-// What Release answers; lib/pool.ts turns these into errors.
+// What Release answers; lib/pool/pool.ts turns these into errors.
 enum ReleaseCode : int32_t { kReleased = 0, kNotOwned = 1, kNotLive = 2, kDetached = 3 };
 
 }  // namespace tp::napi

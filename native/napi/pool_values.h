@@ -26,7 +26,7 @@ Napi::Object recordingStateObject(Napi::Env env, const RecordingState& state);
 //      threads: Uint16Array (the allocating thread's number; 0 for other events) }
 Napi::Object recordingObject(Napi::Env env, const RecordedEvent* events, size_t count);
 
-// A plan as lib/plan-spec.ts's toNativePlan hands it over: { interval, sizes, blocks, scheduleSizes?,
+// A plan as lib/plan/plan-spec.ts's toNativePlan hands it over: { interval, sizes, blocks, scheduleSizes?,
 // scheduleClasses? }, arrays as Float64Arrays. Class sizes and schedule entries are validated when the
 // plan is built (SizeClassTable::build).
 PlanSpec readPlan(const Napi::Value& value);

@@ -1,4 +1,4 @@
-// Reads a plan JSON file (lib/plan.ts writes them: "format": "tensorpool-plan", "version": 1) into the
+// Reads a plan JSON file (lib/plan/plan.ts writes them: "format": "tensorpool-plan", "version": 1) into the
 // core's PlanSpec, for the process allocator, which runs before any JavaScript and so cannot use lib/.
 #pragma once
 

@@ -13,7 +13,7 @@
 //                          served something writes its own file (%p: its pid)
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
-//                          markIteration() calls (lib/process-pool.ts); 0 or unset (the default): no adaptive mode
+//                          markIteration() calls (lib/process/process-pool.ts); 0 or unset (the default): no adaptive mode
 //   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
 //   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
 //                          program marks them) give their pages back to the OS (default 1000; off: never)

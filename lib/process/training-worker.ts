@@ -1,5 +1,5 @@
 /**
- * The entry of the worker thread that trains an adaptive pool's plan (lib/background-training.ts starts it):
+ * The entry of the worker thread that trains an adaptive pool's plan (lib/process/background-training.ts starts it):
  * trains on the job's recorded trace, posts the plan's parts (or the error) on the job's port, raises the
  * job's `done` flag so the pool's thread can see it between two marks without running its event loop, and
  * ends. The package is loaded inside the try: a worker that cannot load it still answers. Under the preload
@@ -12,11 +12,11 @@ import type { TrainingJob, TrainingResult, TrainingWorkerData } from './backgrou
 
 async function trainJob(port: TrainingWorkerData['port']): Promise<{ result: TrainingResult; transfer: ArrayBuffer[] }> {
   try {
-    const { native } = await import('./native.js');
+    const { native } = await import('../native.js');
     native.leaveProcessPool();
     const job = receiveMessageOnPort(port)?.message as TrainingJob | undefined;
     if (!job) throw new Error('the training worker got no job');
-    const [{ traceFromRecording }, { train }] = await Promise.all([import('./recording.js'), import('./train.js')]);
+    const [{ traceFromRecording }, { train }] = await Promise.all([import('../plan/recording.js'), import('../plan/train.js')]);
     const trace = traceFromRecording(job.recording, job.name);
     const started = performance.now();
     const plan = train(trace, job.options);

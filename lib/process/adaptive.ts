@@ -25,7 +25,7 @@
  *              training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
  *              in the window, a plan is trained on the window and switched to if its arena is at least 10%
  *              smaller (the shapes that left give their memory back).
- *   training   the plan is trained on a worker thread (lib/background-training.ts) while the serving classes
+ *   training   the plan is trained on a worker thread (lib/process/background-training.ts) while the serving classes
  *              go on serving; the first markIteration() after it finished takes the plan → switching.
  *   switching  the new plan's arena is being mapped and pre-faulted on a libuv thread while the serving
  *              classes go on serving; the first markIteration() after it is ready installs it → planned.
@@ -44,14 +44,14 @@
  * preload library) still counts as its pattern's.
  */
 import { BackgroundTraining } from './background-training.js';
-import { fromNative } from './errors.js';
-import type { NativeControlledPool, NativeIterationSummary } from './native.js';
-import { Plan } from './plan.js';
-import { toNativePlan } from './plan-spec.js';
-import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
-import type { Trace } from './trace/trace.js';
-import { train, type TrainOptions } from './train.js';
-import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
+import { fromNative } from '../errors.js';
+import type { NativeControlledPool, NativeIterationSummary } from '../native.js';
+import { Plan } from '../plan/plan.js';
+import { toNativePlan } from '../plan/plan-spec.js';
+import { DEFAULT_RECORD_EVENTS, traceFromRecording } from '../plan/recording.js';
+import type { Trace } from '../trace/trace.js';
+import { train, type TrainOptions } from '../plan/train.js';
+import { checkBoolean, checkFunction, checkInteger, checkOptions, describe, invalidArgument } from '../validate.js';
 
 /**
  * Adaptive mode (PoolOptions.adaptive): the pool records its own iterations, trains a plan from them and

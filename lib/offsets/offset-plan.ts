@@ -9,13 +9,13 @@
  * ```
  */
 
-import { TensorPoolError } from './errors.js';
-import { readJsonFile, writeFileAtomic } from './files.js';
-import { jsonPieces } from './json-pieces.js';
+import { TensorPoolError } from '../errors.js';
+import { readJsonFile, writeFileAtomic } from '../io/files.js';
+import { jsonPieces } from '../io/json-pieces.js';
 import { planOffsets, verifyOffsets, type Strategy, STRATEGIES } from './planner.js';
-import { problemFromTrace } from './trace/problem.js';
-import type { Trace } from './trace/trace.js';
-import { checkInteger, checkOneOf, checkOptions, describe } from './validate.js';
+import { problemFromTrace } from '../trace/problem.js';
+import type { Trace } from '../trace/trace.js';
+import { checkInteger, checkOneOf, checkOptions, describe } from '../validate.js';
 
 /** The `format` field of an offset plan file. */
 export const OFFSET_PLAN_FORMAT = 'tensorpool-offset-plan';

@@ -2,24 +2,24 @@
  * Training an adaptive pool's plan on a worker thread, so that the markIteration() that decided to train
  * returns at once instead of waiting for train() (seconds on a long recording with order 'auto'). The worker
  * gets the recorded events as they are and builds the trace itself: under the preload library it first
- * leaves the process pool (lib/training-worker.ts), so that building and training allocate none of the
+ * leaves the process pool (lib/process/training-worker.ts), so that building and training allocate none of the
  * pool's memory; the trace comes back with the plan, its buffers transferred.
  *
  * The pool's thread may never run its event loop between two marks (a synchronous training loop), so the
  * job is polled, not awaited: the worker raises a flag in shared memory when it has posted its result, and
  * poll() takes the message with receiveMessageOnPort(). The worker runs the compiled package
- * (dist/training-worker.js) and is unref'd: it never keeps a process alive.
+ * (dist/process/training-worker.js) and is unref'd: it never keeps a process alive.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { MessageChannel, type MessagePort, Worker, receiveMessageOnPort } from 'node:worker_threads';
-import { packageRoot, type NativeRecording } from './native.js';
-import { Plan } from './plan.js';
-import type { PlanSpec } from './plan-spec.js';
-import { Trace, type TraceParts } from './trace/trace.js';
-import type { TrainOptions } from './train.js';
+import { packageRoot, type NativeRecording } from '../native.js';
+import { Plan } from '../plan/plan.js';
+import type { PlanSpec } from '../plan/plan-spec.js';
+import { Trace, type TraceParts } from '../trace/trace.js';
+import type { TrainOptions } from '../plan/train.js';
 
-const WORKER = path.join(packageRoot, 'dist', 'training-worker.js');
+const WORKER = path.join(packageRoot, 'dist', 'process', 'training-worker.js');
 
 /** What the worker is given (workerData): the port on which its job comes, and where it says it is done. */
 export interface TrainingWorkerData {

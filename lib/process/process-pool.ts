@@ -12,14 +12,14 @@ import path from 'node:path';
 import { Buffer } from 'node:buffer';
 
 import { Adaptation, checkAdaptiveOptions, type PlanSwitch } from './adaptive.js';
-import { TensorPoolError, fromNative } from './errors.js';
-import { native, packageRoot, type NativeProcessPoolInfo } from './native.js';
-import { Plan } from './plan.js';
-import type { PlanSpec } from './plan-spec.js';
-import { PoolControl, type PoolStats } from './pool-control.js';
-import type { Trace } from './trace/trace.js';
-import { MAX_ALLOC_BYTES } from './pool.js';
-import { checkFunction, checkInteger, describe, invalidArgument } from './validate.js';
+import { TensorPoolError, fromNative } from '../errors.js';
+import { native, packageRoot, type NativeProcessPoolInfo } from '../native.js';
+import { Plan } from '../plan/plan.js';
+import type { PlanSpec } from '../plan/plan-spec.js';
+import { PoolControl, type PoolStats } from '../pool/pool-control.js';
+import type { Trace } from '../trace/trace.js';
+import { MAX_ALLOC_BYTES } from '../pool/pool.js';
+import { checkFunction, checkInteger, describe, invalidArgument } from '../validate.js';
 
 /** The preload library's file: this package's build when it was compiled here, else its prebuild. */
 export const preloadLibrary: string = [

@@ -2,9 +2,9 @@
  * The shape a pool is built from: S0's allocation information, the classes and their block counts.
  * `Plan` (plan.ts) is the trained, self-describing form; any `{ interval, classes }` object works too.
  */
-import { TensorPoolError } from './errors.js';
-import { describe } from './validate.js';
-import type { NativePlanSpec } from './native.js';
+import { TensorPoolError } from '../errors.js';
+import { describe } from '../validate.js';
+import type { NativePlanSpec } from '../native.js';
 
 /** One size class of a plan. */
 export interface PlanClass {

@@ -3,13 +3,13 @@
  * marks (with adaptive mode judging them), recording, and statistics. Pool (a pool of this process's own)
  * and ProcessPool (the preload library's) each hold one.
  */
-import { Adaptation, type AdaptiveStats } from './adaptive.js';
-import { TensorPoolError } from './errors.js';
-import type { NativeControlledPool, PoolCounters } from './native.js';
-import type { PlanSpec } from './plan-spec.js';
-import { DEFAULT_RECORD_EVENTS, traceFromRecording } from './recording.js';
-import type { Trace } from './trace/trace.js';
-import { checkInteger, checkOptions } from './validate.js';
+import { Adaptation, type AdaptiveStats } from '../process/adaptive.js';
+import { TensorPoolError } from '../errors.js';
+import type { NativeControlledPool, PoolCounters } from '../native.js';
+import type { PlanSpec } from '../plan/plan-spec.js';
+import { DEFAULT_RECORD_EVENTS, traceFromRecording } from '../plan/recording.js';
+import type { Trace } from '../trace/trace.js';
+import { checkInteger, checkOptions } from '../validate.js';
 
 /** One size class of a pool: its block size, its blocks, and how they were used. */
 export interface ClassStats {

@@ -2,14 +2,14 @@
  * train(trace) → Plan: S0's allocation information from a recorded iteration (native hot loop in
  * native/train/train.cc; this side validates, chooses the interval and describes the result).
  */
-import { TensorPoolError } from './errors.js';
-import { native } from './native.js';
+import { TensorPoolError } from '../errors.js';
+import { native } from '../native.js';
 import { Plan } from './plan.js';
 import { arenaBytesOf, classBytesOf, toNativePlan, type PlanSpec } from './plan-spec.js';
-import { outlivesIteration, repeatingPeriod, repeatIteration, repeatIterations, wrapAroundConflicts } from './trace/repeat.js';
-import { MAX_SYNTHETIC_EVENTS } from './trace/synthetic.js';
-import { Trace } from './trace/trace.js';
-import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
+import { outlivesIteration, repeatingPeriod, repeatIteration, repeatIterations, wrapAroundConflicts } from '../trace/repeat.js';
+import { MAX_SYNTHETIC_EVENTS } from '../trace/synthetic.js';
+import { Trace } from '../trace/trace.js';
+import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
 
 /** The order S0 places tensors in: by allocation time, or by size, largest first. */
 export type TrainOrder = 'alloc-time' | 'size-desc';

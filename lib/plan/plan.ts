@@ -16,11 +16,11 @@
  * accepts versions 1 and 2 and rejects any other with a message that says which it reads.
  */
 
-import { TensorPoolError } from './errors.js';
-import { readJsonFile, writeFileAtomic } from './files.js';
-import { jsonPieces } from './json-pieces.js';
+import { TensorPoolError } from '../errors.js';
+import { readJsonFile, writeFileAtomic } from '../io/files.js';
+import { jsonPieces } from '../io/json-pieces.js';
 import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanLayout, type PlanSchedule, type PlanSpec } from './plan-spec.js';
-import { describe } from './validate.js';
+import { describe } from '../validate.js';
 
 /** The `format` field of a plan file. */
 export const PLAN_FORMAT = 'tensorpool-plan';

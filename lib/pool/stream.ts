@@ -4,9 +4,9 @@
  * event marks a point in a stream; `pool.release(buffer, { stream })` records one so that the block is
  * reused only after the stream has passed it.
  */
-import { fromNative } from './errors.js';
-import { native, type NativeStream } from './native.js';
-import { checkBoolean, checkOptions, describe, invalidArgument } from './validate.js';
+import { fromNative } from '../errors.js';
+import { native, type NativeStream } from '../native.js';
+import { checkBoolean, checkOptions, describe, invalidArgument } from '../validate.js';
 
 /** A point in a stream: passed once the work queued before it has finished. */
 export class StreamEvent {

@@ -3,8 +3,8 @@
  * number, which names the buffer, and its size or the stream of a stream-ordered release. This turns them
  * into the trace model train() and replay() take, in tensorpool's time (the event index).
  */
-import type { NativeRecording } from './native.js';
-import { noAnomalies, TraceBuilder, type Trace } from './trace/trace.js';
+import type { NativeRecording } from '../native.js';
+import { noAnomalies, TraceBuilder, type Trace } from '../trace/trace.js';
 
 const RecordedOp = { Alloc: 0, Release: 1, Mark: 2 } as const;
 

@@ -4,11 +4,11 @@
  * (native/planner); this side takes the inputs, derives S1's mutex relations from operator graphs, and
  * checks every result with the native verifier.
  */
-import { TensorPoolError } from './errors.js';
-import { native } from './native.js';
-import { problemFromTrace, type Problem } from './trace/problem.js';
-import { Trace } from './trace/trace.js';
-import { checkInteger, checkOneOf, checkOptions, describe } from './validate.js';
+import { TensorPoolError } from '../errors.js';
+import { native } from '../native.js';
+import { problemFromTrace, type Problem } from '../trace/problem.js';
+import { Trace } from '../trace/trace.js';
+import { checkInteger, checkOneOf, checkOptions, describe } from '../validate.js';
 
 /**
  * A static planner: 'greedy-size' (largest first, each at the lowest offset that fits), 's1' (first fit in

@@ -6,7 +6,7 @@ import { constants as bufferConstants } from 'node:buffer';
 import fs from 'node:fs';
 import nodePath from 'node:path';
 
-import { TensorPoolError, type TensorPoolErrorCode } from './errors.js';
+import { TensorPoolError, type TensorPoolErrorCode } from '../errors.js';
 
 /** What a writer writes: all at once, or piece by piece (a large plan is never one string). */
 export type FileContents = string | Uint8Array | Iterable<string>;

@@ -29,7 +29,7 @@
  * instead of making a new one (native/napi/handle_book.h), and the finalizer follows it. Dormant handles hold
  * no pool memory: they are bounded in number (maxDormant) and dropped when unused for DORMANT_MARKS marks.
  */
-import type { NativePool } from './native.js';
+import type { NativePool } from '../native.js';
 
 /** Whether this Node.js has what the cache needs (`ArrayBuffer.prototype.transfer`, Node >= 22). */
 export const FRONT_CACHE_SUPPORTED = typeof (ArrayBuffer.prototype as { transfer?: unknown }).transfer === 'function';

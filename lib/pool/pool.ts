@@ -5,17 +5,17 @@
 import { constants as bufferConstants } from 'node:buffer';
 import os from 'node:os';
 
-import { Adaptation, checkAdaptiveOptions, type AdaptiveOptions } from './adaptive.js';
-import { TensorPoolError, fromNative } from './errors.js';
+import { Adaptation, checkAdaptiveOptions, type AdaptiveOptions } from '../process/adaptive.js';
+import { TensorPoolError, fromNative } from '../errors.js';
 import { FRONT_CACHE_LOG_ENTRIES, FRONT_CACHE_SUPPORTED, FrontCache, type FrontCacheOptions, type FrontCacheStats } from './front-cache.js';
-import { native, ReleaseCode, type NativePool } from './native.js';
-import { OffsetPlan } from './offset-plan.js';
-import { Plan } from './plan.js';
+import { native, ReleaseCode, type NativePool } from '../native.js';
+import { OffsetPlan } from '../offsets/offset-plan.js';
+import { Plan } from '../plan/plan.js';
 import { Stream, nativeStreamOf } from './stream.js';
-import { arenaBytesOf, checkPlanSpec, toNativePlan, type PlanSpec } from './plan-spec.js';
+import { arenaBytesOf, checkPlanSpec, toNativePlan, type PlanSpec } from '../plan/plan-spec.js';
 import { PoolControl, type PoolStats as ControlStats } from './pool-control.js';
-import type { Trace } from './trace/trace.js';
-import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from './validate.js';
+import type { Trace } from '../trace/trace.js';
+import { checkBoolean, checkInteger, checkOptions, describe, invalidArgument } from '../validate.js';
 
 /** Options of `new Pool()`: the plan, the memory behind it, and how the pool grows and serves. */
 export interface PoolOptions {
@@ -49,14 +49,14 @@ export interface PoolOptions {
   /** OS fallbacks of at least this many bytes are mmap'd, smaller ones come from the C heap. Default 256 KiB. */
   osMapThreshold?: number;
   /**
-   * Adaptive mode (lib/adaptive.ts): record the first iterations, train a plan once their pattern is
+   * Adaptive mode (lib/process/adaptive.ts): record the first iterations, train a plan once their pattern is
    * stable, switch to it, and re-plan when the run drifts from it. Iterations are delimited by
    * markIteration(). `true` takes every default. With `plan`, the pool starts planned and re-plans on
    * drift. Not with `offsets`.
    */
   adaptive?: boolean | AdaptiveOptions;
   /**
-   * A front cache of released ArrayBuffers (lib/front-cache.ts), so that a block released and allocated
+   * A front cache of released ArrayBuffers (lib/pool/front-cache.ts), so that a block released and allocated
    * again at the same byte length costs no call into native code. Needs `ArrayBuffer.prototype.transfer`
    * (Node.js >= 22); elsewhere the option is accepted and the pool goes without. Default true, except in
    * offsets mode (positions there are addresses: not with offsets). `{ maxBytes, maxPerSize }` bound it.
