@@ -182,3 +182,46 @@ describe('output files', () => {
     expectUsageError(run('plan', fixture('minimalloc/A.1048576.csv'), '--svg', '/proc/tp-nowhere/x.svg'), /--svg .*does not exist or is not writable/);
   });
 });
+
+describe('tensorpool run from a path LD_PRELOAD cannot hold', () => {
+  it('a package under a directory with a space and a colon still preloads the library and the Python hook', () => {
+    // A copy of the built package (dist, the preload library, the hooks) under "a b:c"; node_modules linked.
+    const root = path.join(fs.mkdtempSync(path.join(tmp, 'spaced ')), 'a b:c');
+    fs.mkdirSync(path.join(root, 'build/Release'), { recursive: true });
+    fs.cpSync(path.resolve('dist'), path.join(root, 'dist'), { recursive: true });
+    fs.cpSync(path.resolve('hooks'), path.join(root, 'hooks'), { recursive: true });
+    fs.copyFileSync(path.resolve('package.json'), path.join(root, 'package.json'));
+    for (const file of ['tensorpool.node', 'tensorpool-preload.so']) fs.copyFileSync(path.resolve('build/Release', file), path.join(root, 'build/Release', file));
+    fs.symlinkSync(path.resolve('node_modules'), path.join(root, 'node_modules'));
+    const probe = `const fs = require('fs'); const { processPool } = require(${JSON.stringify(path.join(root, 'dist/index.js'))});
+      const pool = processPool(); pool.release(pool.alloc(1 << 20));
+      console.log(JSON.stringify({ mapped: fs.readFileSync('/proc/self/maps', 'utf8').includes(${JSON.stringify(path.join(root, 'build/Release/tensorpool-preload.so'))}), osFallbacks: pool.stats().osFallbacks, hits: pool.stats().hits, preload: process.env.LD_PRELOAD, pythonPath: process.env.PYTHONPATH }));`;
+    const out = spawnSync(process.execPath, [path.join(root, 'dist/cli/main.js'), 'run', '--', process.execPath, '-e', probe], { encoding: 'utf8', timeout: 60_000 });
+    expect(out.stderr).toBe('');
+    expect(out.status).toBe(0);
+    const seen = JSON.parse(out.stdout) as { mapped: boolean; osFallbacks: number; hits: number; preload: string; pythonPath: string };
+    expect(seen.mapped).toBe(true);
+    expect(seen.osFallbacks).toBe(0);
+    expect(seen.hits).toBeGreaterThan(0);
+    // Each list names a link without a separator, resolving to the package's own files.
+    const [library] = seen.preload.split(':');
+    expect(library).not.toMatch(/[\s:]/);
+    expect(fs.realpathSync(library)).toBe(fs.realpathSync(path.join(root, 'build/Release/tensorpool-preload.so')));
+    const [hooks] = seen.pythonPath.split(':');
+    expect(fs.realpathSync(hooks)).toBe(fs.realpathSync(path.join(root, 'hooks/python')));
+    expect(fs.statSync(path.dirname(library)).mode & 0o077).toBe(0);
+  });
+
+  it('refuses a link directory others can write to, with one line naming it', () => {
+    const shared = fs.mkdtempSync(path.join(tmp, 'shared-'));
+    const dir = path.join(shared, `tensorpool-${process.getuid?.() ?? 0}`);
+    fs.mkdirSync(dir);
+    fs.chmodSync(dir, 0o777);
+    const spaced = path.join(shared, 'x y');
+    fs.writeFileSync(spaced, '');
+    const script = `const { listSafePath } = require(${JSON.stringify(path.resolve('dist/cli/list-safe-path.js'))});
+      try { listSafePath(${JSON.stringify(spaced)}, ${JSON.stringify(shared)}); } catch (e) { console.log(e.message); }`;
+    const out = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
+    expect(out.stdout).toMatch(/contains a space or a colon.*others can write to it \(mode 777\)/);
+  });
+});

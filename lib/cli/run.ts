@@ -7,6 +7,7 @@ import { packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
 import { bytesOption, CliError, parseCommand, type Command } from './common.js';
+import { listSafePath } from './list-safe-path.js';
 
 const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--stats] [--no-hooks] -- <command...>
 
@@ -60,7 +61,7 @@ export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string,
   const env: NodeJS.ProcessEnv = { ...base };
   for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
   Object.assign(env, settings);
-  env.LD_PRELOAD = [preloadLibrary, base.LD_PRELOAD].filter(Boolean).join(':');
+  env.LD_PRELOAD = [listSafePath(preloadLibrary), base.LD_PRELOAD].filter(Boolean).join(':');
   if (hooks) Object.assign(env, hookEnvironment(base));
   return env;
 }
@@ -86,7 +87,7 @@ export const pythonHooks = path.join(packageRoot, 'hooks/python');
  * reads NODE_OPTIONS and only python PYTHONPATH, so other programs never see them.
  */
 function hookEnvironment(env: NodeJS.ProcessEnv): { NODE_OPTIONS?: string; PYTHONPATH: string } {
-  const out: { NODE_OPTIONS?: string; PYTHONPATH: string } = { PYTHONPATH: [pythonHooks, env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
+  const out: { NODE_OPTIONS?: string; PYTHONPATH: string } = { PYTHONPATH: [listSafePath(pythonHooks), env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
   // Run from the sources unbuilt, there is no compiled hook: node would refuse to start with a missing --require.
   if (fs.existsSync(nodeHook)) {
     // NODE_OPTIONS splits at spaces except within double quotes, where a backslash escapes the next character.
