@@ -311,6 +311,25 @@ describe('the preload library: the process allocator', () => {
     expect(r.stderr).toMatch(/process pool \(pid \d+, planned, requests >= 65536 B\): served nothing \(it was never made\)/);
   });
 
+  it("costs a C program the library alone: no C++ runtime mapped, nothing of it exported, no pool made", () => {
+    // The library's libstdc++ is linked in with its symbols local: a C program mapped libstdc++, libm and
+    // libgcc_s too (1.5 MiB of their pages), and the library's weak std:: instances stood in for the host's.
+    const maps = spawnSync('cat', ['/proc/self/maps'], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary } });
+    expect(maps.status).toBe(0);
+    expect(maps.stdout).toContain(path.basename(preloadLibrary));
+    expect(maps.stdout).not.toMatch(/libstdc\+\+|libgcc_s|libm\.so/);
+    const exported = spawnSync('nm', ['-D', '--defined-only', preloadLibrary], { encoding: 'utf8' });
+    expect(exported.status, exported.stderr).toBe(0);
+    const names = exported.stdout.trim().split('\n').map((line) => line.split(' ').pop()!).sort();
+    const family = ['aligned_alloc', 'calloc', 'free', 'malloc', 'malloc_usable_size', 'memalign', 'posix_memalign', 'pvalloc', 'realloc', 'reallocarray', 'valloc'];
+    expect(names.filter((n) => !n.startsWith('tensorpool_'))).toEqual(family);
+    // The linked-in runtime allocates its exception pool (71 KiB) as the library loads: the library's own,
+    // not the program's, so /bin/true still makes no pool.
+    const idle = spawnSync('true', [], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_STATS: '1' } });
+    expect(idle.status).toBe(0);
+    expect(idle.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): served nothing \(it was never made\)$/m);
+  });
+
   it("a threshold that routes the C library's own bookkeeping to the pool: node starts, allocates and exits", () => {
     // glibc's atexit() allocates its 1,040-byte table under its lock; the pool, first made there, once
     // registered a destructor with atexit() itself and deadlocked.

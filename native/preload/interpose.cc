@@ -129,6 +129,15 @@ TP_EXPORT void* malloc(size_t bytes) {
   return allocate(bytes, 16);
 }
 
+// The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc
+// in the preload library's link flags), as the library's own: never from the pool. Its exception pool (71 KiB,
+// above the threshold) is allocated as the library loads, after the pool's set-up, and made the pool in every
+// process.
+extern "C" void* __wrap_malloc(size_t bytes) {
+  InternalScope inside;
+  return malloc(bytes);
+}
+
 TP_EXPORT void free(void* p) {
   if (__builtin_expect(ownedByPool(p), 0)) return poolFree(p);
   libcFree(p);
