@@ -32,8 +32,12 @@
       "sources": [
         "<!@(node -p \"const s = require('./native/sources.json'); [...s.pool, ...s.preload].join(' ')\")"
       ],
+      # The C++ runtime linked in, its symbols local (exports.map): a C program that loads the library maps
+      # no libstdc++, libm or libgcc_s (1.5 MiB of their pages resident in /bin/true), and the host's own C++
+      # runtime (node's) never meets ours. --wrap=malloc: that runtime's allocations are the library's own.
       "cflags": ["-fvisibility=hidden", "-fPIC"],
-      "ldflags": ["-Wl,--no-undefined"],
+      "ldflags": ["-Wl,--no-undefined", "-static-libstdc++", "-static-libgcc", "-Wl,--wrap=malloc",
+                  "-Wl,--version-script=<(module_root_dir)/native/preload/exports.map"],
       "libraries": ["-ldl", "-lpthread"]
     }
   ]

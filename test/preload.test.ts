@@ -311,6 +311,27 @@ describe('the preload library: the process allocator', () => {
     expect(r.stderr).toMatch(/process pool \(pid \d+, planned, requests >= 65536 B\): served nothing \(it was never made\)/);
   });
 
+  it("costs a C program the library alone: no C++ runtime mapped, nothing of it exported, no pool made", () => {
+    // The library's libstdc++ is linked in with its symbols local: a C program mapped libstdc++, libm and
+    // libgcc_s too (1.5 MiB of their pages), and the library's weak std:: instances stood in for the host's.
+    const maps = spawnSync('cat', ['/proc/self/maps'], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary } });
+    expect(maps.status).toBe(0);
+    expect(maps.stdout).toContain(path.basename(preloadLibrary));
+    expect(maps.stdout).not.toMatch(/libstdc\+\+|libgcc_s|libm\.so/);
+    const exported = spawnSync('nm', ['-D', '--defined-only', preloadLibrary], { encoding: 'utf8' });
+    expect(exported.status, exported.stderr).toBe(0);
+    const names = exported.stdout.trim().split('\n').map((line) => line.split(' ').pop()!);
+    const family = ['aligned_alloc', 'calloc', 'free', 'malloc', 'malloc_usable_size', 'memalign', 'posix_memalign', 'pvalloc', 'realloc', 'reallocarray', 'valloc'];
+    expect(names).toEqual(expect.arrayContaining([...family, 'tensorpool_process_pool', 'tensorpool_mark_iteration']));
+    // None of the C++ runtime: no mangled name (operator new, std::), no exception or unwinder entry point.
+    expect(names.filter((n) => /^(_Z|__cxa_|__gxx_|_Unwind_|__gcc_|__wrap_)/.test(n))).toEqual([]);
+    // The linked-in runtime allocates its exception pool (71 KiB) as the library loads: the library's own,
+    // not the program's, so /bin/true still makes no pool.
+    const idle = spawnSync('true', [], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_STATS: '1' } });
+    expect(idle.status).toBe(0);
+    expect(idle.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): served nothing \(it was never made\)$/m);
+  });
+
   it("a threshold that routes the C library's own bookkeeping to the pool: node starts, allocates and exits", () => {
     // glibc's atexit() allocates its 1,040-byte table under its lock; the pool, first made there, once
     // registered a destructor with atexit() itself and deadlocked.
@@ -442,6 +463,17 @@ describe('the preload library: the process allocator', () => {
       // Four size classes per doubling: a block holds a quarter more than asked at most, so growth of
       // 1 KiB steps from 256 KiB to 1 MiB moves a few dozen times (every time before).
       expect(Number(moved![1])).toBeLessThan(100);
+    });
+
+    it('realloc of a block past every class resizes its mapping: never two copies at once, bytes intact, as glibc', () => {
+      const pattern = /^bytes intact; peak resident growth (\d+\.\d+) x the largest size$/;
+      const glibc = pattern.exec(semantics('realloc-large').out.trim());
+      const ours = preloaded('realloc-large');
+      const growth = pattern.exec(ours.out.trim());
+      expect(glibc).not.toBeNull();
+      expect(growth, ours.out + ours.err).not.toBeNull();
+      // glibc mremaps its mapped chunks: ~1.00. Copied into a new mapping at every step: ~1.98.
+      expect(Number(growth![1])).toBeLessThan(1.25);
     });
 
     it('malloc_usable_size of a C-library block is the C library\'s, even with another allocator preloaded after the library', () => {

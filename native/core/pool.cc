@@ -298,6 +298,29 @@ bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
   return true;
 }
 
+void* Pool::resizeMapped(const void* data, uint64_t bytes) {
+  if (bytes == 0 || bytes > kMaxRequest) return nullptr;
+  std::lock_guard lock(mu_);
+  if (options_.arena.lock || recorder_.on() || pins_.load(std::memory_order_acquire) != 0) return nullptr;
+  if (offsetArena_ && offsetArena_->contains(data)) return nullptr;
+  BlockHeader* header = findLocked(data);
+  if (!header || header->state != BlockState::Live || header->origin != Origin::OsMap) return nullptr;
+  const uint64_t length = roundUp(kHeaderBytes + bytes, os::pageSize());
+  auto* moved = static_cast<BlockHeader*>(os::remapAccounted(header, header->osLength, length));
+  if (!moved) return nullptr;
+  auto node = osLive_.extract(header);  // re-keyed, not erased and inserted: nothing here allocates (or throws)
+  node.value() = moved;
+  osLive_.insert(std::move(node));
+  moved->check = secret_ ^ reinterpret_cast<uintptr_t>(moved);
+  moved->capacity = length - kHeaderBytes;
+  moved->osLength = length;
+  counters_.osLiveBytes = counters_.osLiveBytes - moved->requested + bytes;
+  counters_.bytesLive = counters_.bytesLive - moved->requested + bytes;
+  if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
+  moved->requested = bytes;
+  return moved->data();
+}
+
 ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySerial) {
   if (offsetArena_ && offsetArena_->contains(data)) {
     const OffsetArena::Block* block = offsetArena_->live(data);

@@ -192,6 +192,12 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // `bytes` is at least half of it, so that a shrunk block does not keep a large one busy). False, and
   // nothing changes, where it does not, for OS blocks, and while recording (a trace has no resize).
   bool resizeInPlace(const void* data, uint64_t bytes);
+  // realloc of a block the OS mapped for it: the mapping is resized (os::remapAccounted: its pages move, they
+  // are not copied), so a buffer growing past every class never holds two copies of itself. Returns where the
+  // block's data now is (its serial and its bytes kept), or nullptr, nothing changed, for any other block, in a
+  // locked pool, while a stream task may touch pool memory (pinned), while recording (a trace has no resize),
+  // or when the OS refuses (errno set).
+  void* resizeMapped(const void* data, uint64_t bytes);
 
   // Front cache (lib/pool/front-cache.ts): blocks its owner released that JS keeps to hand out again without
   // crossing into native code. The cache logs what it did; applyCached replays the log in order, so the

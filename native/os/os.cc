@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #ifndef MADV_POPULATE_WRITE
@@ -134,6 +135,80 @@ int unmapMemory(void* start, size_t bytes) {
   const int result = munmap(start, bytes);
   if (result == 0) bytesMapped.fetch_sub(bytes, std::memory_order_relaxed);
   return result;
+}
+
+namespace {
+constexpr int kReadWrite = PROT_READ | PROT_WRITE;
+constexpr int kAnonymous = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+
+// [start, start + bytes) of a tracked mapping given back to the OS while its address space stays ours: an
+// unaccounted reservation again where the kernel agrees, else its pages dropped (the charge then stays until
+// the mapping is unmapped).
+void releaseTail(char* start, size_t bytes) {
+  if (bytes == 0) return;
+  if (mmap(start, bytes, kReadWrite, kAnonymous | MAP_NORESERVE, -1, 0) == MAP_FAILED) madvise(start, bytes, MADV_DONTNEED);
+}
+
+// remapAccounted for a tracked mapping: it keeps whole granules of its own, so it grows inside its last
+// granule where it can, and otherwise moves into a fresh granule-aligned reservation (MREMAP_FIXED), the
+// granules marked before the pages are there and unmarked before the old range is given up.
+void* remapTracked(char* start, size_t oldBytes, size_t newBytes) {
+  const size_t oldSpan = trackedLength(oldBytes), newSpan = trackedLength(newBytes);
+  if (newSpan <= oldSpan) {
+    if (newBytes > oldBytes && mmap(start + oldBytes, newBytes - oldBytes, kReadWrite, kAnonymous, -1, 0) == MAP_FAILED) {
+      const int refused = errno;
+      releaseTail(start + oldBytes, newBytes - oldBytes);  // the reservation back, should the kernel have dropped it
+      errno = refused;
+      return nullptr;
+    }
+    if (newSpan < oldSpan) {
+      markGranules(start + newSpan, oldSpan - newSpan, false);
+      if (munmap(start + newSpan, oldSpan - newSpan) != 0) {
+        const int refused = errno;
+        markGranules(start + newSpan, oldSpan - newSpan, true);
+        errno = refused;
+        return nullptr;
+      }
+      bytesMapped.fetch_sub(oldSpan - newSpan, std::memory_order_relaxed);
+    }
+    if (newBytes < oldBytes) releaseTail(start + newBytes, std::min(oldBytes, newSpan) - newBytes);
+    return start;
+  }
+  char* moved = static_cast<char*>(mapAligned(newSpan, kTrackGranule));
+  if (!moved) return nullptr;
+  if (mmap(moved + oldBytes, newBytes - oldBytes, kReadWrite, kAnonymous, -1, 0) == MAP_FAILED) {
+    const int refused = errno;
+    munmap(moved, newSpan);
+    errno = refused;
+    return nullptr;
+  }
+  markGranules(moved, newSpan, true);
+  markGranules(start, oldSpan, false);
+  if (mremap(start, oldBytes, oldBytes, MREMAP_MAYMOVE | MREMAP_FIXED, moved) == MAP_FAILED) {
+    const int refused = errno;  // EFAULT: the range is no longer one mapping of the kernel's (nothing moved)
+    markGranules(start, oldSpan, true);
+    markGranules(moved, newSpan, false);
+    munmap(moved, newSpan);
+    errno = refused;
+    return nullptr;
+  }
+  munmap(start + oldBytes, oldSpan - oldBytes);  // the old reservation's tail (its head moved away)
+  bytesMapped.fetch_add(newSpan - oldSpan, std::memory_order_relaxed);
+  return moved;
+}
+}  // namespace
+
+void* remapAccounted(void* start, size_t oldBytes, size_t newBytes) {
+  if (injectedFailure(Call::Map)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (isTrackedMapping(start)) return remapTracked(static_cast<char*>(start), oldBytes, newBytes);
+  void* moved = mremap(start, oldBytes, newBytes, MREMAP_MAYMOVE);
+  if (moved == MAP_FAILED) return nullptr;
+  if (newBytes > oldBytes) bytesMapped.fetch_add(newBytes - oldBytes, std::memory_order_relaxed);
+  else bytesMapped.fetch_sub(oldBytes - newBytes, std::memory_order_relaxed);
+  return moved;
 }
 
 uint64_t mappedBytes() { return bytesMapped.load(std::memory_order_relaxed); }

@@ -38,9 +38,22 @@ void* mapMemory(size_t bytes, size_t alignment);
 // Release with unmapMemory(start, bytes).
 void* mapAccounted(size_t bytes, size_t alignment);
 
-// Pre:  [start, start + bytes) is exactly a range returned by mapMemory or mapAccounted (same length).
+// Pre:  [start, start + bytes) is exactly a range returned by mapMemory, mapAccounted or remapAccounted (same
+//       length).
 // Post: the range is unmapped; any later access faults. Returns 0, or -1 with errno.
 int unmapMemory(void* start, size_t bytes);
+
+// Resizes a mapping made by mapAccounted without copying its contents (mremap: the kernel moves the page
+// tables, as the C library's realloc does for its own mapped chunks), so that a growing buffer never holds
+// two copies of itself.
+// Pre:  [start, start + oldBytes) is exactly a range returned by mapAccounted(oldBytes, pageSize()) or by
+//       remapAccounted (same length), not locked; newBytes > 0 and a multiple of pageSize().
+// Post: success returns the start of the resized mapping (start itself, or another address: the old range is
+//       then unmapped), page-aligned, its first min(oldBytes, newBytes) bytes those of the old range, the rest
+//       zero, all of it charged to the commit accounting as mapAccounted's; release it with
+//       unmapMemory(result, newBytes). Failure returns nullptr with errno set (ENOMEM when the address space or
+//       the overcommit policy refuses) and leaves the old range exactly as it was.
+void* remapAccounted(void* start, size_t oldBytes, size_t newBytes);
 
 // Bytes mapped by mapMemory and not unmapped since, process-wide: what the tests check for leaks.
 uint64_t mappedBytes();

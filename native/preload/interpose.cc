@@ -129,6 +129,15 @@ TP_EXPORT void* malloc(size_t bytes) {
   return allocate(bytes, 16);
 }
 
+// The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc
+// in the preload library's link flags), as the library's own: never from the pool. Its exception pool (71 KiB,
+// above the threshold) is allocated as the library loads, after the pool's set-up, and made the pool in every
+// process.
+extern "C" void* __wrap_malloc(size_t bytes) {
+  InternalScope inside;
+  return malloc(bytes);
+}
+
 TP_EXPORT void free(void* p) {
   if (__builtin_expect(ownedByPool(p), 0)) return poolFree(p);
   libcFree(p);
@@ -165,6 +174,10 @@ TP_EXPORT void* realloc(void* p, size_t bytes) {
     // In place where the block's capacity holds it (a buffer grown piece by piece moved, copied and
     // gave its pages back at every piece: 200x glibc's time).
     if (routesToPool(bytes) && poolResizeInPlace(p, bytes)) return p;
+    // A block the OS mapped is resized by the OS, as glibc's mapped chunks are: never two copies at once.
+    if (routesToPool(bytes)) {
+      if (void* moved = poolResizeMapped(p, bytes)) return moved;
+    }
     return moveBlock(p, poolUsableSize(p), bytes);
   }
   uintptr_t shift;

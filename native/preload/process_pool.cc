@@ -589,6 +589,14 @@ bool poolResizeInPlace(void* p, size_t bytes) {
   return resized;
 }
 
+void* poolResizeMapped(void* p, size_t bytes) {
+  InternalScope inside;
+  const int saved = errno;
+  void* moved = pool().resizeMapped(p, bytes);  // nothing in it throws: its set is re-keyed, not grown
+  errno = saved;
+  return moved;
+}
+
 }  // namespace tp::preload
 
 extern "C" __attribute__((visibility("default"))) const tp::preload::ProcessPoolApi* tensorpool_process_pool(void) {

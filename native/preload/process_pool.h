@@ -82,5 +82,8 @@ size_t poolUsableSize(const void* p);
 // realloc in place: whether the live block at p now holds `bytes` (its capacity allows; Pool::resizeInPlace).
 // Pre: ownedByPool(p).
 bool poolResizeInPlace(void* p, size_t bytes);
+// realloc of a block the OS mapped (Pool::resizeMapped): where the block now is, its pages moved rather than
+// copied, or nullptr (nothing changed, errno untouched). Pre: ownedByPool(p).
+void* poolResizeMapped(void* p, size_t bytes);
 
 }  // namespace tp::preload

@@ -853,3 +853,36 @@ TEST(a_block_realloc_moved_gives_its_pages_back_at_once_and_is_handed_out_after_
   CHECK(keeping->releaseMoved(c.data) == ReleaseStatus::Ok);
   CHECK(keeping->stats().purgedBlocks == 0 && !keeping->alloc(kBytes).zeroed);
 }
+
+TEST(a_block_the_os_mapped_is_resized_by_the_os_its_bytes_and_serial_kept) {
+  const uint64_t mappedBefore = os::mappedBytes();
+  auto pool = makePool(smallPlan());
+  constexpr uint64_t kMiB = 1 << 20;
+  Allocation a = pool->alloc(20 * kMiB);  // above every class: a mapping of its own
+  CHECK(a.status == AllocStatus::Ok && a.route == Route::OsOversize);
+  fillPattern(a.data, 20 * kMiB, 7);
+  void* grown = pool->resizeMapped(a.data, 50 * kMiB);
+  CHECK(grown != nullptr && pool->liveSize(grown) == 50 * kMiB);
+  CHECK(checkPattern(grown, 20 * kMiB, 7));
+  CHECK(allZero(static_cast<char*>(grown) + 20 * kMiB, 30 * kMiB));  // what the mapping gained reads as zero
+  CHECK(grown == a.data || pool->liveSize(a.data) == 0);
+  fillPattern(grown, 30 * kMiB, 8);  // the bytes the shrunk block keeps
+  CHECK(pool->stats().bytesLive == 50 * kMiB && pool->stats().osLiveBytes == 50 * kMiB && pool->stats().allocs == 1);
+  void* shrunk = pool->resizeMapped(grown, 30 * kMiB);
+  CHECK(shrunk != nullptr && pool->liveSize(shrunk) == 30 * kMiB && checkPattern(shrunk, 30 * kMiB, 8));
+  // Refused by the OS: nothing changes, the block stays where it was with its bytes.
+  os::failNthCall(os::Call::Map, 1);
+  CHECK(pool->resizeMapped(shrunk, 60 * kMiB) == nullptr);
+  CHECK(pool->liveSize(shrunk) == 30 * kMiB && checkPattern(shrunk, 30 * kMiB, 8));
+  // Only blocks the OS mapped: an arena block, a released one, a foreign pointer are refused.
+  Allocation arena = pool->alloc(kMiB);
+  CHECK(arena.route == Route::Own && pool->resizeMapped(arena.data, 2 * kMiB) == nullptr);
+  int local = 0;
+  CHECK(pool->resizeMapped(&local, 2 * kMiB) == nullptr);
+  CHECK(pool->release(arena.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(shrunk) == ReleaseStatus::Ok);
+  CHECK(pool->resizeMapped(shrunk, 2 * kMiB) == nullptr);
+  CHECK(pool->stats().bytesLive == 0 && pool->stats().osLiveBlocks == 0);
+  pool.reset();
+  CHECK(os::mappedBytes() == mappedBefore);
+}

@@ -4,6 +4,9 @@
  *   semantics oom        requests larger than the machine can commit (twice RAM + swap, and 64 TiB), through
  *                        every entry point: NULL and the errno, or "served"
  *   semantics calloc     calloc(1 GiB): zero, and how much of it became resident
+ *   semantics realloc-grow    a buffer grown 1 KiB at a time: bytes intact, how often it moved
+ *   semantics realloc-large   a buffer grown by eighths to 256 MiB, shrunk, grown again: bytes intact, peak
+ *                        resident growth against its largest size
  *   semantics errno      errno after a served request (untouched) and after a failed posix_memalign
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
@@ -138,6 +141,55 @@ static int reallocGrow(void) {
   return 0;
 }
 
+/* The process's peak resident bytes (VmHWM). */
+static uint64_t peakResident(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  char line[256];
+  uint64_t kib = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "VmHWM:", 6) == 0) kib = strtoull(line + 6, NULL, 10);
+  }
+  if (f) fclose(f);
+  return kib << 10;
+}
+
+/* Grows `buffer` by an eighth at a time up to `to` bytes, writing what each step adds. */
+static unsigned char* growByEighths(unsigned char* buffer, size_t* length, size_t to) {
+  while (*length < to) {
+    size_t next = *length + *length / 8;
+    if (next > to) next = to;
+    unsigned char* grown = realloc(buffer, next);
+    if (!grown) return NULL;
+    buffer = grown;
+    for (size_t i = *length; i < next; i++) buffer[i] = (unsigned char)(i * 7);
+    *length = next;
+  }
+  return buffer;
+}
+
+/* A buffer grown by realloc, an eighth at a time, from 1 MiB to 256 MiB (past every default class: mapped by
+ * the OS), shrunk to 96 MiB and grown to 192 MiB again: its bytes intact, and the process's peak resident
+ * growth against the largest size the buffer had (two copies of it at once, old and new, made that ~1.8). */
+static int reallocLarge(void) {
+  const uint64_t before = peakResident();
+  size_t length = 1 << 20;
+  unsigned char* buffer = malloc(length);
+  for (size_t i = 0; i < length; i++) buffer[i] = (unsigned char)(i * 7);
+  buffer = growByEighths(buffer, &length, (size_t)256 << 20);
+  if (!buffer) return 1;
+  unsigned char* shrunk = realloc(buffer, (size_t)96 << 20);
+  if (!shrunk) return 1;
+  length = (size_t)96 << 20;
+  buffer = growByEighths(shrunk, &length, (size_t)192 << 20);
+  if (!buffer) return 1;
+  int intact = 1;
+  for (size_t i = 0; i < length; i++) intact &= buffer[i] == (unsigned char)(i * 7);
+  const uint64_t growth = peakResident() - before;
+  free(buffer);
+  printf("bytes %s; peak resident growth %.2f x the largest size\n", intact ? "intact" : "CORRUPT", (double)growth / (double)((size_t)256 << 20));
+  return 0;
+}
+
 // malloc_usable_size of a small block (the C library's) is the C library's answer.
 static int usableSize(void) {
   void* p = malloc(100);
@@ -151,6 +203,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (!strcmp(what, "oom")) return oom();
   if (!strcmp(what, "realloc-grow")) return reallocGrow();
+  if (!strcmp(what, "realloc-large")) return reallocLarge();
   if (!strcmp(what, "usable-size")) return usableSize();
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
@@ -174,6 +227,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|free-offset|double-free|sigterm\n");
   return 2;
 }

@@ -1,7 +1,7 @@
 // Stress of the preload library (run with it in LD_PRELOAD and TENSORPOOL_MIN_BYTES=4K, and again with 1, as
 // ctest does):
 // 4 threads allocate through every entry point of the malloc family with sizes on both sides of the
-// threshold, grow and shrink blocks with realloc across it, fork in the middle (the child allocates and
+// threshold, grow and shrink blocks with realloc across it and past every class, fork in the middle (the child allocates and
 // frees too), and check a pattern in every block before freeing it. Exits non-zero on any failure, and
 // when the process pool served nothing (the library was not really in front of the C library).
 #include <dlfcn.h>
@@ -82,10 +82,29 @@ void* allocateBy(int how, size_t bytes) {
 }
 size_t alignmentOf(int how) { return how == 4 ? 128 : how == 5 ? 4096 : how == 2 || how == 7 ? 64 : how == 3 ? 32 : 16; }
 
+// A buffer past every default class (a mapping of its own) grown by realloc, shrunk and freed while the other
+// threads allocate and free: its mapping is resized by the OS, moved to other addresses, its bytes intact.
+void growPastEveryClass(Rng& rng) {
+  Block b{static_cast<unsigned char*>(malloc(size_t{65} << 20)), size_t{65} << 20, static_cast<unsigned char>(rng.next())};
+  if (!b.p) return fail("allocation failed", b.bytes);
+  fill(b);
+  for (size_t bytes : {size_t{73} << 20, size_t{82} << 20, size_t{66} << 20, size_t{90} << 20}) {
+    unsigned char* q = static_cast<unsigned char*>(realloc(b.p, bytes));
+    if (!q) return free(b.p), fail("realloc failed", bytes);
+    Block moved{q, b.bytes, b.seed};
+    if (!intact(moved, b.bytes < bytes ? b.bytes : bytes)) fail("realloc lost the contents", bytes);
+    b.p = q;
+    b.bytes = bytes;
+    fill(b);
+  }
+  free(b.p);
+}
+
 void worker(uint64_t seed, int rounds) {
   Rng rng{seed * 0x9E3779B97F4A7C15ull + 1};
   std::vector<Block> live(64);
   for (int r = 0; r < rounds; ++r) {
+    if (r % 10000 == 5000) growPastEveryClass(rng);
     Block& b = live[rng.next() % live.size()];
     if (b.p) {
       if (!intact(b, b.bytes)) fail("a block's pattern changed before it was freed", b.bytes);
