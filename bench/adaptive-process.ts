@@ -74,7 +74,7 @@ const child = path.join(root, 'bench/adaptive-process-child.cjs');
 const cli = path.join(root, 'dist/cli/main.js');
 function runChild(route: 'arena' | 'pool'): Outcome {
   const command = [child, model, JSON.stringify(shapes), String(cycles), route];
-  const argv = route === 'pool' ? [cli, 'run', '--', process.execPath, ...command] : command;
+  const argv = route === 'pool' ? [cli, 'run', '--adaptive', '--', process.execPath, ...command] : command;
   const env = { ...process.env };
   for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_')) delete env[key];
   const r = spawnSync(process.execPath, argv, { encoding: 'utf8', env, timeout: 600_000, maxBuffer: 64 << 20 });

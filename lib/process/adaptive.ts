@@ -19,10 +19,11 @@
  *              pool switches at once → planned).
  *   planned    the window goes on recording (its latest `recordLimit` iterations). An iteration drifts when
  *              its off-plan allocations (OS fallbacks, oversize requests, borrows the schedule did not call
- *              for) exceed `replanThreshold` of them. Outside the `cooldownIterations` after a switch, a
- *              drifting iteration of a pattern the plan was not trained on (a new shape) re-plans at once,
- *              one of a known pattern after `replanAfter` in a row: a plan is trained on the window →
- *              training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
+ *              for, blocks a growing pool carved) exceed `replanThreshold` of them. Outside the
+ *              `cooldownIterations` after a switch, a pattern the plan was not trained on (a new shape) that
+ *              drifted re-plans once the window holds it `stableIterations` times (until then a growing pool
+ *              grows for it: a one-off iteration is no shape), a known pattern once it drifted `replanAfter`
+ *              iterations in a row: a plan is trained on the window → training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
  *              in the window, a plan is trained on the window and switched to if its arena is at least 10%
  *              smaller (the shapes that left give their memory back).
  *   training   the plan is trained on a worker thread (lib/process/background-training.ts) while the serving classes
@@ -34,7 +35,8 @@
  * Determinism: what is trained depends only on the iterations marked (the window at the mark that decided,
  * counted in marks), never on how long the background took; only when a plan starts serving does. Nothing
  * is judged while a plan is trained or built.
- * Hysteresis, so a run cannot make the pool flap: known patterns must drift for `replanAfter` iterations;
+ * Hysteresis, so a run cannot make the pool flap: a new pattern must repeat, a known one drift for
+ * `replanAfter` iterations;
  * nothing is judged during a cooldown; a re-trained plan identical to the serving one is not switched to and
  * doubles the cooldown, and so do re-plans that follow each other closely (a successful plan that holds
  * resets it).
@@ -67,7 +69,7 @@ export interface AdaptiveOptions {
   maxPatterns?: number;
   /** Off-plan allocations, as a fraction of an iteration's allocations, above which it drifts. Default 0.01. */
   replanThreshold?: number;
-  /** Drifting iterations in a row that start a re-plan. Default 2. */
+  /** Drifting iterations of known patterns in a row that start a re-plan. Default 2. */
   replanAfter?: number;
   /** Iterations after a switch during which drift is not judged. Default 4. */
   cooldownIterations?: number;
@@ -105,6 +107,8 @@ export interface IterationReport {
   osFallbacks: number;
   /** Served by a larger class than the schedule named (or than its own, without a schedule). */
   unplannedBorrows: number;
+  /** Served by a block the pool carved for it (a pool that grows: the plan had no free block that fits). */
+  grown: number;
   /** Whether its pattern is none of those the serving plan was trained on (a new input shape). */
   newPattern: boolean;
 }
@@ -151,7 +155,7 @@ export interface AdaptiveStats {
   replans: number;
   /** Re-plans given up (a plan identical to the serving one, or a failure). */
   abandoned: number;
-  /** Drifting iterations in a row, now. */
+  /** Drifting iterations of known patterns in a row, now. */
   driftStreak: number;
   /** Events held by the recorder now (the window's). */
   recordedEvents: number;
@@ -283,6 +287,7 @@ export class Adaptation {
   #lastSwitchAt = 0; // the iteration of the last switch
   #cooldown: number;
   #driftStreak = 0;
+  #leftPlan: Pattern[] = []; // new patterns that left the serving plan, waiting to repeat
   #switches = 0;
   #replans = 0;
   #abandoned = 0;
@@ -466,20 +471,32 @@ export class Adaptation {
       allocs: s.allocs,
       osFallbacks: s.osFallbacks + s.osOversize,
       unplannedBorrows: s.unplannedBorrows,
+      grown: s.grown,
       newPattern: this.#trained !== null && !this.#trained.some((p) => nearPattern(p, pattern)),
     };
   }
 
-  /** Planned: re-plans on drift, or shrinks when shapes have left the window. */
+  /**
+   * Planned: re-plans on sustained drift, or shrinks when shapes have left the window. A new shape that left
+   * the plan is re-planned for once it has repeated (a one-off iteration, such as one in which another
+   * thread or a garbage collector allocated, is no shape to plan for); until then the pool serves it as it
+   * can (a growing pool grows). A known shape re-plans once it drifted `replanAfter` iterations in a row.
+   */
   #watch(s: NativeIterationSummary): PlanSwitch | null {
-    if (++this.#sinceChange <= this.#cooldown) return null;
     const report = this.#report(s);
-    if (report.osFallbacks + report.unplannedBorrows > this.#settings.replanThreshold * report.allocs) {
+    const limit = this.#settings.replanThreshold * report.allocs;
+    const pattern = { allocs: s.allocs, bytes: s.bytes };
+    if (report.newPattern && report.osFallbacks + report.unplannedBorrows + report.grown > limit && !this.#leftPlan.some((p) => nearPattern(p, pattern))) {
+      this.#leftPlan.push(pattern);
+    }
+    if (++this.#sinceChange <= this.#cooldown) return null;
+    if (report.newPattern && this.#leftPlan.some((p) => nearPattern(p, pattern))) {
+      const seen = this.#recorded.filter((r) => nearPattern(r.pattern, pattern)).length;
+      return seen >= this.#settings.stableIterations ? this.#train(this.#purpose('drift', report)) : null;
+    }
+    if (!report.newPattern && report.osFallbacks + report.unplannedBorrows + report.grown > limit) {
       this.#driftStreak++;
-      if (report.newPattern || this.#driftStreak >= this.#settings.replanAfter) {
-        return this.#train(this.#purpose('drift', report));
-      }
-      return null;
+      return this.#driftStreak >= this.#settings.replanAfter ? this.#train(this.#purpose('drift', report)) : null;
     }
     this.#driftStreak = 0;
     const { recordLimit } = this.#settings;
@@ -643,9 +660,11 @@ export class Adaptation {
     this.#mode = 'planned';
     this.#sinceChange = 0;
     this.#driftStreak = 0;
+    this.#leftPlan = [];
   }
 
   #abandon(why: string): void {
+    this.#leftPlan = [];
     this.#lastError = why;
     this.#abandoned++;
     this.#cooldown = Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN);
