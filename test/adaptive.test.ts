@@ -407,6 +407,38 @@ describe('adaptive pool: record, train, switch', () => {
     fixed.close();
   });
 
+  it('a steady loop whose inputs a garbage collector frees late, by a varying number of iterations: one plan, no re-plan, no OS fallback', () => {
+    // Each iteration: an input the program drops (freed by "the collector" 1 to 5 iterations later, in an
+    // irregular order), two intermediates and an output. The same pattern every iteration; only how many
+    // inputs are still live varies. The pool grows a block when more are live than ever before, and that
+    // block serves the next time: nothing for a re-plan to fix.
+    const pool = new Pool({ adaptive: { background: false } });
+    // Iterations after which the collector runs: every one or two while the plan is learnt, then gaps of up to
+    // seven (more inputs live than the plan was trained with, for several iterations in a row).
+    const gaps = [1, 1, 2, 1, 1, 2, 1, 5, 1, 7, 2, 6, 1, 3, 7, 1, 4, 6, 2, 5];
+    const collections = new Set(gaps.map((_, k) => gaps.slice(0, k + 1).reduce((x, y) => x + y, 0)));
+    const pending: ArrayBuffer[] = [];
+    const osBefore: number[] = [];
+    for (let i = 1; i <= 75; i++) {
+      pending.push(pool.alloc(600_000));
+      const a = pool.alloc(1 << 20);
+      const b = pool.alloc(2 << 20);
+      pool.release(a);
+      const out = pool.alloc(100_000);
+      pool.release(b);
+      pool.release(out);
+      if (collections.has(i)) for (const input of pending.splice(0)) pool.release(input);
+      pool.markIteration();
+      osBefore.push(pool.stats().osFallbacks + pool.stats().osOversize);
+    }
+    const s = pool.stats().adaptive!;
+    expect(s.history.map((h) => h.reason)).toEqual(['warm-up']);
+    expect(s.replans).toBe(0);
+    expect(osBefore[osBefore.length - 1]).toBe(osBefore[s.history[0].iteration - 1]); // none after the switch
+    for (const input of pending) pool.release(input);
+    pool.close();
+  });
+
   it('validates its options', () => {
     expectCode(() => new Pool({ adaptive: { stableIterations: 1 } }), 'ERR_TP_INVALID_ARGUMENT');
     expectCode(() => new Pool({ adaptive: { replanThreshold: 2 } }), 'ERR_TP_INVALID_ARGUMENT');

@@ -23,7 +23,9 @@
  *              `cooldownIterations` after a switch, a pattern the plan was not trained on (a new shape) that
  *              drifted re-plans once the window holds it `stableIterations` times (until then a growing pool
  *              grows for it: a one-off iteration is no shape), a known pattern once it drifted `replanAfter`
- *              iterations in a row: a plan is trained on the window → training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
+ *              iterations in a row (not counting those that began with more blocks live than any the plan
+ *              was trained on: buffers a garbage collector frees late): a plan is trained on the window →
+ *              training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
  *              in the window, a plan is trained on the window and switched to if its arena is at least 10%
  *              smaller (the shapes that left give their memory back).
  *   training   the plan is trained on a worker thread (lib/process/background-training.ts) while the serving classes
@@ -221,10 +223,11 @@ interface Pattern {
   bytes: number;
 }
 
-/** A recorded iteration: the number of its first recorded event, and its pattern. */
+/** A recorded iteration: the number of its first recorded event, its pattern, and the blocks live as it began. */
 interface Recorded {
   from: number;
   pattern: Pattern;
+  carried: number;
 }
 
 /** What a plan under way is for: why it is trained, on which patterns, and (a re-plan) what triggered it. */
@@ -234,6 +237,8 @@ interface Purpose {
   /** The window's patterns, and those it held at least twice. */
   patterns: Pattern[];
   repeated: Pattern[];
+  /** The most blocks live at the start of one of the window's iterations. */
+  carried: number;
 }
 
 /** A switch under way: trained, its arena being built. */
@@ -258,6 +263,8 @@ interface RunningTraining {
 }
 
 const HISTORY = 32;
+/** Allocations by which an iteration may differ from its pattern's (other threads' strays). */
+const STRAY_ALLOCATIONS = 2;
 /** A shrink switches only to a plan whose arena is at most this fraction of the serving one's. */
 const SHRINK_GAIN = 0.9;
 /** The cooldown never doubles beyond this many iterations. */
@@ -288,6 +295,8 @@ export class Adaptation {
   #cooldown: number;
   #driftStreak = 0;
   #leftPlan: Pattern[] = []; // new patterns that left the serving plan, waiting to repeat
+  #carried = 0; // blocks live at the last mark: carried into the iteration under way
+  #trainedCarried = Infinity; // the most blocks carried into an iteration the serving plan was trained on
   #switches = 0;
   #replans = 0;
   #abandoned = 0;
@@ -349,9 +358,11 @@ export class Adaptation {
     this.#marks++;
     const started = this.#nextStart;
     this.#nextStart = s.recorderEnd;
+    const carried = this.#carried;
+    this.#carried = s.liveBlocks;
     if (s.allocs > 0) {
       this.#iteration++;
-      if (this.#recording) this.#remember(s, started);
+      if (this.#recording) this.#remember(s, started, carried);
     }
     if (this.#switchedEarly) {
       // Installed just before this mark: the plan serves from the next iteration, as a mark's switch does.
@@ -381,7 +392,7 @@ export class Adaptation {
         if (++this.#sinceChange <= this.#cooldown || this.#recorded.length === 0) return null;
         return this.#train(this.#purpose('warm-up', null));
       case 'planned':
-        return this.#watch(s);
+        return this.#watch(s, carried);
       case 'training':
         return this.#collectTraining();
       case 'switching':
@@ -422,8 +433,8 @@ export class Adaptation {
     this.#abandon('the pool closed while the plan was trained');
   }
 
-  /** Adds the iteration that ended (its events began at `started`) to the window. */
-  #remember(s: NativeIterationSummary, started: number): void {
+  /** Adds the iteration that ended (its events began at `started`, with `carried` blocks live) to the window. */
+  #remember(s: NativeIterationSummary, started: number, carried: number): void {
     if (!this.#native.recordingState().on) {
       // The recorder filled up (maxRecordEvents) and stopped: the window starts over from here.
       this.#lastError = `the window held more than ${this.#settings.maxRecordEvents} events (raise adaptive.maxRecordEvents or lower adaptive.recordLimit)`;
@@ -431,7 +442,7 @@ export class Adaptation {
       return;
     }
     if (started < this.#recordedSince) return; // began before the recorder did
-    this.#recorded.push({ from: started, pattern: { allocs: s.allocs, bytes: s.bytes } });
+    this.#recorded.push({ from: started, pattern: { allocs: s.allocs, bytes: s.bytes }, carried });
     if (this.#recorded.length > this.#settings.recordLimit) this.#recorded.shift();
     this.#native.discardRecording(this.#recorded[0].from);
   }
@@ -461,7 +472,8 @@ export class Adaptation {
   }
 
   #purpose(reason: Purpose['reason'], trigger: IterationReport | null): Purpose {
-    return { reason, trigger, patterns: this.#windowPatterns(), repeated: this.#windowPatterns(2) };
+    const carried = Math.max(0, ...this.#recorded.map((r) => r.carried));
+    return { reason, trigger, patterns: this.#windowPatterns(), repeated: this.#windowPatterns(2), carried };
   }
 
   #report(s: NativeIterationSummary): IterationReport {
@@ -480,9 +492,12 @@ export class Adaptation {
    * Planned: re-plans on sustained drift, or shrinks when shapes have left the window. A new shape that left
    * the plan is re-planned for once it has repeated (a one-off iteration, such as one in which another
    * thread or a garbage collector allocated, is no shape to plan for); until then the pool serves it as it
-   * can (a growing pool grows). A known shape re-plans once it drifted `replanAfter` iterations in a row.
+   * can (a growing pool grows). A known shape re-plans once it drifted `replanAfter` iterations in a row,
+   * not counting those that began with more blocks live than any iteration the plan was trained on (`carried`):
+   * buffers of earlier iterations a garbage collector frees late hold the plan's blocks, which no plan of
+   * this shape can foresee; the pool serves the iteration as it can, and the next ones once they are freed.
    */
-  #watch(s: NativeIterationSummary): PlanSwitch | null {
+  #watch(s: NativeIterationSummary, carried: number): PlanSwitch | null {
     const report = this.#report(s);
     const limit = this.#settings.replanThreshold * report.allocs;
     const pattern = { allocs: s.allocs, bytes: s.bytes };
@@ -495,6 +510,7 @@ export class Adaptation {
       return seen >= this.#settings.stableIterations ? this.#train(this.#purpose('drift', report)) : null;
     }
     if (!report.newPattern && report.osFallbacks + report.unplannedBorrows + report.grown > limit) {
+      if (carried > this.#trainedCarried) return null;
       this.#driftStreak++;
       return this.#driftStreak >= this.#settings.replanAfter ? this.#train(this.#purpose('drift', report)) : null;
     }
@@ -632,6 +648,7 @@ export class Adaptation {
     this.#cooldown = closely ? Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN) : this.#settings.cooldownIterations;
     this.#plan = event.plan;
     this.#trained = pending.patterns;
+    this.#trainedCarried = pending.carried;
     // What a shrink keeps the plan for: the patterns the window held twice (a one-off iteration, such as
     // one in which a thread started, is no shape to keep a plan for).
     this.#kept = pending.repeated;
@@ -689,11 +706,12 @@ function withTraining(plan: Plan, purpose: Purpose): Plan {
 }
 
 /**
- * The same pattern: within 2% in allocations and in bytes. An iteration with a stray allocation or two (a
- * thread or a one-off buffer of a process recorded under the preload library) still counts as its pattern's;
- * training lays out what was recorded, and the schedule lets such strays miss alone.
+ * The same pattern: within 2% (or two) in allocations and within 2% in bytes. An iteration with a stray
+ * allocation or two (a thread or a one-off buffer of a process recorded under the preload library) still
+ * counts as its pattern's, in an iteration of a few dozen allocations too; training lays out what was
+ * recorded, and the schedule lets such strays miss alone.
  */
 function nearPattern(a: Pattern, b: Pattern): boolean {
   const near = (x: number, y: number) => Math.abs(x - y) <= 0.02 * Math.max(x, y);
-  return near(a.allocs, b.allocs) && near(a.bytes, b.bytes);
+  return (near(a.allocs, b.allocs) || Math.abs(a.allocs - b.allocs) <= STRAY_ALLOCATIONS) && near(a.bytes, b.bytes);
 }

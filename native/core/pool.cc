@@ -523,6 +523,7 @@ IterationSummary Pool::markIteration() {
   ended.osOversize = counters_.osOversize - tally_.osOversize;
   ended.unplannedBorrows = counters_.unplannedBorrows - tally_.unplannedBorrows;
   ended.grown = counters_.grown - tally_.grown;
+  ended.liveBlocks = counters_.liveBlocks;
   ended.recorderEnd = recorder_.end();
   tally_ = IterationSummary{};
   tally_.osFallbacks = counters_.osFallbacks;

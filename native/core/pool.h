@@ -111,6 +111,7 @@ struct IterationSummary {
   uint64_t osOversize = 0;        // ... served by the OS as larger than every class
   uint64_t unplannedBorrows = 0;  // ... served by a larger class the schedule did not name
   uint64_t grown = 0;             // ... served by a block carved for it (counted in unplannedBorrows as well when lent)
+  uint64_t liveBlocks = 0;        // blocks live at the mark: carried into the next iteration
   uint64_t recorderEnd = 0;       // number of the next recorded event (the mark is the one before)
   uint64_t installed = 0;         // generation a prepared switch installed at this mark (serving from now), or 0
 };
