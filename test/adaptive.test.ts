@@ -384,7 +384,8 @@ describe('adaptive pool: record, train, switch', () => {
     expect(m.prepared - m.before).toBeLessThan(16 * MiB); // building the plan's arena made nothing resident
     expect(m.peak - m.before).toBeLessThan(32 * MiB); // nor did the switch, at any moment
     expect(Math.abs(m.after - m.before)).toBeLessThan(32 * MiB); // the new arena is resident in the old one's place
-    expect(m.faults).toBeLessThan(1024); // ... pre-faulted: serving it faults nothing in (65,536 pages)
+    // ... pre-faulted: serving it faults nothing in (65,536 pages; under ASan its shadow of them faults in).
+    if (!underAsan) expect(m.faults).toBeLessThan(1024);
     expect(m.osFallbacks).toBe(0);
   });
 

@@ -417,7 +417,9 @@ void Pool::dropDrainedLocked() {
   for (size_t i = 0; i < generations_.size(); ++i) {
     std::unique_ptr<SizeClassPool>& generation = generations_[i];
     if (i >= draining || generation->outstandingBlocks() != 0) kept.push_back(std::move(generation));
-    else if (generation->id() == populating_) populatingDropped_ = std::move(generation);  // unmapped once populated
+    else if (std::find(populating_.begin(), populating_.end(), generation->id()) != populating_.end()) {
+      populatingDropped_.push_back(std::move(generation));  // unmapped once its populate is done with it
+    }
   }
   generations_ = std::move(kept);  // the rest are unmapped
   if (counters_.closed && offsetArena_ && offsetArena_->liveBlocks() == 0) offsetArena_.reset();
@@ -644,7 +646,7 @@ void Pool::populateServing(uint32_t id, uint64_t bytes) {
     std::lock_guard lock(mu_);
     if (counters_.closed || generations_.back()->id() != id) return;
     arena = &generations_.back()->arena();
-    populating_ = id;
+    populating_.push_back(id);
   }
   // A chunk at a time, so that a newer switch or close() stops it: a retired arena is not made resident.
   constexpr uint64_t kChunk = uint64_t{32} << 20;
@@ -655,8 +657,13 @@ void Pool::populateServing(uint32_t id, uint64_t bytes) {
   }
   std::unique_ptr<SizeClassPool> dropped;  // unmapped after the lock is let go
   std::lock_guard lock(mu_);
-  populating_ = 0;
-  dropped = std::move(populatingDropped_);
+  populating_.erase(std::find(populating_.begin(), populating_.end(), id));
+  for (auto it = populatingDropped_.begin(); it != populatingDropped_.end(); ++it) {
+    if ((*it)->id() != id) continue;
+    dropped = std::move(*it);
+    populatingDropped_.erase(it);
+    break;
+  }
 }
 
 void Pool::installLocked(std::unique_ptr<SizeClassPool> generation) {

@@ -293,10 +293,11 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // The generation installed last and its planned bytes, while its arena is not pre-faulted yet
   // (populatesAfterSwitch), else {0, 0}.
   std::pair<uint32_t, uint64_t> unpopulated_{0, 0};
-  // The generation discardRetired() is pre-faulting, and where it goes when it is dropped meanwhile (closed,
-  // or replaced and drained): unmapped only once the populate is done with it.
-  uint32_t populating_ = 0;
-  std::unique_ptr<SizeClassPool> populatingDropped_;
+  // The generations discardRetired() calls are pre-faulting (two may overlap after switches in quick
+  // succession), and where they go when dropped meanwhile (closed, or replaced and drained): unmapped only
+  // once their populate is done with them.
+  std::vector<uint32_t> populating_;
+  std::vector<std::unique_ptr<SizeClassPool>> populatingDropped_;
   std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
