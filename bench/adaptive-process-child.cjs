@@ -1,7 +1,7 @@
 // One process of bench/adaptive-process.ts: a single-input float model run over a cycle of input shapes,
 // either on ONNX Runtime's own arena ('arena', started without the preload library) or under `tensorpool
-// run` with the arena off and a PooledSession on processPool() marking each run ('pool': adaptive mode as
-// zero configuration gives it). Prints one JSON line: per run its shape, minor page faults, RSS after it, and
+// run` with the arena off and a PooledSession on processPool() marking each run ('pool': the bench runs it
+// under `tensorpool run --adaptive`). Prints one JSON line: per run its shape, minor page faults, RSS after it, and
 // (pool) where adaptive mode stood and what the run took from the OS.
 const ort = require('onnxruntime-node');
 const { faults, memoryUsage, processPool } = require('../dist/index.js');

@@ -1,6 +1,5 @@
 /**
- * Adaptive mode as zero configuration, on a real model: `tensorpool run` (no mode: adaptive is the default)
- * over a node process that runs ONNX Runtime with its arena off through a PooledSession on processPool()
+ * Adaptive mode on a real model: `tensorpool run --adaptive` over a node process that runs ONNX Runtime with its arena off through a PooledSession on processPool()
  * (one mark per run), next to the same process on ONNX Runtime's own arena (arena on, no preload), over a
  * cycle of input shapes; repetitions interleaved (arena, pool, arena, pool, ...). Per repetition: the runs
  * at which adaptive mode switched (and why), page faults per run after the last switch, RSS at its peak and
@@ -74,7 +73,7 @@ const child = path.join(root, 'bench/adaptive-process-child.cjs');
 const cli = path.join(root, 'dist/cli/main.js');
 function runChild(route: 'arena' | 'pool'): Outcome {
   const command = [child, model, JSON.stringify(shapes), String(cycles), route];
-  const argv = route === 'pool' ? [cli, 'run', '--', process.execPath, ...command] : command;
+  const argv = route === 'pool' ? [cli, 'run', '--adaptive', '--', process.execPath, ...command] : command;
   const env = { ...process.env };
   for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_')) delete env[key];
   const r = spawnSync(process.execPath, argv, { encoding: 'utf8', env, timeout: 600_000, maxBuffer: 64 << 20 });
@@ -83,7 +82,7 @@ function runChild(route: 'arena' | 'pool'): Outcome {
 }
 
 const MiB = 2 ** 20;
-printHeader('adaptive mode as zero configuration (tensorpool run, no mode) against ONNX Runtime\'s arena');
+printHeader('adaptive mode (tensorpool run --adaptive) against ONNX Runtime\'s arena');
 console.log(`# model ${model}; shapes ${shapesText}; ${cycles} cycles; ${args.reps} repetitions`);
 const rows: (string | number)[][] = [];
 const results: { arena: Outcome; pool: Outcome }[] = [];

@@ -99,6 +99,10 @@ export interface NativeIterationSummary {
   osFallbacks: number;
   osOversize: number;
   unplannedBorrows: number;
+  /** Served by a block carved for it (a growing pool's departure from its plan; lent ones are unplannedBorrows too). */
+  grown: number;
+  /** Blocks live at the mark: carried into the next iteration. */
+  liveBlocks: number;
   recorderEnd: number;
   /** The generation a prepared switch installed at this mark (serving from now on), or 0. */
   installed: number;

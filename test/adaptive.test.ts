@@ -139,7 +139,7 @@ describe('adaptive pool: record, train, switch', () => {
     cold.close();
   });
 
-  it.each([true, false])('re-plans at the first iteration of a new batch size, then serves it without fallbacks (background %s)', (background) => {
+  it.each([true, false])('a new batch size: grown for at once, re-planned once it repeats, then served without fallbacks (background %s)', (background) => {
     const small = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 7 });
     const large = syntheticTrainingTrace({ layers: 24, iterations: 14, seed: 7, batchScale: 2 });
     // A cooldown of 3 ends before the first large iteration, with or without the background's two iterations.
@@ -151,13 +151,13 @@ describe('adaptive pool: record, train, switch', () => {
     expect(s).toMatchObject({ switches: 2, replans: 1, mode: 'planned' });
     const [warmUp, drift] = s.history;
     expect(warmUp).toMatchObject({ reason: 'warm-up', iteration: 3 + waited });
-    // The first large iteration drifts and is a pattern the plan was not trained on: the window (the small
-    // iterations and it) trains the next plan at once.
-    expect(drift).toMatchObject({ reason: 'drift', iteration: 8 + 1 + waited, waitedIterations: waited, trigger: { iteration: 9, newPattern: true } });
-    expect(drift.trigger!.osFallbacks).toBeGreaterThan(0.01 * drift.trigger!.allocs);
+    // The first large iteration leaves the plan (a pattern it was not trained on): the pool grows for it, the
+    // OS serves nothing. The second one is a shape: the window (the small iterations and them) trains the next plan.
+    expect(after.costs[0]).toMatchObject({ generation: 2, osFallbacks: 0 });
+    expect(drift).toMatchObject({ reason: 'drift', iteration: 8 + 2 + waited, waitedIterations: waited, trigger: { iteration: 10, newPattern: true } });
     expect(s.lastSwitch!.plan.training).toMatchObject({ reason: 'drift', patterns: 2 });
-    const replanned = after.costs.slice(1 + waited);
-    expect(replanned.length).toBe(13 - waited);
+    const replanned = after.costs.slice(2 + waited);
+    expect(replanned.length).toBe(12 - waited);
     for (const cost of replanned) expect(cost).toMatchObject({ mode: 'planned', generation: 3, osFallbacks: 0 });
     releaseAll(pool, after.live);
     pool.close();
@@ -237,12 +237,16 @@ describe('adaptive pool: record, train, switch', () => {
       pool.markIteration();
     }
     const s = pool.stats().adaptive!;
-    // Every iteration is a new shape: the first plan after maxPatterns (8) of them, then re-plans at cooldowns
-    // of 2, 4, 8, 16 iterations (each judged iteration drifts).
+    // Every iteration is a new shape: the first plan after maxPatterns (8) of them; a shape re-plans once one
+    // near it (within 2%) has come twice, and a re-plan that follows another closely (within twice the
+    // cooldown and 4) waits twice as long as that one did.
     const at = s.history.map((h) => h.iteration);
     expect(at[0]).toBe(8);
     expect(s.switches).toBeLessThanOrEqual(5);
-    for (let i = 2; i < at.length; i++) expect(at[i] - at[i - 1], `switch ${i + 1}`).toBeGreaterThan(at[i - 1] - at[i - 2]);
+    for (let i = 2; i < at.length; i++) {
+      const previous = at[i - 1] - at[i - 2];
+      if (previous <= 2 * 2 + 4) expect(at[i] - at[i - 1], `switch ${i + 1}`).toBeGreaterThan(previous);
+    }
     pool.close();
   });
 
@@ -341,6 +345,99 @@ describe('adaptive pool: record, train, switch', () => {
     const outcome = await late.then(() => 'prepared first', (error: Error) => error.message);
     expect(outcome).toMatch(/^(prepared first|the pool is closed|the pool was closed while the switch was prepared)$/);
     expect(pool.stats()).toMatchObject({ generation: second, preparedGeneration: 0, reservedBytes: 0, closed: true });
+  });
+
+  it('a switch never holds the retired free blocks and the new arena at once: the peak stays near the old footprint', () => {
+    // In a fresh process, so that VmHWM (the peak resident set) is this switch's. The default classes hold
+    // 256 MiB of free blocks (written, so resident); the plan's arena is 256 MiB. Built pre-faulted beside
+    // them, the process would peak ~256 MiB higher; given back first, then faulted in, it stays level.
+    const script = `
+      const fs = require('node:fs');
+      const { Pool, faults } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+      const { nativePoolOf } = require(${JSON.stringify(path.resolve(__dirname, '../dist/pool/pool.js'))});
+      const status = (key) => 1024 * parseInt(fs.readFileSync('/proc/self/status', 'utf8').split(key + ':')[1], 10);
+      const MiB = 2 ** 20, size = 32 * MiB, blocks = 8;
+      const pool = new Pool({ frontCache: false }); // the default classes, growing
+      const np = nativePoolOf(pool);
+      const held = [];
+      for (let i = 0; i < blocks; i++) { const b = pool.alloc(size); new Uint8Array(b).fill(1); held.push(b); }
+      for (const b of held) pool.release(b);
+      const before = status('VmRSS');
+      (async () => {
+        await np.prepareSwitch({ interval: MiB, sizes: Float64Array.of(size), blocks: Float64Array.of(blocks) });
+        const prepared = status('VmRSS');
+        np.markIteration(); // installs it; the retired free pages go back, then the new arena is faulted in
+        const deadline = Date.now() + 30000;
+        while (pool.stats().committedBytes < blocks * size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+        const after = status('VmRSS');
+        const peak = status('VmHWM');
+        const f0 = faults().minor;
+        for (let i = 0; i < blocks; i++) new Uint8Array(pool.alloc(size)).fill(2);
+        const s = pool.stats();
+        console.log(JSON.stringify({ before, prepared, after, peak, faults: faults().minor - f0, osFallbacks: s.osFallbacks, generation: s.generation }));
+      })();`;
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const m = JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, number>;
+    const MiB = 2 ** 20;
+    expect(m.generation).toBe(2);
+    expect(m.prepared - m.before).toBeLessThan(16 * MiB); // building the plan's arena made nothing resident
+    expect(m.peak - m.before).toBeLessThan(32 * MiB); // nor did the switch, at any moment
+    expect(Math.abs(m.after - m.before)).toBeLessThan(32 * MiB); // the new arena is resident in the old one's place
+    // ... pre-faulted: serving it faults nothing in (65,536 pages; under ASan its shadow of them faults in).
+    if (!underAsan) expect(m.faults).toBeLessThan(1024);
+    expect(m.osFallbacks).toBe(0);
+  });
+
+  it('a growing pool grows its new plan after a switch: requests outside the plan never go to the OS', () => {
+    const plan = toNativePlan({ interval: 4096, classes: [{ size: 1 << 20, blocks: 2 }] });
+    const growing = new Pool({ frontCache: false }); // the default classes, growing (the process pool's)
+    const fixed = new Pool({ frontCache: false, plan: { interval: 4096, classes: [{ size: 4096, blocks: 1 }] }, grow: false });
+    for (const pool of [growing, fixed]) {
+      nativePoolOf(pool).switchPlan(plan);
+      const held = [0, 1, 2, 3].map(() => pool.alloc(1 << 20)); // two more than planned
+      held.push(pool.alloc(3 << 20)); // larger than every class of the plan
+      for (const b of held) {
+        new Uint8Array(b).fill(7);
+        pool.release(b);
+      }
+    }
+    expect(growing.stats()).toMatchObject({ generation: 2, osFallbacks: 0, osOversize: 0, grown: 3 }); // 2 x 1 MiB, 3 MiB
+    expect(fixed.stats()).toMatchObject({ generation: 2, osFallbacks: 2, osOversize: 1 }); // a pool that does not grow
+    growing.close();
+    fixed.close();
+  });
+
+  it('a steady loop whose inputs a garbage collector frees late, by a varying number of iterations: one plan, no re-plan, no OS fallback', () => {
+    // Each iteration: an input the program drops (freed by "the collector" 1 to 5 iterations later, in an
+    // irregular order), two intermediates and an output. The same pattern every iteration; only how many
+    // inputs are still live varies. The pool grows a block when more are live than ever before, and that
+    // block serves the next time: nothing for a re-plan to fix.
+    const pool = new Pool({ adaptive: { background: false } });
+    // Iterations after which the collector runs: every one or two while the plan is learnt, then gaps of up to
+    // seven (more inputs live than the plan was trained with, for several iterations in a row).
+    const gaps = [1, 1, 2, 1, 1, 2, 1, 5, 1, 7, 2, 6, 1, 3, 7, 1, 4, 6, 2, 5];
+    const collections = new Set(gaps.map((_, k) => gaps.slice(0, k + 1).reduce((x, y) => x + y, 0)));
+    const pending: ArrayBuffer[] = [];
+    const osBefore: number[] = [];
+    for (let i = 1; i <= 75; i++) {
+      pending.push(pool.alloc(600_000));
+      const a = pool.alloc(1 << 20);
+      const b = pool.alloc(2 << 20);
+      pool.release(a);
+      const out = pool.alloc(100_000);
+      pool.release(b);
+      pool.release(out);
+      if (collections.has(i)) for (const input of pending.splice(0)) pool.release(input);
+      pool.markIteration();
+      osBefore.push(pool.stats().osFallbacks + pool.stats().osOversize);
+    }
+    const s = pool.stats().adaptive!;
+    expect(s.history.map((h) => h.reason)).toEqual(['warm-up']);
+    expect(s.replans).toBe(0);
+    expect(osBefore[osBefore.length - 1]).toBe(osBefore[s.history[0].iteration - 1]); // none after the switch
+    for (const input of pending) pool.release(input);
+    pool.close();
   });
 
   it('validates its options', () => {

@@ -19,9 +19,12 @@
  *              pool switches at once → planned).
  *   planned    the window goes on recording (its latest `recordLimit` iterations). An iteration drifts when
  *              its off-plan allocations (OS fallbacks, oversize requests, borrows the schedule did not call
- *              for) exceed `replanThreshold` of them. Outside the `cooldownIterations` after a switch, a
- *              drifting iteration of a pattern the plan was not trained on (a new shape) re-plans at once,
- *              one of a known pattern after `replanAfter` in a row: a plan is trained on the window →
+ *              for, blocks a growing pool carved) exceed `replanThreshold` of them. Outside the
+ *              `cooldownIterations` after a switch, a pattern the plan was not trained on (a new shape) that
+ *              drifted re-plans once the window holds it `stableIterations` times (until then a growing pool
+ *              grows for it: a one-off iteration is no shape), a known pattern once it drifted `replanAfter`
+ *              iterations in a row (not counting those that began with more blocks live than any the plan
+ *              was trained on: buffers a garbage collector frees late): a plan is trained on the window →
  *              training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
  *              in the window, a plan is trained on the window and switched to if its arena is at least 10%
  *              smaller (the shapes that left give their memory back).
@@ -34,7 +37,8 @@
  * Determinism: what is trained depends only on the iterations marked (the window at the mark that decided,
  * counted in marks), never on how long the background took; only when a plan starts serving does. Nothing
  * is judged while a plan is trained or built.
- * Hysteresis, so a run cannot make the pool flap: known patterns must drift for `replanAfter` iterations;
+ * Hysteresis, so a run cannot make the pool flap: a new pattern must repeat, a known one drift for
+ * `replanAfter` iterations;
  * nothing is judged during a cooldown; a re-trained plan identical to the serving one is not switched to and
  * doubles the cooldown, and so do re-plans that follow each other closely (a successful plan that holds
  * resets it).
@@ -67,7 +71,7 @@ export interface AdaptiveOptions {
   maxPatterns?: number;
   /** Off-plan allocations, as a fraction of an iteration's allocations, above which it drifts. Default 0.01. */
   replanThreshold?: number;
-  /** Drifting iterations in a row that start a re-plan. Default 2. */
+  /** Drifting iterations of known patterns in a row that start a re-plan. Default 2. */
   replanAfter?: number;
   /** Iterations after a switch during which drift is not judged. Default 4. */
   cooldownIterations?: number;
@@ -105,6 +109,8 @@ export interface IterationReport {
   osFallbacks: number;
   /** Served by a larger class than the schedule named (or than its own, without a schedule). */
   unplannedBorrows: number;
+  /** Served by a block the pool carved for it (a pool that grows: the plan had no free block that fits). */
+  grown: number;
   /** Whether its pattern is none of those the serving plan was trained on (a new input shape). */
   newPattern: boolean;
 }
@@ -151,7 +157,7 @@ export interface AdaptiveStats {
   replans: number;
   /** Re-plans given up (a plan identical to the serving one, or a failure). */
   abandoned: number;
-  /** Drifting iterations in a row, now. */
+  /** Drifting iterations of known patterns in a row, now. */
   driftStreak: number;
   /** Events held by the recorder now (the window's). */
   recordedEvents: number;
@@ -217,10 +223,11 @@ interface Pattern {
   bytes: number;
 }
 
-/** A recorded iteration: the number of its first recorded event, and its pattern. */
+/** A recorded iteration: the number of its first recorded event, its pattern, and the blocks live as it began. */
 interface Recorded {
   from: number;
   pattern: Pattern;
+  carried: number;
 }
 
 /** What a plan under way is for: why it is trained, on which patterns, and (a re-plan) what triggered it. */
@@ -230,6 +237,8 @@ interface Purpose {
   /** The window's patterns, and those it held at least twice. */
   patterns: Pattern[];
   repeated: Pattern[];
+  /** The most blocks live at the start of one of the window's iterations. */
+  carried: number;
 }
 
 /** A switch under way: trained, its arena being built. */
@@ -254,6 +263,8 @@ interface RunningTraining {
 }
 
 const HISTORY = 32;
+/** Allocations by which an iteration may differ from its pattern's (other threads' strays). */
+const STRAY_ALLOCATIONS = 2;
 /** A shrink switches only to a plan whose arena is at most this fraction of the serving one's. */
 const SHRINK_GAIN = 0.9;
 /** The cooldown never doubles beyond this many iterations. */
@@ -283,6 +294,9 @@ export class Adaptation {
   #lastSwitchAt = 0; // the iteration of the last switch
   #cooldown: number;
   #driftStreak = 0;
+  #leftPlan: Pattern[] = []; // new patterns that left the serving plan, waiting to repeat
+  #carried = 0; // blocks live at the last mark: carried into the iteration under way
+  #trainedCarried = Infinity; // the most blocks carried into an iteration the serving plan was trained on
   #switches = 0;
   #replans = 0;
   #abandoned = 0;
@@ -344,9 +358,11 @@ export class Adaptation {
     this.#marks++;
     const started = this.#nextStart;
     this.#nextStart = s.recorderEnd;
+    const carried = this.#carried;
+    this.#carried = s.liveBlocks;
     if (s.allocs > 0) {
       this.#iteration++;
-      if (this.#recording) this.#remember(s, started);
+      if (this.#recording) this.#remember(s, started, carried);
     }
     if (this.#switchedEarly) {
       // Installed just before this mark: the plan serves from the next iteration, as a mark's switch does.
@@ -376,7 +392,7 @@ export class Adaptation {
         if (++this.#sinceChange <= this.#cooldown || this.#recorded.length === 0) return null;
         return this.#train(this.#purpose('warm-up', null));
       case 'planned':
-        return this.#watch(s);
+        return this.#watch(s, carried);
       case 'training':
         return this.#collectTraining();
       case 'switching':
@@ -417,8 +433,8 @@ export class Adaptation {
     this.#abandon('the pool closed while the plan was trained');
   }
 
-  /** Adds the iteration that ended (its events began at `started`) to the window. */
-  #remember(s: NativeIterationSummary, started: number): void {
+  /** Adds the iteration that ended (its events began at `started`, with `carried` blocks live) to the window. */
+  #remember(s: NativeIterationSummary, started: number, carried: number): void {
     if (!this.#native.recordingState().on) {
       // The recorder filled up (maxRecordEvents) and stopped: the window starts over from here.
       this.#lastError = `the window held more than ${this.#settings.maxRecordEvents} events (raise adaptive.maxRecordEvents or lower adaptive.recordLimit)`;
@@ -426,7 +442,7 @@ export class Adaptation {
       return;
     }
     if (started < this.#recordedSince) return; // began before the recorder did
-    this.#recorded.push({ from: started, pattern: { allocs: s.allocs, bytes: s.bytes } });
+    this.#recorded.push({ from: started, pattern: { allocs: s.allocs, bytes: s.bytes }, carried });
     if (this.#recorded.length > this.#settings.recordLimit) this.#recorded.shift();
     this.#native.discardRecording(this.#recorded[0].from);
   }
@@ -456,7 +472,8 @@ export class Adaptation {
   }
 
   #purpose(reason: Purpose['reason'], trigger: IterationReport | null): Purpose {
-    return { reason, trigger, patterns: this.#windowPatterns(), repeated: this.#windowPatterns(2) };
+    const carried = Math.max(0, ...this.#recorded.map((r) => r.carried));
+    return { reason, trigger, patterns: this.#windowPatterns(), repeated: this.#windowPatterns(2), carried };
   }
 
   #report(s: NativeIterationSummary): IterationReport {
@@ -466,20 +483,36 @@ export class Adaptation {
       allocs: s.allocs,
       osFallbacks: s.osFallbacks + s.osOversize,
       unplannedBorrows: s.unplannedBorrows,
+      grown: s.grown,
       newPattern: this.#trained !== null && !this.#trained.some((p) => nearPattern(p, pattern)),
     };
   }
 
-  /** Planned: re-plans on drift, or shrinks when shapes have left the window. */
-  #watch(s: NativeIterationSummary): PlanSwitch | null {
-    if (++this.#sinceChange <= this.#cooldown) return null;
+  /**
+   * Planned: re-plans on sustained drift, or shrinks when shapes have left the window. A new shape that left
+   * the plan is re-planned for once it has repeated (a one-off iteration, such as one in which another
+   * thread or a garbage collector allocated, is no shape to plan for); until then the pool serves it as it
+   * can (a growing pool grows). A known shape re-plans once it drifted `replanAfter` iterations in a row,
+   * not counting those that began with more blocks live than any iteration the plan was trained on (`carried`):
+   * buffers of earlier iterations a garbage collector frees late hold the plan's blocks, which no plan of
+   * this shape can foresee; the pool serves the iteration as it can, and the next ones once they are freed.
+   */
+  #watch(s: NativeIterationSummary, carried: number): PlanSwitch | null {
     const report = this.#report(s);
-    if (report.osFallbacks + report.unplannedBorrows > this.#settings.replanThreshold * report.allocs) {
+    const limit = this.#settings.replanThreshold * report.allocs;
+    const pattern = { allocs: s.allocs, bytes: s.bytes };
+    if (report.newPattern && report.osFallbacks + report.unplannedBorrows + report.grown > limit && !this.#leftPlan.some((p) => nearPattern(p, pattern))) {
+      this.#leftPlan.push(pattern);
+    }
+    if (++this.#sinceChange <= this.#cooldown) return null;
+    if (report.newPattern && this.#leftPlan.some((p) => nearPattern(p, pattern))) {
+      const seen = this.#recorded.filter((r) => nearPattern(r.pattern, pattern)).length;
+      return seen >= this.#settings.stableIterations ? this.#train(this.#purpose('drift', report)) : null;
+    }
+    if (!report.newPattern && report.osFallbacks + report.unplannedBorrows + report.grown > limit) {
+      if (carried > this.#trainedCarried) return null;
       this.#driftStreak++;
-      if (report.newPattern || this.#driftStreak >= this.#settings.replanAfter) {
-        return this.#train(this.#purpose('drift', report));
-      }
-      return null;
+      return this.#driftStreak >= this.#settings.replanAfter ? this.#train(this.#purpose('drift', report)) : null;
     }
     this.#driftStreak = 0;
     const { recordLimit } = this.#settings;
@@ -615,6 +648,7 @@ export class Adaptation {
     this.#cooldown = closely ? Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN) : this.#settings.cooldownIterations;
     this.#plan = event.plan;
     this.#trained = pending.patterns;
+    this.#trainedCarried = pending.carried;
     // What a shrink keeps the plan for: the patterns the window held twice (a one-off iteration, such as
     // one in which a thread started, is no shape to keep a plan for).
     this.#kept = pending.repeated;
@@ -643,9 +677,11 @@ export class Adaptation {
     this.#mode = 'planned';
     this.#sinceChange = 0;
     this.#driftStreak = 0;
+    this.#leftPlan = [];
   }
 
   #abandon(why: string): void {
+    this.#leftPlan = [];
     this.#lastError = why;
     this.#abandoned++;
     this.#cooldown = Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN);
@@ -670,11 +706,12 @@ function withTraining(plan: Plan, purpose: Purpose): Plan {
 }
 
 /**
- * The same pattern: within 2% in allocations and in bytes. An iteration with a stray allocation or two (a
- * thread or a one-off buffer of a process recorded under the preload library) still counts as its pattern's;
- * training lays out what was recorded, and the schedule lets such strays miss alone.
+ * The same pattern: within 2% (or two) in allocations and within 2% in bytes. An iteration with a stray
+ * allocation or two (a thread or a one-off buffer of a process recorded under the preload library) still
+ * counts as its pattern's, in an iteration of a few dozen allocations too; training lays out what was
+ * recorded, and the schedule lets such strays miss alone.
  */
 function nearPattern(a: Pattern, b: Pattern): boolean {
   const near = (x: number, y: number) => Math.abs(x - y) <= 0.02 * Math.max(x, y);
-  return near(a.allocs, b.allocs) && near(a.bytes, b.bytes);
+  return (near(a.allocs, b.allocs) || Math.abs(a.allocs - b.allocs) <= STRAY_ALLOCATIONS) && near(a.bytes, b.bytes);
 }

@@ -64,6 +64,16 @@ bool Arena::commitUpTo(uint64_t upTo, std::string* error) {
   return true;
 }
 
+bool Arena::populateInUse(char* start, uint64_t bytes) const {
+  const uintptr_t page = os::pageSize();
+  const uintptr_t from = reinterpret_cast<uintptr_t>(start) / page * page;
+  const uintptr_t to = roundUp(reinterpret_cast<uintptr_t>(start) + bytes, page);
+  if (to <= from) return true;
+  if (os::populateInPlace(reinterpret_cast<void*>(from), to - from) != 0) return false;
+  committed_.fetch_add(to - from, std::memory_order_relaxed);
+  return true;
+}
+
 bool Arena::discard(char* start, uint64_t bytes) const {
   if (options_.lock) return false;
   const uintptr_t page = os::pageSize();

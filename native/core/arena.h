@@ -3,6 +3,7 @@
 // carved on demand may instead be left to fault in where it is first touched (Residency, DESIGN.md).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +37,12 @@ class Arena {
   // never written costs no memory.
   char* carve(uint64_t bytes, std::string* error, bool commit = true);
 
+  // Faults the carved pages inside [start, start + bytes) in now, keeping their contents, while blocks there
+  // may be in use by other threads: an arena built without pre-faulting (a switch's, made resident once the
+  // arena it replaces gave its free pages back). False where the kernel cannot do it without writing them,
+  // or refused: those pages then fault in where they are first touched. Pre: the range was carved.
+  bool populateInUse(char* start, uint64_t bytes) const;
+
   // Gives the whole pages inside [start, start + bytes) back to the OS; a no-op for a locked arena (locked
   // pages stay resident by contract). Those pages read as zero afterwards; true when they do (none to give,
   // or the kernel took them), false when the arena is locked or the kernel refused. Pre: the range was carved.
@@ -50,7 +57,7 @@ class Arena {
   uint64_t reservedBytes() const { return reserved_; }
   uint64_t carvedBytes() const { return carved_; }
   // Bytes made resident (pre-faulted or locked) by the arena itself.
-  uint64_t committedBytes() const { return committed_; }
+  uint64_t committedBytes() const { return committed_.load(std::memory_order_relaxed); }
   bool locked() const { return options_.lock; }
 
  private:
@@ -62,7 +69,7 @@ class Arena {
   uint64_t reserved_;
   ArenaOptions options_;
   uint64_t carved_ = 0;
-  uint64_t committed_ = 0;     // bytes pre-faulted / locked
+  mutable std::atomic<uint64_t> committed_{0};  // bytes pre-faulted / locked (populateInUse adds to it off the pool's lock)
   uint64_t committedEnd_ = 0;  // where the next commit starts: nothing below it is committed again
 };
 

@@ -435,11 +435,16 @@ void Pool::returnBlockLocked(BlockHeader* header) {
 // pool is closed; older ones only drain.
 void Pool::dropDrainedLocked() {
   if (pins_.load(std::memory_order_acquire) != 0) return;  // a stream task may still touch an arena
-  const auto draining = generations_.begin() + static_cast<std::ptrdiff_t>(
-                                                   counters_.closed ? generations_.size() : generations_.size() - 1);
-  const auto kept = std::remove_if(generations_.begin(), draining,
-                                   [](const auto& generation) { return generation->outstandingBlocks() == 0; });
-  generations_.erase(kept, draining);
+  const size_t draining = counters_.closed ? generations_.size() : generations_.size() - 1;
+  std::vector<std::unique_ptr<SizeClassPool>> kept;
+  for (size_t i = 0; i < generations_.size(); ++i) {
+    std::unique_ptr<SizeClassPool>& generation = generations_[i];
+    if (i >= draining || generation->outstandingBlocks() != 0) kept.push_back(std::move(generation));
+    else if (std::find(populating_.begin(), populating_.end(), generation->id()) != populating_.end()) {
+      populatingDropped_.push_back(std::move(generation));  // unmapped once its populate is done with it
+    }
+  }
+  generations_ = std::move(kept);  // the rest are unmapped
   if (counters_.closed && offsetArena_ && offsetArena_->liveBlocks() == 0) offsetArena_.reset();
 }
 
@@ -542,11 +547,14 @@ IterationSummary Pool::markIteration() {
   ended.osFallbacks = counters_.osFallbacks - tally_.osFallbacks;
   ended.osOversize = counters_.osOversize - tally_.osOversize;
   ended.unplannedBorrows = counters_.unplannedBorrows - tally_.unplannedBorrows;
+  ended.grown = counters_.grown - tally_.grown;
+  ended.liveBlocks = counters_.liveBlocks;
   ended.recorderEnd = recorder_.end();
   tally_ = IterationSummary{};
   tally_.osFallbacks = counters_.osFallbacks;
   tally_.osOversize = counters_.osOversize;
   tally_.unplannedBorrows = counters_.unplannedBorrows;
+  tally_.grown = counters_.grown;
   cursor_ = 0;
   const uint64_t now = os::monotonicNs();
   if (counters_.iterations != 0) longestIterationNs_ = std::max(longestIterationNs_, now - lastMarkNs_);
@@ -559,7 +567,7 @@ IterationSummary Pool::markIteration() {
   counters_.iterations++;
   if (prepared_) {
     ended.installed = prepared_->id();
-    installLocked(std::move(prepared_), false);
+    installLocked(std::move(prepared_));
   }
   return ended;
 }
@@ -574,18 +582,43 @@ std::unique_ptr<SizeClassPool> Pool::buildGeneration(const PlanSpec& plan, std::
       return nullptr;
     }
   }
-  return SizeClassPool::create(++lastGeneration_, secret_, plan, options_.arena, Growth::Off, 0, error);
+  ArenaOptions arena = options_.arena;
+  if (populatesAfterSwitch()) arena.prefault = false;
+  if (options_.growth == Growth::Off) return SizeClassPool::create(++lastGeneration_, secret_, plan, arena, Growth::Off, 0, error);
+  // Room for what growth may carve (SizeClassPool::growthAllowed: twice the peak outstanding, plus slack),
+  // not the whole reservation of the default classes: a draining generation keeps its reservation.
+  const uint64_t reserve = options_.growReserve;
+  uint64_t planned = 0, largest = 0;  // the classes' bytes, up to the reservation (create refuses a plan too large)
+  for (const PlanClass& c : plan.classes) {
+    const uint64_t stride = SizeClassPool::strideOf(c.size);
+    planned = c.blocks > (reserve - planned) / stride ? reserve : planned + stride * c.blocks;
+    largest = std::max(largest, c.size);
+  }
+  const uint64_t room = std::min(reserve, 2 * planned + (uint64_t{64} << 20));
+  // The default classes above the plan's largest, with no block: a request larger than the plan knows (a
+  // new input shape, until a re-plan lays it out) grows a block there instead of going to the OS each time.
+  // Appended above every class, they leave the plan's class numbers (its schedule's, its layout's) as they are.
+  PlanSpec grown = plan;
+  for (const PlanClass& c : defaultPlan().classes) {
+    const uint64_t size = plan.interval == 0 ? c.size : roundUp(c.size, plan.interval);
+    if (size > largest) grown.classes.push_back({size, 0});
+    largest = std::max(largest, size);
+  }
+  return SizeClassPool::create(++lastGeneration_, secret_, grown, arena, Growth::AfterBorrowing, room, error);
 }
 
 bool Pool::switchPlan(const PlanSpec& plan, std::string* error) {
   std::unique_ptr<SizeClassPool> generation = buildGeneration(plan, error);
   if (!generation) return false;
-  std::lock_guard lock(mu_);
-  if (counters_.closed) {
-    *error = "the pool was closed during the switch";
-    return false;  // the new arena is unmapped as `generation` goes
+  {
+    std::lock_guard lock(mu_);
+    if (counters_.closed) {
+      *error = "the pool was closed during the switch";
+      return false;  // the new arena is unmapped as `generation` goes
+    }
+    installLocked(std::move(generation));
   }
-  installLocked(std::move(generation), true);
+  discardRetired();
   return true;
 }
 
@@ -607,14 +640,16 @@ uint64_t Pool::prepareSwitch(const PlanSpec& plan, std::string* error) {
 
 uint64_t Pool::discardRetired() {
   std::vector<std::pair<const Arena*, std::vector<std::pair<char*, uint64_t>>>> work;
-  std::shared_ptr<void> pinned;  // no arena is unmapped while its pages are advised away
+  std::pair<uint32_t, uint64_t> populate{0, 0};
+  std::shared_ptr<void> pinned;  // no arena is unmapped while its pages are advised away or faulted in
   {
     std::lock_guard lock(mu_);
     for (uint32_t id : undiscarded_) {
       if (const SizeClassPool* generation = generationLocked(id)) work.emplace_back(&generation->arena(), generation->freeRanges());
     }
     undiscarded_.clear();
-    if (!work.empty()) pinned = pin();
+    std::swap(populate, unpopulated_);
+    if (!work.empty() || populate.first != 0) pinned = pin();
   }
   uint64_t bytes = 0;
   for (const auto& [arena, ranges] : work) {
@@ -623,14 +658,43 @@ uint64_t Pool::discardRetired() {
       bytes += length;
     }
   }
+  pinned.reset();  // the populate keeps its own arena mapped, and no other
+  if (populate.first != 0) populateServing(populate.first, populate.second);
   return bytes;
 }
 
-void Pool::installLocked(std::unique_ptr<SizeClassPool> generation, bool discardNow) {
+void Pool::populateServing(uint32_t id, uint64_t bytes) {
+  const Arena* arena;
+  {
+    std::lock_guard lock(mu_);
+    if (counters_.closed || generations_.back()->id() != id) return;
+    arena = &generations_.back()->arena();
+    populating_.push_back(id);
+  }
+  // A chunk at a time, so that a newer switch or close() stops it: a retired arena is not made resident.
+  constexpr uint64_t kChunk = uint64_t{32} << 20;
+  for (uint64_t done = 0; done < bytes; done += kChunk) {
+    if (!arena->populateInUse(arena->base() + done, std::min(kChunk, bytes - done))) break;
+    std::lock_guard lock(mu_);
+    if (counters_.closed || generations_.back()->id() != id) break;
+  }
+  std::unique_ptr<SizeClassPool> dropped;  // unmapped after the lock is let go
+  std::lock_guard lock(mu_);
+  populating_.erase(std::find(populating_.begin(), populating_.end(), id));
+  for (auto it = populatingDropped_.begin(); it != populatingDropped_.end(); ++it) {
+    if ((*it)->id() != id) continue;
+    dropped = std::move(*it);
+    populatingDropped_.erase(it);
+    break;
+  }
+}
+
+void Pool::installLocked(std::unique_ptr<SizeClassPool> generation) {
   counters_.generation = generation->id();
   counters_.switches++;
-  generations_.back()->retire(discardNow);
-  if (!discardNow) undiscarded_.push_back(generations_.back()->id());
+  generations_.back()->retire(false);
+  undiscarded_.push_back(generations_.back()->id());
+  unpopulated_ = populatesAfterSwitch() ? std::make_pair(generation->id(), generation->arena().carvedBytes()) : std::make_pair(0u, uint64_t{0});
   generations_.push_back(std::move(generation));
   generations_.back()->schedules().begin(&scheduleCursor_, 0);
   dropDrainedLocked();

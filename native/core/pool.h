@@ -110,6 +110,8 @@ struct IterationSummary {
   uint64_t osFallbacks = 0;       // of those allocations: served by the OS though a class holds them
   uint64_t osOversize = 0;        // ... served by the OS as larger than every class
   uint64_t unplannedBorrows = 0;  // ... served by a larger class the schedule did not name
+  uint64_t grown = 0;             // ... served by a block carved for it (counted in unplannedBorrows as well when lent)
+  uint64_t liveBlocks = 0;        // blocks live at the mark: carried into the next iteration
   uint64_t recorderEnd = 0;       // number of the next recorded event (the mark is the one before)
   uint64_t installed = 0;         // generation a prepared switch installed at this mark (serving from now), or 0
 };
@@ -153,11 +155,15 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // An iteration ends and the next starts: the next allocation is position 0 of the schedule. Returns what
   // the iteration that ended asked for (since the previous mark, or creation).
   IterationSummary markIteration();
-  // Serves new allocations from classes built from `plan` in a new arena (pre-faulted per the pool's
-  // options; never growing, so that a departure from the plan shows as OS fallbacks). Blocks from before
-  // keep working and go back to the arena they came from; an arena that no longer serves gives the pages of
-  // its free blocks back to the OS (unless locked) and is unmapped once its last block is returned. False
-  // with *error (the pool unchanged) when the plan is invalid, the OS refuses, or the pool is closed.
+  // Serves new allocations from classes built from `plan` in a new arena. Blocks from before keep working
+  // and go back to the arena they came from; an arena that no longer serves gives the pages of its free
+  // blocks back to the OS (unless locked) and is unmapped once its last block is returned. The new arena is
+  // pre-faulted per the pool's options only after that (discardRetired), so that the two are never resident
+  // side by side: a pool switching from the default classes to a plan would otherwise peak at both. A pool
+  // that grows (options.growth) grows its new classes once nothing free fits (Growth::AfterBorrowing), so
+  // that a departure from the plan costs a block carved once, not an OS mapping faulted in each time; one
+  // that does not grow sends such requests to the OS. False with *error (the pool unchanged) when the plan
+  // is invalid, the OS refuses, or the pool is closed.
   bool switchPlan(const PlanSpec& plan, std::string* error);
   // The same switch in two steps, so that mapping and pre-faulting the new arena (about a second per GiB)
   // holds neither the pool's lock nor the thread that allocates: prepareSwitch builds the classes on the
@@ -167,8 +173,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // unchanged).
   uint64_t prepareSwitch(const PlanSpec& plan, std::string* error);
   // The arena a markIteration() retired still holds its free blocks' pages: this gives them to the OS,
-  // holding the lock only to list them (the binding runs it on a libuv thread after such a mark; a
-  // synchronous switchPlan() discards at once). Returns the bytes advised away.
+  // holding the lock only to list them, then pre-faults the new serving arena (per the pool's options), a
+  // chunk at a time, while it serves (the binding runs it on a libuv thread after such a mark; a
+  // synchronous switchPlan() runs it before it returns). Returns the bytes advised away.
   uint64_t discardRetired();
 
   // Recording of the events this pool serves (see recorder.h). startRecording keeps what is already held
@@ -271,7 +278,16 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   void dropDrainedLocked();
   void recordReleaseLocked(uint64_t serial, const Stream* stream);
   std::unique_ptr<SizeClassPool> buildGeneration(const PlanSpec& plan, std::string* error);
-  void installLocked(std::unique_ptr<SizeClassPool> generation, bool discardNow);
+  // Switched arenas are built without pre-faulting and pre-faulted by discardRetired(), after the retired
+  // arenas gave their free pages back: where the pool pre-faults, unless it locks (mlock makes pages resident
+  // as it locks them, when the arena is built).
+  bool populatesAfterSwitch() const { return options_.arena.prefault && !options_.arena.lock; }
+  // Pre-faults the first `bytes` (its planned blocks) of generation `id`'s arena, a chunk at a time, as long
+  // as it serves.
+  void populateServing(uint32_t id, uint64_t bytes);
+  // The classes built for a switch serve from now; the serving ones retire (discardRetired() gives their free
+  // pages back, then pre-faults the new arena).
+  void installLocked(std::unique_ptr<SizeClassPool> generation);
 
   mutable AdaptiveMutex mu_;
   PoolOptions options_;
@@ -280,6 +296,14 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unique_ptr<SizeClassPool> prepared_;                  // installed by the next markIteration()
   std::atomic<uint32_t> lastGeneration_{1};                  // ids are never reused: headers name their arena by id
   std::vector<uint32_t> undiscarded_;                        // retired at a mark, free pages not yet discarded
+  // The generation installed last and its planned bytes, while its arena is not pre-faulted yet
+  // (populatesAfterSwitch), else {0, 0}.
+  std::pair<uint32_t, uint64_t> unpopulated_{0, 0};
+  // The generations discardRetired() calls are pre-faulting (two may overlap after switches in quick
+  // succession), and where they go when dropped meanwhile (closed, or replaced and drained): unmapped only
+  // once their populate is done with them.
+  std::vector<uint32_t> populating_;
+  std::vector<std::unique_ptr<SizeClassPool>> populatingDropped_;
   std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;

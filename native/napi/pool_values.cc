@@ -102,6 +102,8 @@ Napi::Object summaryObject(Napi::Env env, const IterationSummary& ended) {
   setNumber(o, "osFallbacks", ended.osFallbacks);
   setNumber(o, "osOversize", ended.osOversize);
   setNumber(o, "unplannedBorrows", ended.unplannedBorrows);
+  setNumber(o, "grown", ended.grown);
+  setNumber(o, "liveBlocks", ended.liveBlocks);
   setNumber(o, "recorderEnd", ended.recorderEnd);
   setNumber(o, "installed", ended.installed);
   return o;

@@ -213,13 +213,17 @@ void* remapAccounted(void* start, size_t oldBytes, size_t newBytes) {
 
 uint64_t mappedBytes() { return bytesMapped.load(std::memory_order_relaxed); }
 
-int populateMemory(void* start, size_t bytes) {
+int populateInPlace(void* start, size_t bytes) {
   if (bytes == 0) return 0;
   if (injectedFailure(Call::Populate)) {
     errno = ENOMEM;
     return -1;
   }
-  if (madvise(start, bytes, MADV_POPULATE_WRITE) == 0) return 0;
+  return madvise(start, bytes, MADV_POPULATE_WRITE);
+}
+
+int populateMemory(void* start, size_t bytes) {
+  if (populateInPlace(start, bytes) == 0) return 0;
   if (errno != EINVAL) return -1;
   // Old kernel: a read-modify-write of one byte per page faults it in for writing and keeps its contents.
   volatile char* p = static_cast<volatile char*>(start);

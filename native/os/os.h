@@ -88,6 +88,11 @@ inline bool isTrackedMapping(const void* p) {
 // Post: every page is resident (unless the system is out of memory: -1, errno ENOMEM/EFAULT).
 int populateMemory(void* start, size_t bytes);
 
+// The same without writing a byte (MADV_POPULATE_WRITE), so that other threads may read and write the range
+// meanwhile. -1 with errno EINVAL where the kernel cannot (before Linux 5.14): the pages then fault in where
+// they are first touched.
+int populateInPlace(void* start, size_t bytes);
+
 // Gives the pages of the range back to the OS (MADV_DONTNEED) while keeping it mapped: resident memory
 // drops now, and the next touch of a page faults in a zero page.
 // Pre:  the range lies in a mapping made by mapMemory and is not locked; start and bytes are multiples of

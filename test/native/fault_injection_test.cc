@@ -126,7 +126,7 @@ TEST(a_refused_switch_preparation_leaves_the_serving_plan_and_maps_nothing) {
   auto pool = poolHolding(1 << 20, 2, &held, 4);
   const PoolStats before = pool->stats();
   const size_t maps = mappingCount();
-  for (os::Call call : {os::Call::Map, os::Call::Populate}) {
+  for (os::Call call : {os::Call::Map}) {
     std::string why;
     os::failNthCall(call, 1);
     CHECK(pool->prepareSwitch(plan(2 << 20, 4), &why) == 0);
@@ -144,6 +144,23 @@ TEST(a_refused_switch_preparation_leaves_the_serving_plan_and_maps_nothing) {
   CHECK(mappingCount() == maps);
   CHECK(pool->classStats().size() == 1 && pool->classStats()[0].size == (1 << 20));
   giveBackAndServe(*pool, held, 1 << 20, 4, 1 << 20);
+}
+
+// A switched arena is pre-faulted after the switch (once the retired arena gave its free pages back): where
+// the kernel refuses, the plan serves all the same and its pages fault in where they are first touched.
+TEST(a_refused_populate_after_a_switch_leaves_the_plan_serving) {
+  Allocation held;
+  auto pool = poolHolding(1 << 20, 2, &held, 5);
+  const PoolStats before = pool->stats();
+  std::string why;
+  os::failNthCall(os::Call::Populate, 1);
+  const bool switched = pool->switchPlan(plan(2 << 20, 4), &why);
+  os::failNthCall(os::Call::Populate, 0);
+  CHECK(switched && why.empty());
+  const PoolStats after = pool->stats();
+  CHECK(after.switches == 1 && after.committedBytes == before.committedBytes);  // nothing of the new arena
+  CHECK(pool->classStats().size() == 1 && pool->classStats()[0].size == (2 << 20));
+  giveBackAndServe(*pool, held, 1 << 20, 5, 2 << 20);
 }
 
 TEST(a_refused_discard_keeps_the_retired_arena_valid) {
