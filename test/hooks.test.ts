@@ -53,6 +53,12 @@ function app(how: string) {
 describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged app on the process pool", () => {
   let plainRuns: ReturnType<typeof perRun> | undefined;
   const plain = () => (plainRuns ??= perRun(['--no-hooks'], app('sequential')));
+  /** The pool served each run's activations (the arena off), `iterations` were marked, and the outputs are the unhooked app's. */
+  const expectHooked = (runs: ReturnType<typeof perRun>, iterations = 16) => {
+    expect(runs.allocsPerRun).toBeGreaterThan(2.5);
+    expect(runs.iterations).toBe(iterations);
+    expect(runs.sums).toEqual(plain().sums);
+  };
 
   it('--no-hooks (and TENSORPOOL_HOOKS=0) leave the session alone: its arena on, no iteration marked', () => {
     expect(plain().allocsPerRun).toBeLessThan(1.5);
@@ -64,16 +70,12 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
 
   it("the arena and memory pattern are off, so the pool serves each run's activations; one iteration a run; the same outputs", () => {
     const hooked = perRun([], app('sequential'));
-    expect(hooked.allocsPerRun).toBeGreaterThan(2.5);
-    expect(hooked.iterations).toBe(16);
-    expect(hooked.sums).toEqual(plain().sums);
+    expectHooked(hooked);
   });
 
   it('an ESM app (import * as ort) is hooked the same way', () => {
     const esm = perRun([], (runs) => [path.resolve(__dirname, 'hooks/app.mjs'), modelFile, String(runs), '4']);
-    expect(esm.allocsPerRun).toBeGreaterThan(2.5);
-    expect(esm.iterations).toBe(16);
-    expect(esm.sums).toEqual(plain().sums);
+    expectHooked(esm);
   });
 
   it('options the app set itself are kept: its arena stays on, and its runs are still marked', () => {
@@ -83,33 +85,24 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
   });
 
   it('runs that overlap (four at a time) form one iteration together', () => {
-    const concurrent = perRun([], app('concurrent'));
-    expect(concurrent.allocsPerRun).toBeGreaterThan(2.5);
-    expect(concurrent.iterations).toBe(4);
-    expect(concurrent.sums).toEqual(plain().sums);
+    expectHooked(perRun([], app('concurrent')), 4);
   });
 
   it("a session in a worker thread: the arena off, its runs marked (natively, or by the main thread's processPool() in adaptive mode)", () => {
     const worker = perRun([], app('worker'));
-    expect(worker.allocsPerRun).toBeGreaterThan(2.5);
-    expect(worker.iterations).toBe(16);
-    expect(worker.sums).toEqual(plain().sums);
+    expectHooked(worker);
     expect(underRun(['--adaptive'], [process.execPath, ...app('worker')(16)]).iterations).toBe(16);
   });
 
   it('onnxruntime-node required by the path of its folder is hooked as by its name', () => {
     const byPath = perRun([], app('path'));
-    expect(byPath.allocsPerRun).toBeGreaterThan(2.5);
-    expect(byPath.iterations).toBe(16);
-    expect(byPath.sums).toEqual(plain().sums);
+    expectHooked(byPath);
   });
 
   it("a session created by the user's own --require in NODE_OPTIONS is hooked: the hook is required first", () => {
     const early = `--require "${path.resolve(__dirname, 'hooks/early-session.cjs').replace(/["\\]/g, '\\$&')}"`;
     const hooked = perRun([], app('early'), { NODE_OPTIONS: early });
-    expect(hooked.allocsPerRun).toBeGreaterThan(2.5);
-    expect(hooked.iterations).toBe(16);
-    expect(hooked.sums).toEqual(plain().sums);
+    expectHooked(hooked);
   });
 
   it("node under its permission model starts (with no Node hook, and one line saying so); a nested run adds the hook once", () => {
