@@ -53,6 +53,12 @@ function app(how: string) {
 describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged app on the process pool", () => {
   let plainRuns: ReturnType<typeof perRun> | undefined;
   const plain = () => (plainRuns ??= perRun(['--no-hooks'], app('sequential')));
+  /** The pool served each run's activations (the arena off), `iterations` were marked, and the outputs are the unhooked app's. */
+  const expectHooked = (runs: ReturnType<typeof perRun>, iterations = 16) => {
+    expect(runs.allocsPerRun).toBeGreaterThan(2.5);
+    expect(runs.iterations).toBe(iterations);
+    expect(runs.sums).toEqual(plain().sums);
+  };
 
   it('--no-hooks (and TENSORPOOL_HOOKS=0) leave the session alone: its arena on, no iteration marked', () => {
     expect(plain().allocsPerRun).toBeLessThan(1.5);
@@ -64,16 +70,12 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
 
   it("the arena and memory pattern are off, so the pool serves each run's activations; one iteration a run; the same outputs", () => {
     const hooked = perRun([], app('sequential'));
-    expect(hooked.allocsPerRun).toBeGreaterThan(2.5);
-    expect(hooked.iterations).toBe(16);
-    expect(hooked.sums).toEqual(plain().sums);
+    expectHooked(hooked);
   });
 
   it('an ESM app (import * as ort) is hooked the same way', () => {
     const esm = perRun([], (runs) => [path.resolve(__dirname, 'hooks/app.mjs'), modelFile, String(runs), '4']);
-    expect(esm.allocsPerRun).toBeGreaterThan(2.5);
-    expect(esm.iterations).toBe(16);
-    expect(esm.sums).toEqual(plain().sums);
+    expectHooked(esm);
   });
 
   it('options the app set itself are kept: its arena stays on, and its runs are still marked', () => {
@@ -83,18 +85,34 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
   });
 
   it('runs that overlap (four at a time) form one iteration together', () => {
-    const concurrent = perRun([], app('concurrent'));
-    expect(concurrent.allocsPerRun).toBeGreaterThan(2.5);
-    expect(concurrent.iterations).toBe(4);
-    expect(concurrent.sums).toEqual(plain().sums);
+    expectHooked(perRun([], app('concurrent')), 4);
   });
 
   it("a session in a worker thread: the arena off, its runs marked (natively, or by the main thread's processPool() in adaptive mode)", () => {
     const worker = perRun([], app('worker'));
-    expect(worker.allocsPerRun).toBeGreaterThan(2.5);
-    expect(worker.iterations).toBe(16);
-    expect(worker.sums).toEqual(plain().sums);
+    expectHooked(worker);
     expect(underRun(['--adaptive'], [process.execPath, ...app('worker')(16)]).iterations).toBe(16);
+  });
+
+  it('onnxruntime-node required by the path of its folder is hooked as by its name', () => {
+    const byPath = perRun([], app('path'));
+    expectHooked(byPath);
+  });
+
+  it("a session created by the user's own --require in NODE_OPTIONS is hooked: the hook is required first", () => {
+    const early = `--require "${path.resolve(__dirname, 'hooks/early-session.cjs').replace(/["\\]/g, '\\$&')}"`;
+    const hooked = perRun([], app('early'), { NODE_OPTIONS: early });
+    expectHooked(hooked);
+  });
+
+  it("node under its permission model starts (with no Node hook, and one line saying so); a nested run adds the hook once", () => {
+    const permission = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+    const script = 'console.log(JSON.stringify({ sums: [typeof process.permission] }))';
+    const r = underRun([], [process.execPath, permission, `--allow-fs-read=${tmp}/*`, '-e', script]);
+    expect(r.sums).toEqual(['object']);
+    expect(r.stderr).toMatch(/no Node hook: node's permission model/);
+    const nested = underRun([], [process.execPath, cli, 'run', '--', process.execPath, '-e', 'console.log(JSON.stringify({ sums: process.env.NODE_OPTIONS.split("hooks/node.js").length - 1 }))']);
+    expect(nested.sums).toBe(1);
   });
 
   it("keeps the user's NODE_OPTIONS, and costs a program without onnxruntime-node nothing: no addon loaded", () => {
@@ -118,6 +136,8 @@ function pythonWith(module: string): string | null {
 }
 const python = pythonWith('sys');
 const torchPython = pythonWith('torch');
+/** A Python 2 (python2 or python2.7 on PATH, where one runs), or null. */
+const python2 = ['python2', 'python2.7'].find((p) => spawnSync(p, ['-c', 'import sys; assert sys.version_info[0] == 2'], { stdio: 'ignore', timeout: 60_000 }).status === 0) ?? null;
 
 // A stand-in for torch's module layout (torch/optim/optimizer.py), for the hook's mechanism where torch is
 // absent: with register_optimizer_step_post_hook (torch >= 2.0) or without it (older torch, step() per class).
@@ -171,6 +191,15 @@ describe.skipIf(python === null)("tensorpool run's Python hook: an iteration at 
     const quiet = spawnSync(python!, ['-c', steps(3)], { encoding: 'utf8', env: { ...process.env, PYTHONPATH: [path.resolve(__dirname, '../hooks/python'), outside].join(':') } });
     expect(quiet.status, quiet.stderr).toBe(0);
     expect(quiet.stderr).toBe('');
+  });
+
+  it.skipIf(python2 === null)("Python 2 (no torch, no importlib.util): nothing said, and the user's sitecustomize still runs", () => {
+    const dir = path.join(tmp, 'python2-site');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'sitecustomize.py'), 'import os\nos.environ["USER_SITE_RAN"] = "yes"\n');
+    const r = underRun([], [python2!, '-c', 'import json, os; print(json.dumps({"sums": [os.environ.get("USER_SITE_RAN")]}))'], { PYTHONPATH: dir });
+    expect(r.sums).toEqual(['yes']);
+    expect(r.stderr).not.toMatch(/tensorpool: torch|Traceback|failed/);
   });
 
   it.skipIf(torchPython === null)('real torch: a training loop marks one iteration per optimizer step', () => {

@@ -94,12 +94,26 @@ def _tensorpool_install():
 
 def _tensorpool_chain():
     """Runs the sitecustomize this one hides: the next one on sys.path after this directory."""
-    import importlib.machinery
-    import importlib.util
     import os
 
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    if sys.version_info < (3, 5):  # no importlib.util.module_from_spec: Python 2 finds it with imp
+        import imp
+
+        try:
+            found = imp.find_module("sitecustomize", rest)
+        except ImportError:
+            return
+        try:
+            imp.load_module("sitecustomize", *found)
+        finally:
+            if found[0] is not None:
+                found[0].close()
+        return
+    import importlib.machinery
+    import importlib.util
+
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
@@ -109,7 +123,8 @@ def _tensorpool_chain():
 
 
 try:
-    _tensorpool_install()
+    if sys.version_info >= (3, 4):  # torch's Pythons; before 3.4 there are no import hooks of this form
+        _tensorpool_install()
 except Exception as _error:
     sys.stderr.write("tensorpool: torch optimizer steps are not marked (%s)\n" % _error)
 _tensorpool_chain()

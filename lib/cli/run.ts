@@ -41,7 +41,8 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    starts whose pool served something)
   --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook
                    (NODE_OPTIONS --require): onnxruntime-node sessions run with ONNX Runtime's arena and
-                   memory pattern off unless the app set them, and each run() marks an iteration; Python
+                   memory pattern off unless the app set them, and each run() marks an iteration (none
+                   for a node command given --permission, which would deny reading it); Python
                    processes get a sitecustomize (PYTHONPATH) that marks one at each torch optimizer step()
 As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc writes no fresh mapping, an
 invalid or double free aborts with glibc's message, fork() is safe from any thread and from a signal
@@ -55,14 +56,14 @@ const MAX_PLAN_BYTES = 256 * 2 ** 20;
 /**
  * The environment `tensorpool run` gives its command: `base` without its TENSORPOOL_ settings (but
  * TENSORPOOL_RESERVE), then `settings`, the preload library first in LD_PRELOAD (before base's own), and
- * with `hooks` the runtime hooks (NODE_OPTIONS, PYTHONPATH).
+ * with `hooks` the runtime hooks (PYTHONPATH, and NODE_OPTIONS unless `withNodeHook` is false).
  */
-export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string, string> = {}, hooks = true): NodeJS.ProcessEnv {
+export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string, string> = {}, hooks = true, withNodeHook = hooks): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...base };
   for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
   Object.assign(env, settings);
   env.LD_PRELOAD = [listSafePath(preloadLibrary), base.LD_PRELOAD].filter(Boolean).join(':');
-  if (hooks) Object.assign(env, hookEnvironment(base));
+  if (hooks) Object.assign(env, hookEnvironment(base, withNodeHook));
   return env;
 }
 
@@ -83,18 +84,33 @@ export const nodeHook = path.join(packageRoot, 'dist/hooks/node.js');
 export const pythonHooks = path.join(packageRoot, 'hooks/python');
 
 /**
- * NODE_OPTIONS and PYTHONPATH with the hooks added after (Node) or before (Python) what `env` has: only node
- * reads NODE_OPTIONS and only python PYTHONPATH, so other programs never see them.
+ * NODE_OPTIONS and PYTHONPATH with the hooks put before what `env` has: only node reads NODE_OPTIONS and only
+ * python PYTHONPATH, so other programs never see them. The Node hook comes first so that it is installed
+ * before a --require of the user's own (which may create a session at once), and once: a nested
+ * `tensorpool run` or a child started with its parent's environment adds it no second time.
  */
-function hookEnvironment(env: NodeJS.ProcessEnv): { NODE_OPTIONS?: string; PYTHONPATH: string } {
+function hookEnvironment(env: NodeJS.ProcessEnv, withNodeHook: boolean): { NODE_OPTIONS?: string; PYTHONPATH: string } {
   const out: { NODE_OPTIONS?: string; PYTHONPATH: string } = { PYTHONPATH: [listSafePath(pythonHooks), env.PYTHONPATH].filter(Boolean).join(path.delimiter) };
   // Run from the sources unbuilt, there is no compiled hook: node would refuse to start with a missing --require.
-  if (fs.existsSync(nodeHook)) {
+  if (withNodeHook && fs.existsSync(nodeHook)) {
     // NODE_OPTIONS splits at spaces except within double quotes, where a backslash escapes the next character.
-    const quoted = `"${nodeHook.replace(/[\\"]/g, '\\$&')}"`;
-    out.NODE_OPTIONS = [env.NODE_OPTIONS, `--require ${quoted}`].filter(Boolean).join(' ');
+    const hook = `--require "${nodeHook.replace(/[\\"]/g, '\\$&')}"`;
+    const given = env.NODE_OPTIONS ?? '';
+    out.NODE_OPTIONS = given.includes(hook) ? given : [hook, given].filter(Boolean).join(' ');
   }
   return out;
+}
+
+/** Node's permission model (--permission, --experimental-permission) denies reading the hook, and node would not start. */
+const NODE_PERMISSION = /^--(experimental-)?permission$/;
+
+/**
+ * Whether `command` starts node under its permission model: then it gets no Node hook. (With the model in
+ * NODE_OPTIONS, `tensorpool run` itself reads its files only where the user allowed it: so may the hook.)
+ */
+function nodeWithPermissions(command: string[]): boolean {
+  if (!/^node(\d+)?$/.test(path.basename(command[0])) && command[0] !== process.execPath) return false;
+  return command.slice(1).some((option) => NODE_PERMISSION.test(option));
 }
 
 export const runCommand: Command = {
@@ -145,7 +161,11 @@ export const runCommand: Command = {
       }
       settings.TENSORPOOL_DECAY_MS = values.decay;
     }
-    const env = runEnvironment(process.env, settings, hooks);
+    const withNodeHook = hooks && !nodeWithPermissions(command);
+    if (hooks && !withNodeHook) {
+      console.error("tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)");
+    }
+    const env = runEnvironment(process.env, settings, hooks, withNodeHook);
 
     return new Promise<number>((resolve, reject) => {
       const child = spawn(command[0], command.slice(1), { stdio: 'inherit', env });

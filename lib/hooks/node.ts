@@ -25,6 +25,8 @@ import { MARKED_ELSEWHERE } from './marked-elsewhere.js';
 
 const MARKS_CHANNEL = 'tensorpool:hooks:marks';
 const ONNXRUNTIME_MAIN = /[\\/]onnxruntime-node[\\/]dist[\\/]index\.js$/;
+/** Requests that may name onnxruntime-node ('onnxruntime-node', a path to its folder or its main file): only these are resolved. */
+const MAY_BE_ONNXRUNTIME = /onnxruntime-node/;
 
 interface SessionClass {
   create(...args: unknown[]): Promise<unknown>;
@@ -133,12 +135,28 @@ function patch(ort: unknown): void {
   };
 }
 
+/** Whether `request`, required from `parent`, loads onnxruntime-node's main file (by name, folder, path or file). */
+function isOnnxruntime(moduleInternals: ModuleInternals, request: string, parent: unknown, isMain: unknown): boolean {
+  if (request === 'onnxruntime-node' || ONNXRUNTIME_MAIN.test(request)) return true;
+  if (!MAY_BE_ONNXRUNTIME.test(request)) return false;
+  try {
+    return ONNXRUNTIME_MAIN.test(moduleInternals._resolveFilename(request, parent, isMain));
+  } catch {
+    return false; // load() has just found it: never here
+  }
+}
+
+interface ModuleInternals {
+  _load(request: string, ...rest: unknown[]): unknown;
+  _resolveFilename(request: string, parent: unknown, isMain: unknown): string;
+}
+
 function install(): void {
-  const moduleInternals = Module as unknown as { _load(request: string, ...rest: unknown[]): unknown };
+  const moduleInternals = Module as unknown as ModuleInternals;
   const load = moduleInternals._load;
   moduleInternals._load = function (this: unknown, request: string, ...rest: unknown[]) {
     const exports = load.call(this, request, ...rest);
-    if (patched === null && (request === 'onnxruntime-node' || ONNXRUNTIME_MAIN.test(request))) {
+    if (patched === null && !disabled && typeof request === 'string' && isOnnxruntime(moduleInternals, request, rest[0], rest[1])) {
       try {
         patch(exports);
       } catch (error) {

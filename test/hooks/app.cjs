@@ -1,12 +1,16 @@
 // A plain onnxruntime-node app (no tensorpool): test/hooks.test.ts runs it under `tensorpool run`.
-// argv: model file, runs, how ('sequential' | 'concurrent' | 'arena' | 'worker'), batch.
+// argv: model file, runs, how ('sequential' | 'concurrent' | 'arena' | 'worker' | 'path': onnxruntime-node
+// required by its folder's path | 'early': the session test/hooks/early-session.cjs made in a --require
+// before the app), batch.
 // Prints one JSON line: the outputs' sums, one per run.
+const path = require('node:path');
 const { Worker, isMainThread, workerData, parentPort } = require('node:worker_threads');
-const ort = require('onnxruntime-node');
+const byPath = (isMainThread ? process.argv[4] : workerData[2]) === 'path';
+const ort = byPath ? require(path.dirname(require.resolve('onnxruntime-node/package.json'))) : require('onnxruntime-node');
 
 async function main([model, runs, how, batch]) {
   const options = how === 'arena' ? { enableCpuMemArena: true, enableMemPattern: true } : {};
-  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1, ...options });
+  const session = how === 'early' ? await globalThis.earlySession : await ort.InferenceSession.create(model, { intraOpNumThreads: 1, ...options });
   const n = Number(batch);
   const input = () => {
     const values = new Float32Array(n * 8 * 32 * 32);
