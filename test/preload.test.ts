@@ -452,6 +452,34 @@ describe('the preload library: the process allocator', () => {
       expect(ours.out.trim()).toBe('malloc_usable_size(malloc(100)) >= 100: yes');
     });
 
+    // Each allocator preloaded after the library serves, measures and frees what is below the threshold, as it
+    // does without the library: the same usable sizes (glibc's debug library with MALLOC_CHECK_=3 answers the
+    // exact size asked, glibc's tst-malloc-usable), no crash. The library called glibc's malloc directly and
+    // sent the debug library, jemalloc and the rest nothing (tcmalloc and mimalloc: SIGSEGV).
+    const multiarch = spawnSync('cc', ['-print-multiarch'], { encoding: 'utf8' }).stdout.trim();
+    const libdir = `/usr/lib/${multiarch || 'x86_64-linux-gnu'}`;
+    const peers = [
+      { name: "glibc's debug library", file: 'libc_malloc_debug.so.0', env: { MALLOC_CHECK_: '3' }, aligned: true },
+      { name: 'jemalloc', file: 'libjemalloc.so.2', env: {}, aligned: true },
+      { name: 'tcmalloc', file: 'libtcmalloc_minimal.so.4', env: {}, aligned: true },
+      // (its usable size of an aligned block depends on where the block landed: those lines are left out)
+      { name: 'mimalloc', file: 'libmimalloc.so.2', env: {}, aligned: false },
+    ];
+    for (const peer of peers) {
+      const file = path.join(libdir, peer.file);
+      const absent = fs.existsSync(file) ? '' : ` (skipped: ${file} is not installed)`;
+      it.skipIf(absent !== '')(`below the threshold, the allocator next in the chain serves: ${peer.name} preloaded after the library${absent}`, () => {
+        const keep = (out: string) => (peer.aligned ? out : out.split('\n').filter((l) => !l.includes('aligned:')).join('\n'));
+        const alone = semantics('chain', { LD_PRELOAD: file, ...peer.env });
+        expect(alone.code, alone.err).toBe(0);
+        const chained = semantics('chain', { LD_PRELOAD: `${preloadLibrary}:${file}`, ...peer.env });
+        expect(chained.signal, chained.err).toBeNull();
+        expect(chained.code, chained.err).toBe(0);
+        expect(keep(chained.out)).toBe(keep(alone.out));
+        expect(chained.out).toMatch(/realloc across the threshold and back: intact/);
+      });
+    }
+
     it('errno: untouched by served requests, ENOMEM after a failed posix_memalign, as glibc', () => {
       const glibc = semantics('errno');
       expect(glibc.out).toMatch(/untouched/);

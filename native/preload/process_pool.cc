@@ -19,6 +19,7 @@
 #include "os/os.h"
 #include "core/pool.h"
 #include "fork.h"
+#include "next_allocator.h"
 #include "plan_file.h"
 #include "program_name.h"
 #include "record_file.h"
@@ -343,6 +344,10 @@ uint64_t defaultReserve() {
 
 // Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
 void initialise() {
+  // The next allocator found and set up before the pool's fork handlers are registered (holdPoolAcrossFork):
+  // pthread_atfork's prepare handlers run last registered first, so the pool's locks are then taken before
+  // the next allocator's (jemalloc's), the order in which a thread inside the pool takes them.
+  resolveNextAllocator();
   InternalScope inside;
   auto fail = [](const std::string& why) { say(why + "; the pool is off, the C library serves every allocation"); };
   const char* minText = getenv("TENSORPOOL_MIN_BYTES");
