@@ -480,6 +480,19 @@ describe('the preload library: the process allocator', () => {
       });
     }
 
+    it("what the next allocator's lookup allocates (a dlsym that allocates, as glibc's before 2.34) comes from the bootstrap buffer, and is read, grown and freed like any block", () => {
+      const spy = path.join(tmp, 'dlsym-allocates.so');
+      const compiled = spawnSync('cc', ['-shared', '-fPIC', '-O1', '-w', '-o', spy, path.resolve(__dirname, 'preload/dlsym-allocates.c'), '-ldl'], { encoding: 'utf8' });
+      expect(compiled.status, compiled.stderr).toBe(0);
+      for (const threshold of ['64K', '1']) {
+        const r = semantics('chain', { LD_PRELOAD: `${preloadLibrary}:${spy}`, TENSORPOOL_MIN_BYTES: threshold });
+        expect(r.code, r.err).toBe(0);
+        expect(r.out).toMatch(/realloc across the threshold and back: intact/);
+        // 25 and 41 bytes exactly: the bootstrap's blocks (glibc's malloc would round them up to 40 and 56).
+        expect(r.err).toMatch(/^bootstrap blocks: 4, usable sizes when made: 25 41 25 41; after realloc: intact$/m);
+      }
+    });
+
     it('errno: untouched by served requests, ENOMEM after a failed posix_memalign, as glibc', () => {
       const glibc = semantics('errno');
       expect(glibc.out).toMatch(/untouched/);
