@@ -297,6 +297,31 @@ describe('the preload library: the process allocator', () => {
     expect(fs.readdirSync(tmp).filter((f) => f.startsWith('kept.csv.'))).toEqual([]);
   });
 
+  // Each program allocates ten blocks of 400,000 bytes, then is sent SIGINT, as Ctrl-C would: Node without a
+  // handler of its own (its handler for the terminal's state raises the signal again: the process ends by it),
+  // Node with one that exits, Python (KeyboardInterrupt; it then ends itself by SIGINT). The library wrote
+  // nothing for the first and the last: the signal's default action runs no atexit handler.
+  const python = spawnSync('python3', ['-c', '0']).status === 0;
+  const sigintPrograms = [
+    { name: 'node, no SIGINT handler of its own', command: [process.execPath, '-e', "const a = []; for (let i = 0; i < 10; i++) a.push(new Float32Array(100000)); process.kill(process.pid, 'SIGINT'); setTimeout(() => {}, 20000)"], signal: 'SIGINT', code: null, size: 400_000 },
+    { name: "node with process.on('SIGINT') exiting", command: [process.execPath, '-e', "process.on('SIGINT', () => process.exit(130)); const a = []; for (let i = 0; i < 10; i++) a.push(new Float32Array(100000)); process.kill(process.pid, 'SIGINT'); setTimeout(() => {}, 20000)"], signal: null, code: 130, size: 400_000 },
+    { name: 'python3, KeyboardInterrupt', command: ['python3', '-c', 'import os, signal, time\nb = [bytearray(400000) for _ in range(10)]\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(20)'], signal: 'SIGINT', code: null, size: 0, skip: python ? '' : ' (skipped: no python3)' },
+  ];
+  for (const p of sigintPrograms) {
+    it.skipIf(Boolean(p.skip))(`SIGINT: ${p.name} leaves a complete recording${p.skip ?? ''}`, () => {
+      const file = path.join(tmp, 'sigint.csv');
+      fs.rmSync(file, { force: true });
+      const r = spawnSync(p.command[0], p.command.slice(1), { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_RECORD: file }, timeout: 60_000 });
+      expect(r.signal, r.stderr).toBe(p.signal);
+      expect(r.status).toBe(p.code);
+      expect(fs.existsSync(file), r.stderr).toBe(true);
+      // python's bytearray asks malloc for its bytes and a header of its own
+      const sizes = readTrace(file).sizes.filter((s) => (p.size ? s === p.size : s >= 400_000 && s < 400_100));
+      expect(sizes.length).toBeGreaterThanOrEqual(10);
+      expect(fs.readdirSync(tmp).filter((f) => f.startsWith('sigint.csv.'))).toEqual([]);
+    });
+  }
+
   it('a process that allocates nothing above the threshold never maps its plan', () => {
     const builder = new TraceBuilder();
     builder.free(builder.alloc(64 * 2 ** 20, 0), 0);
@@ -512,11 +537,13 @@ describe('the preload library: the process allocator', () => {
       expect(Number(/requests >= 65536 B\): allocs (\d+)/.exec(r.stderr)?.[1])).toBeGreaterThanOrEqual(4);
     });
 
-    it('SIGTERM with its default action still writes the recording, and the program ends by the signal', () => {
-      const file = path.join(tmp, 'sigterm.csv');
-      const r = preloaded('sigterm', { TENSORPOOL_RECORD: file });
-      expect(r.signal).toBe('SIGTERM');
-      expect(readTrace(file).sizes.filter((s) => s === 256 * 1024)).toHaveLength(10);
+    it('SIGTERM or SIGINT (Ctrl-C) with its default action still writes the recording, and the program ends by the signal', () => {
+      for (const signal of ['SIGTERM', 'SIGINT']) {
+        const file = path.join(tmp, `${signal}.csv`);
+        const r = preloaded(signal.toLowerCase(), { TENSORPOOL_RECORD: file });
+        expect(r.signal).toBe(signal);
+        expect(readTrace(file).sizes.filter((s) => s === 256 * 1024)).toHaveLength(10);
+      }
     });
 
     it("an invalid or double free aborts with glibc's message", () => {

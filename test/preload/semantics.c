@@ -8,6 +8,7 @@
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
  *   semantics sigterm    ten 256 KiB blocks, then SIGTERM (its default action ends the program)
+ *   semantics sigint     the same with SIGINT (Ctrl-C)
  *   semantics chain      small blocks through every entry point: their usable sizes, realloc across the
  *                        threshold and back
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
@@ -199,12 +200,12 @@ int main(int argc, char** argv) {
     free(guard);
     return 0;
   }
-  if (!strcmp(what, "sigterm")) {
+  if (!strcmp(what, "sigterm") || !strcmp(what, "sigint")) {
     for (int i = 0; i < 10; i++) free(malloc(256 << 10));
-    raise(SIGTERM);
+    raise(!strcmp(what, "sigint") ? SIGINT : SIGTERM);
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free|sigterm|sigint|chain|usable-size|realloc-grow\n");
   return 2;
 }
