@@ -88,9 +88,8 @@ void resetThenCall(int signal, siginfo_t* info, void* context) {
   else program.sa_handler(signal);
 }
 
-bool isHandler(const struct sigaction& a) {
-  return (a.sa_flags & SA_SIGINFO) || (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN);
-}
+// (sa_handler and sa_sigaction share their storage: SIG_DFL and SIG_IGN read the same through either)
+bool isHandler(const struct sigaction& a) { return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN; }
 
 // What the kernel holds now, as the program should see it. A program's signal() or sigset() reaches the
 // kernel without this library: where the kernel no longer holds what was installed here, the program's is.
@@ -113,6 +112,9 @@ int programView(Watched& w, struct sigaction* view) {
   return 0;
 }
 
+// Found at load, outside any signal handler (dlsym is not async-signal-safe).
+__attribute__((constructor)) void findNextSigaction() { realSigaction(); }
+
 }  // namespace
 
 void flushOnTerminatingSignals(void (*flush)()) {
@@ -120,7 +122,7 @@ void flushOnTerminatingSignals(void (*flush)()) {
   flushing.store(flush, std::memory_order_release);
   for (Watched& w : watched) {
     struct sigaction current {};
-    if (realSigaction()(w.signal, nullptr, &current) == 0 && !isHandler(current) && current.sa_handler == SIG_DFL) installFlush(w);
+    if (realSigaction()(w.signal, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) installFlush(w);
   }
 }
 
@@ -136,7 +138,7 @@ extern "C" __attribute__((visibility("default"))) int sigaction(int signal, cons
   if (old && programView(*w, &view) != 0) return -1;
   if (act) {
     int result;
-    if (!isHandler(*act) && act->sa_handler == SIG_DFL) {
+    if (act->sa_handler == SIG_DFL) {
       result = installFlush(*w);
     } else if (isHandler(*act) && (act->sa_flags & SA_RESETHAND)) {
       w->program = *act;

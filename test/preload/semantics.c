@@ -201,8 +201,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!strcmp(what, "sigterm") || !strcmp(what, "sigint")) {
+    const int signal = !strcmp(what, "sigint") ? SIGINT : SIGTERM;
+    struct sigaction seen;
+    sigaction(signal, NULL, &seen);  /* the program's own view: the default action it left */
+    printf("%s's action: %s\n", what, seen.sa_handler == SIG_DFL ? "default" : "not the default");
     for (int i = 0; i < 10; i++) free(malloc(256 << 10));
-    raise(!strcmp(what, "sigint") ? SIGINT : SIGTERM);
+    raise(signal);
     sleep(30);
     return 0;
   }
