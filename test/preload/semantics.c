@@ -183,9 +183,9 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "oom")) return oom();
   if (!strcmp(what, "realloc-grow")) return reallocGrow();
   if (!strcmp(what, "usable-size")) return usableSize();
-  if (!strcmp(what, "chain")) return chain();
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
+  if (!strcmp(what, "chain")) return chain();
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
     memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
@@ -210,6 +210,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free|sigterm|sigint|chain|usable-size|realloc-grow\n");
+  fprintf(stderr, "usage: semantics oom|calloc|errno|free-offset|double-free|sigterm\n");
   return 2;
 }
