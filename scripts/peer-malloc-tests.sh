@@ -22,10 +22,11 @@
 #   usage: sh scripts/peer-malloc-tests.sh [--help] [LIBRARY]   (npm run test:peer-malloc)
 #   LIBRARY defaults to build/Release/tensorpool-preload.so; another branch's build can be given.
 #
-# Environment: PEER_TESTS_CACHE (above); PEER_TESTS_TIMEOUT, seconds per test run (default 180: under the
-# library at 1 byte, tst-dynarray-fail runs with libc_malloc_debug.so's mtrace on, which then writes a line
-# for each allocation of the pool's own bookkeeping: 64 s alone on 2 cores, glibc 4 s; glibc's test driver
-# has its own timeout, 20 s unless the test sets it); PEER_TESTS_JOBS, tests run at once (default: the
+# Environment: PEER_TESTS_CACHE (above); PEER_TESTS_TIMEOUT, seconds per test run (default 240); glibc's
+# test driver has its own timeout, 20 s unless the test sets it, doubled here (TIMEOUTFACTOR=2) in every
+# configuration: under the library at 1 byte, tst-dynarray-fail (90 s) runs with libc_malloc_debug.so's
+# mtrace on, which then also writes a line for each allocation of the pool's own bookkeeping (64 s alone
+# on 2 cores, 91 s beside another test run; glibc 4 s); PEER_TESTS_JOBS, tests run at once (default: the
 # number of CPUs); PEER_TESTS_ONLY, an extended regular expression: only the tests whose names match.
 # The logs of a run with a regression are kept (the last line names their directory).
 set -eu
@@ -39,7 +40,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 library=${1:-$repo/build/Release/tensorpool-preload.so}
 [ -f "$library" ] || { echo "peer-malloc-tests: no library at $library (build it: npm run build:native)" >&2; exit 2; }
 library=$(cd "$(dirname "$library")" && pwd)/$(basename "$library")
-timeout=${PEER_TESTS_TIMEOUT:-180}
+timeout=${PEER_TESTS_TIMEOUT:-240}
 jobs=${PEER_TESTS_JOBS:-$(nproc)}
 if [ -n "${PEER_TESTS_CACHE:-}" ]; then cache=$PEER_TESTS_CACHE
 elif mkdir -p /var/cache/tensorpool-peer-tests 2>/dev/null && [ -w /var/cache/tensorpool-peer-tests ]; then cache=/var/cache/tensorpool-peer-tests
@@ -225,7 +226,7 @@ run() {
     log=$results/$config/$name.log
     status=0
     start=$(date +%s.%N)
-    (cd "$dir" && TMPDIR=$dir timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
+    (cd "$dir" && TMPDIR=$dir TIMEOUTFACTOR=2 timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
     case $status in
       0) verdict=pass ;;
       77) verdict=unsupported ;;
