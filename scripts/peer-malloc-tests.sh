@@ -5,6 +5,10 @@
 # malloc; 8 threads, scale 25, 20 rounds), each run under plain glibc, then with LIBRARY preloaded at the default threshold and at
 # TENSORPOOL_MIN_BYTES=1 (every allocation through the pool). Every test that passes under glibc must pass
 # under the library: the script exits 1 otherwise, and prints a row per test and a line per configuration.
+# The tests of glibc's own chunk format (a corrupted chunk size or tcache pointer must abort) are also run
+# under each replacement allocator installed (mimalloc, jemalloc, tcmalloc: Debian's libmimalloc2.0,
+# libjemalloc2 and libtcmalloc-minimal4, installed here when missing and this is root): one that fails
+# under the library at 1 byte is a known difference only where it fails under every one of them too.
 #
 # No third-party source enters the repository: the source packages are fetched with `apt-get source`
 # through a private apt configuration (deb-src entries for this Debian release; the system's is not
@@ -18,8 +22,11 @@
 #   usage: sh scripts/peer-malloc-tests.sh [--help] [LIBRARY]   (npm run test:peer-malloc)
 #   LIBRARY defaults to build/Release/tensorpool-preload.so; another branch's build can be given.
 #
-# Environment: PEER_TESTS_CACHE (above); PEER_TESTS_TIMEOUT, seconds per test run (default 60; glibc's
-# test driver has its own, 20 s unless the test sets it); PEER_TESTS_JOBS, tests run at once (default: the
+# Environment: PEER_TESTS_CACHE (above); PEER_TESTS_TIMEOUT, seconds per test run (default 240); glibc's
+# test driver has its own timeout, 20 s unless the test sets it, doubled here (TIMEOUTFACTOR=2) in every
+# configuration: under the library at 1 byte, tst-dynarray-fail (90 s) runs with libc_malloc_debug.so's
+# mtrace on, which then also writes a line for each allocation of the pool's own bookkeeping (64 s alone
+# on 2 cores, 91 s beside another test run; glibc 4 s); PEER_TESTS_JOBS, tests run at once (default: the
 # number of CPUs); PEER_TESTS_ONLY, an extended regular expression: only the tests whose names match.
 # The logs of a run with a regression are kept (the last line names their directory).
 set -eu
@@ -33,7 +40,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 library=${1:-$repo/build/Release/tensorpool-preload.so}
 [ -f "$library" ] || { echo "peer-malloc-tests: no library at $library (build it: npm run build:native)" >&2; exit 2; }
 library=$(cd "$(dirname "$library")" && pwd)/$(basename "$library")
-timeout=${PEER_TESTS_TIMEOUT:-60}
+timeout=${PEER_TESTS_TIMEOUT:-240}
 jobs=${PEER_TESTS_JOBS:-$(nproc)}
 if [ -n "${PEER_TESTS_CACHE:-}" ]; then cache=$PEER_TESTS_CACHE
 elif mkdir -p /var/cache/tensorpool-peer-tests 2>/dev/null && [ -w /var/cache/tensorpool-peer-tests ]; then cache=/var/cache/tensorpool-peer-tests
@@ -49,10 +56,22 @@ for name in $(env | sed -n 's/^\(TENSORPOOL_[A-Za-z0-9_]*\)=.*/\1/p'); do unset 
 
 # --- Sources: apt-get source through a private configuration, into the cache -------------------------------
 # apt-get source unpacks with dpkg-source (dpkg-dev), installed here when missing and this is root.
-if ! command -v dpkg-source >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev; } >/dev/null 2>&1 || true
+# The replacement allocators the chunk-format tests are measured under, likewise.
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+peer_libs="mimalloc:/usr/lib/$multiarch/libmimalloc.so.2 jemalloc:/usr/lib/$multiarch/libjemalloc.so.2 tcmalloc:/usr/lib/$multiarch/libtcmalloc_minimal.so.4"
+missing=
+command -v dpkg-source >/dev/null 2>&1 || missing=dpkg-dev
+for peer in $peer_libs; do
+  [ -f "${peer#*:}" ] && continue
+  case ${peer%%:*} in mimalloc) missing="$missing libmimalloc2.0" ;; jemalloc) missing="$missing libjemalloc2" ;; tcmalloc) missing="$missing libtcmalloc-minimal4" ;; esac
+done
+if [ -n "$missing" ] && [ "$(id -u)" -eq 0 ]; then
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing; } >/dev/null 2>&1 || true
 fi
+peers=
+for peer in $peer_libs; do [ -f "${peer#*:}" ] && peers="$peers $peer"; done
 for tool in dpkg-query dpkg-source apt-get gcc flock timeout; do
   command -v "$tool" >/dev/null 2>&1 || { echo "peer-malloc-tests: needs $tool (Debian with apt-get, dpkg-dev and gcc)" >&2; exit 2; }
 done
@@ -154,14 +173,22 @@ skip_reason() {
   esac
 }
 
+# Tests of glibc's own chunk format: they corrupt a freed chunk's size word (tst-malloc-backtrace) or a
+# tcache or fastbin pointer (tst-safe-linking) and expect glibc's abort. With every block from the pool
+# (TENSORPOOL_MIN_BYTES=1) there is no glibc chunk to corrupt; each is also run under every replacement
+# allocator installed, and a failure under the library is a known difference only where it failed under all.
+chunk_format_tests="tst-malloc-backtrace tst-safe-linking"
+
 # Where the library is known to differ from glibc, and why: printed with the results, never counted as passes.
 known_difference() {
-  case $1/$2 in
-    default/tst-malloc-usable|default/tst-malloc-usable-tunables)
-      echo "MALLOC_CHECK_=3 with libc_malloc_debug.so preloaded after the library: blocks below the threshold come from glibc's own malloc (__libc_malloc), not from the debug library, whose exact usable size (7) the test checks" ;;
-    min1/tst-malloc-backtrace|min1/tst-safe-linking)
-      echo "tests glibc's own heap hardening (a corrupted chunk size or tcache pointer must abort): with every block from the pool there is no glibc chunk to corrupt" ;;
-  esac
+  [ "$1" = min1 ] || return 0
+  case " $chunk_format_tests " in *" $2 "*) ;; *) return 0 ;; esac
+  measured=
+  for peer in $peers; do
+    [ "$(cat "$results/peer-${peer%%:*}/$2.status" 2>/dev/null)" = fail ] || return 0
+    measured="$measured${measured:+, }${peer%%:*}"
+  done
+  [ -z "$measured" ] || echo "a test of glibc's own chunk format: fails under every replacement allocator ($measured measured)"
 }
 
 # --- Run: each test under glibc, then under the library at the default threshold and at 1 byte -------------
@@ -174,17 +201,22 @@ while read -r name; do
 done <"$build/tests" >"$results/list"
 echo "mimalloc/test-stress" >>"$results/list"
 if [ -n "${PEER_TESTS_ONLY:-}" ]; then grep -E -- "$PEER_TESTS_ONLY" "$results/list" >"$results/only" || true; mv "$results/only" "$results/list"; fi
-# run CONFIG: every listed test under CONFIG (glibc, default, min1); writes $results/CONFIG/<test>.{log,status}.
+# run CONFIG [LIST]: every test of LIST (default: every listed test) under CONFIG (glibc, default, min1, or
+# peer-NAME: the replacement allocator NAME preloaded instead of the library); writes
+# $results/CONFIG/<test>.{log,status}.
 run() {
   config=$1
   mkdir -p "$results/$config"
-  export config results build library timeout
+  peer_lib=
+  for peer in $peers; do [ "$config" = "peer-${peer%%:*}" ] && peer_lib=${peer#*:}; done
+  export config results build library timeout peer_lib
   xargs -P "$jobs" -I{} sh -c '
     name=${0##*/}
     case $config in
       glibc) preload= ; min= ;;
       default) preload=$library; min= ;;
       min1) preload=$library; min=1 ;;
+      peer-*) preload=$peer_lib; min= ;;
     esac
     if [ "$0" = mimalloc/test-stress ]; then set -- "$build/test-stress" 8 25 20; extra=
     else set -- "$build/malloc/$name"; extra=$(sed -n "s/^$name //p" "$build/env"); fi
@@ -194,7 +226,7 @@ run() {
     log=$results/$config/$name.log
     status=0
     start=$(date +%s.%N)
-    (cd "$dir" && TMPDIR=$dir timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
+    (cd "$dir" && TMPDIR=$dir TIMEOUTFACTOR=2 timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
     case $status in
       0) verdict=pass ;;
       77) verdict=unsupported ;;
@@ -205,9 +237,11 @@ run() {
     echo "$verdict" >"$results/$config/$name.status"
     echo "$start $(date +%s.%N)" | awk "{ printf \"%.1f\", \$2 - \$1 }" >"$results/$config/$name.seconds"
     rm -rf "$dir"
-  ' {} <"$results/list"
+  ' {} <"${2:-$results/list}"
 }
 for config in glibc default min1; do run "$config"; done
+for test in $chunk_format_tests; do grep -x "glibc/$test" "$results/list" || true; done >"$results/chunk-format"
+for peer in $peers; do [ -s "$results/chunk-format" ] && run "peer-${peer%%:*}" "$results/chunk-format"; done
 finished=$(date +%s)
 
 # --- Report -------------------------------------------------------------------------------------------------
@@ -229,6 +263,11 @@ while read -r test; do
 done <"$results/list"
 echo
 while read -r line; do echo "skipped: $line"; done <"$results/skipped"
+while read -r test; do
+  line=
+  for peer in $peers; do line="$line${line:+, }${peer%%:*} $(verdict "peer-${peer%%:*}" "$test")"; done
+  echo "$test under the replacement allocators: ${line:-none installed}"
+done <"$results/chunk-format"
 for test in $(cat "$results/list"); do
   g=$(verdict glibc "$test")
   [ "$g" = pass ] || [ "$g" = unsupported ] || echo "glibc $glibc_version fails $test itself: $(grep -v '^$' "$results/glibc/${test##*/}.log" | tail -n 1)"

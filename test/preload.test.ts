@@ -295,6 +295,33 @@ describe('the preload library: the process allocator', () => {
     expect(fs.readdirSync(tmp).filter((f) => f.startsWith('kept.csv.'))).toEqual([]);
   });
 
+  // Each program allocates ten blocks of 400,000 bytes, then is sent SIGINT, as Ctrl-C would: Node without a
+  // handler of its own (its handler for the terminal's state raises the signal again: the process ends by it),
+  // Node with one that exits, Python (KeyboardInterrupt; it then ends itself by SIGINT). The library wrote
+  // nothing for the first and the last: the signal's default action runs no atexit handler.
+  const python = spawnSync('python3', ['-c', '0']).status === 0;
+  const sigintPrograms = [
+    { name: 'node, no SIGINT handler of its own', command: [process.execPath, '-e', "const a = []; for (let i = 0; i < 10; i++) a.push(new Float32Array(100000)); process.kill(process.pid, 'SIGINT'); setTimeout(() => {}, 20000)"], signal: 'SIGINT', code: null, size: 400_000 },
+    { name: "node with process.on('SIGINT') exiting", command: [process.execPath, '-e', "process.on('SIGINT', () => process.exit(130)); const a = []; for (let i = 0; i < 10; i++) a.push(new Float32Array(100000)); process.kill(process.pid, 'SIGINT'); setTimeout(() => {}, 20000)"], signal: null, code: 130, size: 400_000 },
+    { name: 'python3, KeyboardInterrupt', command: ['python3', '-c', 'import os, signal, time\nb = [bytearray(400000) for _ in range(10)]\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(20)'], signal: 'SIGINT', code: null, size: 0, skip: python ? '' : ' (skipped: no python3)' },
+  ];
+  for (const p of sigintPrograms) {
+    it.skipIf(Boolean(p.skip))(`SIGINT: ${p.name} leaves a complete recording${p.skip ?? ''}`, () => {
+      const file = path.join(tmp, 'sigint.csv');
+      fs.rmSync(file, { force: true });
+      const r = spawnSync(p.command[0], p.command.slice(1), { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_RECORD: file }, timeout: 60_000 });
+      expect(r.signal, r.stderr).toBe(p.signal);
+      expect(r.status).toBe(p.code);
+      expect(fs.existsSync(file), r.stderr).toBe(true);
+      // Python saw SIGINT's default action, so it installed its own handler: KeyboardInterrupt as without the library
+      if (p.command[0] === 'python3') expect(r.stderr).toMatch(/KeyboardInterrupt/);
+      // python's bytearray asks malloc for its bytes and a header of its own
+      const sizes = readTrace(file).sizes.filter((s) => (p.size ? s === p.size : s >= 400_000 && s < 400_100));
+      expect(sizes.length).toBeGreaterThanOrEqual(10);
+      expect(fs.readdirSync(tmp).filter((f) => f.startsWith('sigint.csv.'))).toEqual([]);
+    });
+  }
+
   it('a process that allocates nothing above the threshold never maps its plan', () => {
     const builder = new TraceBuilder();
     builder.free(builder.alloc(64 * 2 ** 20, 0), 0);
@@ -482,6 +509,47 @@ describe('the preload library: the process allocator', () => {
       expect(ours.out.trim()).toBe('malloc_usable_size(malloc(100)) >= 100: yes');
     });
 
+    // Each allocator preloaded after the library serves, measures and frees what is below the threshold, as it
+    // does without the library: the same usable sizes (glibc's debug library with MALLOC_CHECK_=3 answers the
+    // exact size asked, glibc's tst-malloc-usable), no crash. The library called glibc's malloc directly and
+    // sent the debug library, jemalloc and the rest nothing (tcmalloc and mimalloc: SIGSEGV).
+    const multiarch = spawnSync('cc', ['-print-multiarch'], { encoding: 'utf8' }).stdout.trim();
+    const libdir = `/usr/lib/${multiarch || 'x86_64-linux-gnu'}`;
+    const peers = [
+      { name: "glibc's debug library", file: 'libc_malloc_debug.so.0', env: { MALLOC_CHECK_: '3' }, aligned: true },
+      { name: 'jemalloc', file: 'libjemalloc.so.2', env: {}, aligned: true },
+      { name: 'tcmalloc', file: 'libtcmalloc_minimal.so.4', env: {}, aligned: true },
+      // (its usable size of an aligned block depends on where the block landed: those lines are left out)
+      { name: 'mimalloc', file: 'libmimalloc.so.2', env: {}, aligned: false },
+    ];
+    for (const peer of peers) {
+      const file = path.join(libdir, peer.file);
+      const absent = fs.existsSync(file) ? '' : ` (skipped: ${file} is not installed)`;
+      it.skipIf(absent !== '')(`below the threshold, the allocator next in the chain serves: ${peer.name} preloaded after the library${absent}`, () => {
+        const keep = (out: string) => (peer.aligned ? out : out.split('\n').filter((l) => !l.includes('aligned:')).join('\n'));
+        const alone = semantics('chain', { LD_PRELOAD: file, ...peer.env });
+        expect(alone.code, alone.err).toBe(0);
+        const chained = semantics('chain', { LD_PRELOAD: `${preloadLibrary}:${file}`, ...peer.env });
+        expect(chained.signal, chained.err).toBeNull();
+        expect(chained.code, chained.err).toBe(0);
+        expect(keep(chained.out)).toBe(keep(alone.out));
+        expect(chained.out).toMatch(/realloc across the threshold and back: intact/);
+      });
+    }
+
+    it("what the next allocator's lookup allocates (a dlsym that allocates, as glibc's before 2.34) comes from the bootstrap buffer, and is read, grown and freed like any block", () => {
+      const spy = path.join(tmp, 'dlsym-allocates.so');
+      const compiled = spawnSync('cc', ['-shared', '-fPIC', '-O1', '-w', '-o', spy, path.resolve(__dirname, 'preload/dlsym-allocates.c'), '-ldl'], { encoding: 'utf8' });
+      expect(compiled.status, compiled.stderr).toBe(0);
+      for (const threshold of ['64K', '1']) {
+        const r = semantics('chain', { LD_PRELOAD: `${preloadLibrary}:${spy}`, TENSORPOOL_MIN_BYTES: threshold });
+        expect(r.code, r.err).toBe(0);
+        expect(r.out).toMatch(/realloc across the threshold and back: intact/);
+        // 25 and 41 bytes exactly: the bootstrap's blocks (glibc's malloc would round them up to 40 and 56).
+        expect(r.err).toMatch(/^bootstrap blocks: 4, usable sizes when made: 25 41 25 41; after realloc: intact$/m);
+      }
+    });
+
     it('errno: untouched by served requests, ENOMEM after a failed posix_memalign, as glibc', () => {
       const glibc = semantics('errno');
       expect(glibc.out).toMatch(/untouched/);
@@ -501,11 +569,15 @@ describe('the preload library: the process allocator', () => {
       expect(Number(/requests >= 65536 B\): allocs (\d+)/.exec(r.stderr)?.[1])).toBeGreaterThanOrEqual(4);
     });
 
-    it('SIGTERM with its default action still writes the recording, and the program ends by the signal', () => {
-      const file = path.join(tmp, 'sigterm.csv');
-      const r = preloaded('sigterm', { TENSORPOOL_RECORD: file });
-      expect(r.signal).toBe('SIGTERM');
-      expect(readTrace(file).sizes.filter((s) => s === 256 * 1024)).toHaveLength(10);
+    it('SIGTERM or SIGINT (Ctrl-C) with its default action still writes the recording, and the program ends by the signal', () => {
+      for (const signal of ['SIGTERM', 'SIGINT']) {
+        const file = path.join(tmp, `${signal}.csv`);
+        const r = preloaded(signal.toLowerCase(), { TENSORPOOL_RECORD: file });
+        expect(r.signal).toBe(signal);
+        expect(r.out).toBe(`${signal.toLowerCase()}'s action: default\n`); // as the program left it
+        expect(r.out).toBe(semantics(signal.toLowerCase()).out);
+        expect(readTrace(file).sizes.filter((s) => s === 256 * 1024)).toHaveLength(10);
+      }
     });
 
     it("an invalid or double free aborts with glibc's message", () => {

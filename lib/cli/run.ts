@@ -26,8 +26,9 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    is refused with one line on stderr, and the C library serves
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
                    allocating thread as the stream) at exit, through a temporary file renamed over it:
-                   a previous FILE stays whole until the new one is complete (a program killed before
-                   it exits writes nothing). FILE must be a regular file or a new name. Where the
+                   a previous FILE stays whole until the new one is complete (SIGINT or SIGTERM
+                   ending the program writes it too; SIGKILL writes nothing). FILE must be a
+                   regular file or a new name. Where the
                    command starts others (npm, a shell), FILE keeps the run's largest recording; with
                    %p in FILE each process that used the pool writes its own file, %p its pid
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its

@@ -1,9 +1,10 @@
 // The malloc family, interposed (as mimalloc's alloc-override.c does for a whole allocator): a request
 // of at least TENSORPOOL_MIN_BYTES, with an alignment of at most 64, goes to the process pool; everything
-// else, and everything before the pool is ready or while a thread is inside it, goes to the C library's
-// own entry points (__libc_malloc & co., exported by glibc, so no dlsym runs on the allocation path).
-// free, realloc and malloc_usable_size tell the two apart by address (ownedByPool: a lock-free bitmap).
-#include <dlfcn.h>
+// else, and everything before the pool is ready or while a thread is inside it, goes to the next allocator
+// in the chain (next_allocator.h: glibc's malloc, or libc_malloc_debug.so, jemalloc, mimalloc preloaded
+// after this library), which also frees, resizes and measures every block it made: none of its blocks
+// reaches another allocator. free, realloc and malloc_usable_size tell the pool's blocks apart by address
+// (ownedByPool: a lock-free bitmap).
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,61 +14,38 @@
 #include <atomic>
 
 #include "core/header.h"
+#include "next_allocator.h"
 #include "process_pool.h"
-
-extern "C" {
-void* __libc_malloc(size_t);
-void __libc_free(void*);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-void* __libc_valloc(size_t);
-void* __libc_pvalloc(size_t);
-}
 
 namespace {
 
 using namespace tp::preload;
 
-// glibc's malloc_usable_size has no __libc_ alias: found once, from inside the pool's scope (dlsym may
-// allocate), the first time a C-library block is asked about. In the C library itself, not RTLD_NEXT: the
-// blocks below the threshold are __libc_malloc's, and an allocator preloaded after this library (jemalloc)
-// would answer for blocks it never made (SIGSEGV; glibc's tst-malloc-usable).
-size_t libcUsableSize(void* p) {
-  using Fn = size_t (*)(void*);
-  static Fn real = [] {
-    InternalScope inside;
-    void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    Fn found = libc ? reinterpret_cast<Fn>(dlsym(libc, "malloc_usable_size")) : nullptr;
-    if (libc) dlclose(libc);
-    return found;
-  }();
-  return real ? real(p) : 0;
-}
-
 bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-// Aligned blocks of the C library below the threshold (PyTorch's posix_memalign(64) of every small
+// Aligned blocks of glibc's malloc below the threshold (PyTorch's posix_memalign(64) of every small
 // tensor): glibc's memalign bypasses its thread cache and splits a larger chunk each time (the GRU trace
 // replayed through the library: 125 ns per allocation against tcmalloc's 54). Up to 64 bytes of alignment
 // they come from malloc instead, over-allocated by alignment - 16 (malloc's own alignment), and a block
 // that malloc did not return aligned starts further on (by 16, 32 or 48 bytes), the word before it holding
 // kShiftTag | the shift. That word is the chunk's size in glibc's layout, whose top 16 bits a real chunk
-// never has set (sizes < 2^48), so free() tells a shifted block from a chunk of glibc's by reading it.
+// never has set (sizes < 2^48), so free() tells a shifted block from a chunk of glibc's by reading it. Only
+// where the next allocator is glibc's malloc: before another allocator's block that word may be another
+// block's bytes, or unmapped; its own memalign serves then.
 constexpr uint64_t kShiftTag = uint64_t{0xF5A1} << 48;
 constexpr uint64_t kTagMask = uint64_t{0xFFFF} << 48;
 // Whether any block was shifted yet: until then free() need not read the word before a block. (A block
 // reaches another thread through the program's own synchronisation, which carries this store with it.)
 std::atomic<bool> anyShifted{false};
 
-void* libcAligned(size_t bytes, size_t alignment) {
-  if (alignment > tp::kBlockAlign) return __libc_memalign(alignment, bytes);
+void* nextAligned(size_t bytes, size_t alignment) {
+  if (alignment > tp::kBlockAlign || !nextIsGlibcMalloc()) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes);
   size_t padded;
   if (__builtin_add_overflow(bytes, alignment - 16, &padded)) {
     errno = ENOMEM;
     return nullptr;
   }
-  char* p = static_cast<char*>(__libc_malloc(padded));
+  char* p = static_cast<char*>(next.malloc.load(std::memory_order_relaxed)(padded));
   if (!p) return nullptr;
   const uintptr_t shift = (alignment - reinterpret_cast<uintptr_t>(p) % alignment) % alignment;  // 0, or 16..alignment-16
   if (shift == 0) return p;
@@ -77,46 +55,49 @@ void* libcAligned(size_t bytes, size_t alignment) {
   return q;
 }
 
-// The start of the C library's chunk of block q (not the pool's), and its shift. Only a block aligned to 32
-// can be a shifted one: any other pointer (free(p + 1)) goes to glibc as it is, without reading the word
-// before it, and glibc aborts on it as it would without us ("free(): invalid pointer").
-char* libcStart(void* q, uintptr_t* shift) {
+// The start of the next allocator's block q (not the pool's), and its shift. Only a block aligned to 32
+// can be a shifted one: any other pointer (free(p + 1)) goes to the next allocator as it is, without reading
+// the word before it, and glibc aborts on it as it would without us ("free(): invalid pointer").
+char* nextStart(void* q, uintptr_t* shift) {
   *shift = 0;
-  if (reinterpret_cast<uintptr_t>(q) % 32 != 0) return static_cast<char*>(q);
+  if (!anyShifted.load(std::memory_order_relaxed) || reinterpret_cast<uintptr_t>(q) % 32 != 0) return static_cast<char*>(q);
   const uint64_t word = static_cast<uint64_t*>(q)[-1];
   const uint64_t by = word & ~kTagMask;
   if ((word & kTagMask) == kShiftTag && (by == 16 || by == 32 || by == 48)) *shift = static_cast<uintptr_t>(by);
   return static_cast<char*>(q) - *shift;
 }
 
-void libcFree(void* q) {
-  if (!anyShifted.load(std::memory_order_relaxed)) return __libc_free(q);
+void nextFree(void* q) {
+  if (!anyShifted.load(std::memory_order_relaxed)) return next.free.load(std::memory_order_relaxed)(q);
   if (!q) return;
   uintptr_t shift;
-  __libc_free(libcStart(q, &shift));
+  next.free.load(std::memory_order_relaxed)(nextStart(q, &shift));
 }
 
-size_t libcUsable(void* q) {
+// Bytes usable in a block that is not the pool's (the bootstrap's, or the next allocator's).
+size_t nextUsable(void* q) {
   if (!q) return 0;
+  if (bootstrapOwns(q)) return bootstrapSize(q);
   uintptr_t shift;
-  return libcUsableSize(libcStart(q, &shift)) - shift;
+  return next.usableSize.load(std::memory_order_relaxed)(nextStart(q, &shift)) - shift;
 }
 
-// A block for a request the pool may serve, or the C library's when it may not (or the pool has none).
-// Out of line: malloc's own path, below the threshold, is a compare and a jump to the C library's.
+// A block for a request the pool may serve, or the next allocator's when it may not (or the pool has none).
+// Out of line: malloc's own path, below the threshold, is a compare and a jump to the next allocator.
 __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
     if (void* p = poolAlloc(bytes)) return p;
   }
-  return alignment <= 16 ? __libc_malloc(bytes) : libcAligned(bytes, alignment);
+  return alignment <= 16 ? next.malloc.load(std::memory_order_relaxed)(bytes) : nextAligned(bytes, alignment);
 }
 
-// realloc to another home (pool to C library, or either to the other side of the threshold).
+// realloc to another home (pool to next allocator, or either to the other side of the threshold, or out of
+// the bootstrap buffer).
 void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
   void* fresh = allocate(bytes, 16);
   if (!fresh) return nullptr;  // errno set; the old block stays valid, as realloc promises
   memcpy(fresh, old, oldBytes < bytes ? oldBytes : bytes);
-  if (ownedByPool(old)) poolFreeMoved(old); else libcFree(old);
+  if (ownedByPool(old)) poolFreeMoved(old); else nextFree(old);
   return fresh;
 }
 
@@ -125,7 +106,7 @@ void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
 
 TP_EXPORT void* malloc(size_t bytes) {
-  if (__builtin_expect(!mayRouteToPool(bytes), 1)) return __libc_malloc(bytes);
+  if (__builtin_expect(!mayRouteToPool(bytes), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
   return allocate(bytes, 16);
 }
 
@@ -140,7 +121,7 @@ extern "C" void* __wrap_malloc(size_t bytes) {
 
 TP_EXPORT void free(void* p) {
   if (__builtin_expect(ownedByPool(p), 0)) return poolFree(p);
-  libcFree(p);
+  nextFree(p);
 }
 
 // calloc's block from the pool, zeroed where it may hold what a previous owner wrote, or nullptr. A block
@@ -161,7 +142,7 @@ TP_EXPORT void* calloc(size_t count, size_t size) {
   if (routesToPool(bytes)) {
     if (void* p = zeroedPoolBlock(bytes)) return p;
   }
-  return __libc_calloc(count, size);
+  return next.calloc.load(std::memory_order_relaxed)(count, size);
 }
 
 TP_EXPORT void* realloc(void* p, size_t bytes) {
@@ -181,14 +162,15 @@ TP_EXPORT void* realloc(void* p, size_t bytes) {
     return moveBlock(p, poolUsableSize(p), bytes);
   }
   uintptr_t shift;
-  libcStart(p, &shift);
-  if (shift != 0 && bytes == 0) {
-    libcFree(p);
+  nextStart(p, &shift);
+  const bool bootstrap = bootstrapOwns(p);
+  if ((shift != 0 || bootstrap) && bytes == 0) {
+    nextFree(p);
     return nullptr;
   }
   // A shifted block moves even where it could grow in place: glibc's realloc knows only its chunk.
-  if (routesToPool(bytes) || shift != 0) return moveBlock(p, libcUsable(p), bytes);
-  return __libc_realloc(p, bytes);
+  if (routesToPool(bytes) || shift != 0 || bootstrap) return moveBlock(p, nextUsable(p), bytes);
+  return next.realloc.load(std::memory_order_relaxed)(p, bytes);
 }
 
 TP_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
@@ -218,16 +200,16 @@ TP_EXPORT void* aligned_alloc(size_t alignment, size_t bytes) {
 
 TP_EXPORT void* memalign(size_t alignment, size_t bytes) {
   // glibc rounds an alignment that is no power of two up to the next one; so does this up to 64 (beyond
-  // it, glibc's own memalign serves and rounds).
+  // it, the next allocator's own memalign serves and rounds).
   if (alignment > 16 && alignment < tp::kBlockAlign && !isPowerOfTwo(alignment)) alignment = alignment <= 32 ? 32 : 64;
   return allocate(bytes, alignment);
 }
 
-// Page alignment is more than pool blocks promise: the C library serves these.
-TP_EXPORT void* valloc(size_t bytes) { return __libc_valloc(bytes); }
-TP_EXPORT void* pvalloc(size_t bytes) { return __libc_pvalloc(bytes); }
+// Page alignment is more than pool blocks promise: the next allocator serves these.
+TP_EXPORT void* valloc(size_t bytes) { return next.valloc.load(std::memory_order_relaxed)(bytes); }
+TP_EXPORT void* pvalloc(size_t bytes) { return next.pvalloc.load(std::memory_order_relaxed)(bytes); }
 
 TP_EXPORT size_t malloc_usable_size(void* p) {
   if (!p) return 0;
-  return ownedByPool(p) ? poolUsableSize(p) : libcUsable(p);
+  return ownedByPool(p) ? poolUsableSize(p) : nextUsable(p);
 }

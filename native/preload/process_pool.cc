@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <malloc.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,9 +18,11 @@
 #include "os/os.h"
 #include "core/pool.h"
 #include "fork.h"
+#include "next_allocator.h"
 #include "plan_file.h"
 #include "program_name.h"
 #include "record_file.h"
+#include "signal_flush.h"
 #include "process_api.h"
 
 #ifndef TP_PACKAGE_VERSION
@@ -230,7 +231,7 @@ void printStats();
 
 std::atomic<bool> recordingWritten{false};
 
-// The recording, once per process: at exit, or when SIGTERM ends it (flushOnSigterm).
+// The recording, once per process: at exit, or when SIGINT or SIGTERM ends it (signal_flush.h).
 void writeRecordingOnce() {
   const bool forked = getpid() != settings->pid;
   // A process whose pool was never made recorded nothing: only the root leaves a file for it.
@@ -242,37 +243,6 @@ void atExit() {
   writeRecordingOnce();
   const bool forked = getpid() != settings->pid;
   if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) printStats();
-}
-
-// SIGTERM, with the default action (it would end the process without running atexit): the
-// recording is written, then the signal is raised again with the default action, so the process ends as it
-// would have. Writing allocates, which a signal handler may not safely do: when this thread was inside the
-// pool nothing is written, and an alarm bounds the rest (had the signal interrupted the C library's malloc
-// on this thread, writing would wait on its lock: SIGALRM's default action then ends the process).
-void writeThenDie(int signal) {
-  struct sigaction fallback {};
-  fallback.sa_handler = SIG_DFL;
-  sigaction(signal, &fallback, nullptr);
-  if (!insidePool()) {
-    sigaction(SIGALRM, &fallback, nullptr);
-    alarm(10);
-    InternalScope inside;
-    writeRecordingOnce();
-  }
-  raise(signal);  // blocked until this handler returns, then the default action
-}
-
-// SIGTERM's, where the program has no handler of its own when the library loads (one it sets later replaces
-// it; Node resets every handler at start-up). Not SIGINT's: a program decides by SIGINT's disposition at its
-// start whether to handle it (Python raises KeyboardInterrupt, and then exits normally, writing the
-// recording, only where it finds SIGINT's default action); a Ctrl-C that kills leaves the previous file whole.
-void flushOnSigterm() {
-  struct sigaction current {};
-  if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) return;
-  struct sigaction ours {};
-  ours.sa_handler = writeThenDie;
-  sigemptyset(&ours.sa_mask);
-  sigaction(SIGTERM, &ours, nullptr);
 }
 
 // Whether this process is the first of its tree to load the library: TENSORPOOL_ROOT_PID names it, set here
@@ -343,6 +313,10 @@ uint64_t defaultReserve() {
 
 // Reads the environment and builds the pool. Any error leaves the process on the C library (pass-through).
 void initialise() {
+  // The next allocator found and set up before the pool's fork handlers are registered (holdPoolAcrossFork):
+  // pthread_atfork's prepare handlers run last registered first, so the pool's locks are then taken before
+  // the next allocator's (jemalloc's), the order in which a thread inside the pool takes them.
+  resolveNextAllocator();
   InternalScope inside;
   auto fail = [](const std::string& why) { say(why + "; the pool is off, the C library serves every allocation"); };
   const char* minText = getenv("TENSORPOOL_MIN_BYTES");
@@ -412,7 +386,7 @@ void initialise() {
   settings = s;
   holdPoolAcrossFork();
   atexit(atExit);
-  if (s->record) flushOnSigterm();
+  if (s->record) flushOnTerminatingSignals(writeRecordingOnce);
   api.mode = s->mode;
   api.minBytes = minBytes;
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();

@@ -11,6 +11,9 @@
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
  *   semantics sigterm    ten 256 KiB blocks, then SIGTERM (its default action ends the program)
+ *   semantics sigint     the same with SIGINT (Ctrl-C)
+ *   semantics chain      small blocks through every entry point: their usable sizes, realloc across the
+ *                        threshold and back
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
  */
 #define _GNU_SOURCE
@@ -198,6 +201,34 @@ static int usableSize(void) {
   return 0;
 }
 
+// Blocks below the threshold through every entry point, their usable sizes printed (the allocator's
+// answer), grown and shrunk across the threshold with their bytes checked, and freed: with another allocator
+// preloaded after the library, the output must be that allocator's alone.
+static int chain(void) {
+  const size_t sizes[] = {1, 7, 24, 100, 1000, 5000};
+  for (int i = 0; i < 6; i++) {
+    const size_t n = sizes[i];
+    /* (not pvalloc: jemalloc has none, and glibc's block would reach jemalloc's free) */
+    void* blocks[8] = {malloc(n), calloc(1, n), realloc(NULL, n), memalign(32, n), memalign(64, n), aligned_alloc(64, n),
+                       valloc(n), NULL};
+    if (posix_memalign(&blocks[7], 64, n) != 0) blocks[7] = NULL;
+    /* the aligned ones apart: mimalloc's usable size of an aligned block depends on where it landed */
+    printf("%zu:", n);
+    for (int j = 0; j < 8; j++) printf("%s %zu", j == 3 ? "\n  aligned:" : "", blocks[j] ? malloc_usable_size(blocks[j]) : (size_t)0);
+    printf("\n");
+    for (int j = 0; j < 8; j++) free(blocks[j]);
+  }
+  unsigned char* p = malloc(100);
+  for (int i = 0; i < 100; i++) p[i] = (unsigned char)i;
+  p = realloc(p, 1 << 20);  /* above the threshold: to the pool */
+  p = realloc(p, 50);       /* below it again: back to the next allocator */
+  int intact = 1;
+  for (int i = 0; i < 50; i++) intact &= p[i] == (unsigned char)i;
+  printf("realloc across the threshold and back: %s, usable %zu\n", intact ? "intact" : "CORRUPT", malloc_usable_size(p));
+  free(p);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -207,6 +238,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "usable-size")) return usableSize();
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
+  if (!strcmp(what, "chain")) return chain();
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
     memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
@@ -221,9 +253,13 @@ int main(int argc, char** argv) {
     free(guard);
     return 0;
   }
-  if (!strcmp(what, "sigterm")) {
+  if (!strcmp(what, "sigterm") || !strcmp(what, "sigint")) {
+    const int signal = !strcmp(what, "sigint") ? SIGINT : SIGTERM;
+    struct sigaction seen;
+    sigaction(signal, NULL, &seen);  /* the program's own view: the default action it left */
+    printf("%s's action: %s\n", what, seen.sa_handler == SIG_DFL ? "default" : "not the default");
     for (int i = 0; i < 10; i++) free(malloc(256 << 10));
-    raise(SIGTERM);
+    raise(signal);
     sleep(30);
     return 0;
   }

@@ -1,0 +1,15 @@
+// The recording written when SIGINT or SIGTERM ends the process with its default action (which runs no
+// atexit handler): Ctrl-C, `kill`, and the programs that end themselves by the signal once they have handled
+// it (Python after an uncaught KeyboardInterrupt, Node's handler for its terminal's state).
+#pragma once
+
+namespace tp::preload {
+
+// From now on, wherever SIGINT's or SIGTERM's action is the default one, `flush` runs first (in the signal
+// handler, unless the thread was inside the pool), then the process ends by the signal as it would have.
+// The program sees its own actions: sigaction (interposed) reports the default action where this library's
+// stands in for it, a program's handler replaces it, and a program's handler with SA_RESETHAND (Node's)
+// gets this library's in place of the default action it is reset to.
+void flushOnTerminatingSignals(void (*flush)());
+
+}  // namespace tp::preload
