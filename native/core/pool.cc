@@ -127,7 +127,8 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   // A lent block is not cacheable: served again from the cache it would take its lender class's place,
   // which a schedule gives to another request. A time-shared block only where its schedule keeps it.
   const bool keptBySchedule = scheduled && entry->block != ScheduleEntry::kAnyBlock && serving.schedules().keeps(entry);
-  const bool cacheable = !offsetArena_ && !header->lent && (!serving.timeShared() || keptBySchedule);
+  // A span holds what its request asked for, not its class's size: a cache serving its class could overrun it.
+  const bool cacheable = !offsetArena_ && !header->lent && !header->span && (!serving.timeShared() || keptBySchedule);
   return counted(header->data(), bytes, header->serial, countSourceLocked(source, scheduled), header->classIndex, cacheable,
                  keptBySchedule ? static_cast<int32_t>(entry->block) : -1, header->zero != 0);
 }
@@ -291,7 +292,12 @@ bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
   if (offsetArena_ || recorder_.on()) return false;
   BlockHeader* header = findLocked(data);
   if (!header || header->state != BlockState::Live || header->origin != Origin::Arena) return false;
-  if (bytes > header->capacity || bytes < header->capacity / 2) return false;
+  if (bytes > header->capacity) {
+    // A span (the process pool's default classes) grows into free memory just after it, where there is some.
+    SizeClassPool* generation = header->span ? generationLocked(header->arenaId) : nullptr;
+    if (!generation || !generation->growSpan(header, bytes)) return false;
+  }
+  if (bytes < header->capacity / 2) return false;
   counters_.bytesLive = counters_.bytesLive - header->requested + bytes;
   if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
   header->requested = bytes;
