@@ -15,7 +15,8 @@ library: every malloc, calloc, realloc and aligned allocation of at least --min-
 whole process, from any thread, is served by one process pool. Smaller requests go to the C library,
 whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unless MALLOC_TRIM_THRESHOLD_,
 MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
-  (no mode)        the default classes, grown on demand: no page fault once a size has been seen
+  (no mode)        the default classes, grown on demand: requests of 64 KiB to 64 MiB share spans of one
+                   arena (memory one size freed serves the next); no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
                    on a recording of this library serves the program recorded ("node app.js",
                    "python3 train.py", "python3 -m module", "node -e": the executable's name and what

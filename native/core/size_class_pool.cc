@@ -365,23 +365,30 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
 BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source) {
   const uint64_t stride = kHeaderBytes + roundUp(bytes, kBlockAlign);
   SpanHeap::Span span;
-  const bool found = spans_.takeBestFit(stride, kHeaderBytes + kSpanFrom, &span);
+  std::vector<char*> absorbed;
+  // A header inside a span taken whole is no block's: it must not pass headerOf().
+  const auto invalidateAbsorbed = [&] {
+    for (char* start : absorbed) reinterpret_cast<BlockHeader*>(start)->check = 0;
+  };
+  const bool found = spans_.takeBestFit(stride, kHeaderBytes + kSpanFrom, &span, &absorbed);
   if (!found) {
-    // Nothing free is large enough: the free span at the arena's end grows into the reservation (it is
-    // memory already given to the pool), else a span is carved. Not pre-faulted: it faults in where written.
+    // Nothing free is large enough: the free spans at the arena's end grow into the reservation (memory
+    // already given to the pool), else a span is carved. Not pre-faulted: it faults in where written.
     const char* end = arena_->base() + arena_->carvedBytes();
     SpanHeap::Span last;
-    const bool extend = spans_.takeEndingAt(end, &last);
-    const uint64_t more = extend ? stride - last.bytes : stride;  // the last span is smaller: no best fit
+    const bool extend = spans_.takeEndingAt(end, &last, &absorbed);
+    const uint64_t more = extend ? stride - last.bytes : stride;  // smaller than the request: no best fit
     char* carved = arena_->carve(more, &lastGrowError_, false);
     if (!carved) {
-      char* absorbed[2];
-      if (extend) spans_.give(last, spanEpoch_, absorbed);  // nothing to absorb: it was alone at the end
+      char* merged[2];
+      if (extend) spans_.give(last, spanEpoch_, merged);  // as one span: nothing free is beside it
+      invalidateAbsorbed();
       return nullptr;
     }
     span = extend ? SpanHeap::Span{last.start, stride, last.zero} : SpanHeap::Span{carved, stride, true};
     grownBytes_ += more;
   }
+  invalidateAbsorbed();
   BlockHeader* header = reinterpret_cast<BlockHeader*>(span.start);
   writeHeader(header, cls, 0, BlockState::Free, 0);
   header->capacity = span.bytes - kHeaderBytes;
@@ -417,6 +424,9 @@ bool SizeClassPool::growSpan(BlockHeader* header, uint64_t bytes) {
 }
 
 void SizeClassPool::giveSpan(BlockHeader* header) {
+  // A retired pool hands nothing out again (give() gave the pages back): its free spans are not tracked, so
+  // that nothing writes into memory a discard of freeRanges() may be giving back off the lock.
+  if (retired_) return;
   char* absorbed[2];
   const int n = spans_.give({reinterpret_cast<char*>(header), kHeaderBytes + header->capacity, false}, spanEpoch_, absorbed);
   // A header inside a free span is no block's: it must not pass headerOf() once the span is handed out.

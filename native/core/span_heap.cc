@@ -1,6 +1,7 @@
 #include "core/span_heap.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace tp {
 
@@ -18,24 +19,58 @@ SpanHeap::Span SpanHeap::remove(Starts::iterator at) {
   return span;
 }
 
-bool SpanHeap::takeBestFit(uint64_t bytes, uint64_t minRest, Span* out) {
-  const auto fit = bySize_.lower_bound({bytes, 0});
-  if (fit == bySize_.end()) return false;
-  const auto at = byStart_.find(fit->second);
-  const uint64_t epoch = at->second.epoch;
-  *out = remove(at);
-  if (out->bytes - bytes >= minRest && out->bytes - bytes > 0) {
-    insert(reinterpret_cast<uintptr_t>(out->start) + bytes, Entry{out->bytes - bytes, epoch, out->zero});
-    out->bytes = bytes;
+SpanHeap::Span SpanHeap::takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest,
+                                 std::vector<char*>* absorbed) {
+  Span run{reinterpret_cast<char*>(first->first), 0, true};
+  Entry tail{};
+  for (auto at = first;;) {
+    const bool isLast = at == last;
+    if (at != first && !at->second.zero) absorbed->push_back(reinterpret_cast<char*>(at->first));
+    tail = at->second;
+    run.zero = run.zero && at->second.zero;
+    run.bytes += at->second.bytes;
+    const auto next = std::next(at);
+    remove(at);
+    if (isLast) break;
+    at = next;
   }
+  // The rest lies in the last span (a shortest run needs all of the others): it keeps that span's epoch.
+  if (bytes != 0 && run.bytes - bytes >= minRest && run.bytes > bytes) {
+    insert(reinterpret_cast<uintptr_t>(run.start) + bytes, Entry{run.bytes - bytes, tail.epoch, tail.zero});
+    run.bytes = bytes;
+  }
+  return run;
+}
+
+bool SpanHeap::takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed) {
+  const auto fit = bySize_.lower_bound({bytes, 0});
+  if (fit != bySize_.end()) {
+    const auto at = byStart_.find(fit->second);
+    *out = takeRun(at, at, bytes, minRest, absorbed);
+    return true;
+  }
+  // The shortest window of spans side by side holding `bytes`: a window over each stretch of neighbours.
+  Starts::iterator first = byStart_.end(), bestFirst = byStart_.end(), bestLast = byStart_.end();
+  uint64_t total = 0, bestTotal = UINT64_MAX;
+  for (auto at = byStart_.begin(); at != byStart_.end(); ++at) {
+    const bool joins = first != byStart_.end() && std::prev(at)->first + std::prev(at)->second.bytes == at->first;
+    if (!joins) first = at, total = 0;
+    total += at->second.bytes;
+    while (first != at && total - first->second.bytes >= bytes) total -= (first++)->second.bytes;
+    if (total >= bytes && total < bestTotal) bestFirst = first, bestLast = at, bestTotal = total;
+  }
+  if (bestFirst == byStart_.end()) return false;
+  *out = takeRun(bestFirst, bestLast, bytes, minRest, absorbed);
   return true;
 }
 
-bool SpanHeap::takeEndingAt(const char* end, Span* out) {
+bool SpanHeap::takeEndingAt(const char* end, Span* out, std::vector<char*>* absorbed) {
   if (byStart_.empty()) return false;
   const auto last = std::prev(byStart_.end());
   if (last->first + last->second.bytes != reinterpret_cast<uintptr_t>(end)) return false;
-  *out = remove(last);
+  auto first = last;
+  while (first != byStart_.begin() && std::prev(first)->first + std::prev(first)->second.bytes == first->first) --first;
+  *out = takeRun(first, last, 0, 0, absorbed);
   return true;
 }
 

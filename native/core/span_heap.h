@@ -28,12 +28,15 @@ class SpanHeap {
   };
 
   // The smallest free span of at least `bytes` (the lowest such on a tie), taken; what is left of it beyond
-  // `bytes` stays free when it is at least `minRest` bytes, else it goes with the span. False when no span
-  // is that large.
-  bool takeBestFit(uint64_t bytes, uint64_t minRest, Span* out);
-  // The free span that ends at `end` (the arena's carved end), taken, so that the arena grows it instead of
-  // carving a span of its own beside it. False when the last span does not end there.
-  bool takeEndingAt(const char* end, Span* out);
+  // `bytes` stays free when it is at least `minRest` bytes, else it goes with the span. Where no span is
+  // that large, the shortest run of free spans side by side that is (spans give() kept apart), taken as
+  // one; the starts inside it that may hold a block header are appended to `absorbed` (the caller
+  // invalidates those headers). False when neither exists.
+  bool takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed);
+  // The free spans side by side that end at `end` (the arena's carved end), taken as one, so that the arena
+  // grows them instead of carving a span beside them; `absorbed` as takeBestFit's. False when the last span
+  // does not end there.
+  bool takeEndingAt(const char* end, Span* out, std::vector<char*>* absorbed);
   // The first `bytes` of the free span that starts at `start` (a live block just before it grows in place),
   // taken, the rest left as takeBestFit leaves it. False when no free span of at least `bytes` starts there.
   bool takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span* out);
@@ -72,6 +75,9 @@ class SpanHeap {
   using Starts = std::map<uintptr_t, Entry>;
   void insert(uintptr_t start, const Entry& entry);
   Span remove(Starts::iterator at);
+  // Takes the spans [first, last] (side by side) as one span, the first `bytes` of it (all of it with 0),
+  // the rest left as takeBestFit leaves it.
+  Span takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest, std::vector<char*>* absorbed);
   // give()'s merge of the free span `entry` at `start` (not in the index) with its neighbours; then inserts it.
   int merge(uintptr_t start, Entry entry, char* absorbed[2]);
   static bool mergeable(const Entry& a, const Entry& b) { return a.epoch == b.epoch || a.zero || b.zero; }

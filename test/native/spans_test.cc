@@ -48,12 +48,13 @@ TEST(span_heap_takes_the_best_fit_splits_what_is_left_and_merges_neighbours_when
   CHECK(heap.give({memory + 200000, 300000, true}, 0, absorbed) == 0);
   CHECK(heap.give({memory + 600000, 90000, false}, 0, absorbed) == 0);
   SpanHeap::Span span;
-  CHECK(heap.takeBestFit(80000, 4096, &span));  // 90,000 is the smallest that holds it
+  std::vector<char*> inside;
+  CHECK(heap.takeBestFit(80000, 4096, &span, &inside));  // 90,000 is the smallest that holds it
   CHECK(span.start == memory + 600000 && span.bytes == 80000 && !span.zero);
   CHECK(heap.count() == 3 && heap.freeBytes() == 100000 + 300000 + 10000);  // its rest stays free
-  CHECK(heap.takeBestFit(200000, 150000, &span));  // a rest of 100,000 is below minRest: it goes along
+  CHECK(heap.takeBestFit(200000, 150000, &span, &inside));  // a rest of 100,000 is below minRest: it goes along
   CHECK(span.start == memory + 200000 && span.bytes == 300000 && span.zero);
-  CHECK(!heap.takeBestFit(200000, 0, &span));
+  CHECK(!heap.takeBestFit(200000, 0, &span, &inside));
   // Freed in the epoch the span before it was: merged with it, its own start absorbed.
   CHECK(heap.give({memory + 100000, 50000, false}, 0, absorbed) == 1 && absorbed[0] == memory + 100000);
   // Freed in a later epoch: kept apart from the older span before it, which decay must see idle...
@@ -62,13 +63,35 @@ TEST(span_heap_takes_the_best_fit_splits_what_is_left_and_merges_neighbours_when
   // ...until that one's pages are given back: then they merge, the newer one's start absorbed.
   CHECK(heap.markZero(memory, absorbed) == 1 && absorbed[0] == memory + 150000);
   CHECK(heap.count() == 2);
-  CHECK(!heap.takeEndingAt(memory + 200000, &span));  // not the last span
-  CHECK(heap.takeBestFit(200000, 0, &span) && span.start == memory && span.bytes == 200000 && !span.zero);
+  CHECK(!heap.takeEndingAt(memory + 200000, &span, &inside));  // not the last span
+  CHECK(heap.takeBestFit(200000, 0, &span, &inside) && span.start == memory && span.bytes == 200000 && !span.zero);
   CHECK(!heap.takeAt(memory + 680000, 20000, 0, &span));
   CHECK(heap.takeAt(memory + 680000, 4000, 8192, &span) && span.bytes == 10000);  // a rest below 8192 goes along
   CHECK(heap.give(span, 0, absorbed) == 0);
   CHECK(heap.idleSince(5, 10, 1 << 30).size() == 1);  // the rest at 680,000, freed in epoch 0
   CHECK(heap.idleSince(0, 10, 1 << 30).empty());
+}
+
+TEST(span_heap_takes_a_run_of_neighbours_kept_apart_where_no_single_span_holds_a_request) {
+  static char memory[1 << 20];
+  SpanHeap heap;
+  char* absorbed[2];
+  std::vector<char*> inside;
+  SpanHeap::Span span;
+  CHECK(heap.give({memory, 100000, false}, 0, absorbed) == 0);
+  CHECK(heap.give({memory + 100000, 100000, false}, 1, absorbed) == 0);  // apart: freed in another epoch
+  CHECK(heap.give({memory + 200000, 100000, false}, 2, absorbed) == 0);
+  CHECK(heap.give({memory + 400000, 150000, false}, 2, absorbed) == 0);
+  CHECK(heap.count() == 4);
+  CHECK(heap.takeBestFit(180000, 4096, &span, &inside));  // no span alone holds it: the first two together
+  CHECK(span.start == memory && span.bytes == 180000 && inside.size() == 1 && inside[0] == memory + 100000);
+  CHECK(heap.count() == 3 && heap.bytesAt(memory + 180000) == 20000);  // the rest, with the second's epoch
+  CHECK(heap.idleSince(1, 10, 1 << 30).empty() && heap.idleSince(2, 10, 1 << 30).size() == 1);
+  inside.clear();
+  CHECK(heap.takeEndingAt(memory + 550000, &span, &inside) && span.start == memory + 400000 && inside.empty());
+  CHECK(heap.takeEndingAt(memory + 300000, &span, &inside));  // the two side by side at the end, as one
+  CHECK(span.start == memory + 180000 && span.bytes == 120000 && inside.size() == 1 && inside[0] == memory + 200000);
+  CHECK(heap.count() == 0 && heap.freeBytes() == 0);
 }
 
 TEST(spans_serve_a_request_of_one_size_from_memory_another_size_freed) {
