@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "check.h"
+#include "pool_helpers.h"
 #include "core/pool.h"
 #include "core/span_heap.h"
 #include "os/os.h"
@@ -15,23 +16,9 @@ using namespace tp;
 namespace {
 
 std::shared_ptr<Pool> spanPool(uint64_t decayMs = PoolOptions::kNoDecay, uint64_t reserve = uint64_t{1} << 30) {
-  PoolOptions options;
-  options.growth = Growth::Spans;
-  options.growReserve = reserve;
-  options.decayMs = decayMs;
-  std::string error;
-  auto pool = Pool::create(defaultPlan(), options, &error);
-  CHECK(pool != nullptr);
-  return pool;
+  return tpt::growingPool(Growth::Spans, decayMs, reserve);
 }
-
-bool allZero(const void* data, uint64_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (uint64_t i = 0; i < bytes; ++i) {
-    if (p[i] != 0) return false;
-  }
-  return true;
-}
+using tpt::allZero;
 
 void pause(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
