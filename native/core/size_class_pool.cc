@@ -282,6 +282,7 @@ BlockHeader* SizeClassPool::pop(size_t cls) {
     const uint64_t resident = counters_[cls].freeBlocks - d.purged;
     if (resident == 0) {
       d.purged--;  // the top of the list is the top of the purged blocks
+      rewarmed_ += capacityOf(cls);
     } else {
       d.lowWater = std::min(d.lowWater, resident - 1);
       d.due = std::min(d.due, resident - 1);
@@ -389,6 +390,7 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
     grownBytes_ += more;
   }
   invalidateAbsorbed();
+  if (found && span.zero) rewarmed_ += span.bytes;  // a free span reads as zero only once purged
   BlockHeader* header = reinterpret_cast<BlockHeader*>(span.start);
   writeHeader(header, cls, 0, BlockState::Free, 0);
   header->capacity = span.bytes - kHeaderBytes;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/arena.h"
@@ -108,6 +109,8 @@ class SizeClassPool {
   bool decays() const { return decays_; }
   void endDecayEpoch();
   bool hasDuePurges() const { return duePurges_; }
+  // Bytes of given-back memory handed out again since the last call (a purged block or span served).
+  uint64_t takeRewarmed() { return std::exchange(rewarmed_, 0); }
   // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block
   // never written since it was carved counts as purged without a system call, and in neither count).
   void purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
@@ -269,6 +272,7 @@ class SizeClassPool {
   // Growth::Spans: the free spans; a span freed in epoch spanEpoch_ is due once an epoch ends after the
   // one it was freed in (spans freed before spanDueBefore_).
   SpanHeap spans_;
+  uint64_t rewarmed_ = 0;  // takeRewarmed()
   uint64_t spanEpoch_ = 0, spanDueBefore_ = 0;
   std::vector<DecayState> decay_;
   std::string lastGrowError_;  // why the last growth failed (reservation exhausted, or the OS refused pages)

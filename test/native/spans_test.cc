@@ -209,3 +209,26 @@ TEST(realloc_in_place_grows_a_span_into_the_free_span_after_it_or_the_arenas_end
   CHECK(pool->release(c.data) == ReleaseStatus::Ok);
   CHECK(pool->release(a.data) == ReleaseStatus::Ok);
 }
+
+TEST(memory_given_back_and_soon_handed_out_again_lengthens_the_decay_period) {
+  // A 4 MiB span used every 300 ms, a decay period of 100 ms: idle for longer than an epoch between uses, it
+  // is given back, and the next use faults it in again. Each such return doubles the period, so after a few
+  // the span stays resident (with a fixed period, nearly every use found it given back).
+  auto pool = spanPool(100);
+  constexpr uint64_t kBytes = 4 << 20;
+  int rewarmed = 0;
+  for (int use = 0; use < 14; ++use) {
+    Allocation a = pool->alloc(kBytes);
+    CHECK(a.status == AllocStatus::Ok);
+    if (use > 0 && a.zeroed) ++rewarmed;
+    std::memset(a.data, 1, kBytes);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    for (int k = 0; k < 6; ++k) {  // calls of the pool while it waits: decay runs on them
+      pause(50);
+      Allocation small = pool->alloc(1000);
+      CHECK(pool->release(small.data) == ReleaseStatus::Ok);
+    }
+  }
+  CHECK(rewarmed >= 1);  // it was given back at first
+  CHECK(rewarmed <= 5);
+}
