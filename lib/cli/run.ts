@@ -36,7 +36,8 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
                    iteration marks, where the program marks them) gives its memory back to the OS
-                   (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are.
+                   (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are;
+                   where memory given back is soon used again, the period doubles (up to 64 times)
   --stats          print the pool's counters on stderr at exit (also from the processes the command
                    starts whose pool served something)
   --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook
