@@ -16,7 +16,8 @@ library: every malloc, calloc, realloc and aligned allocation of at least --min-
 whole process, from any thread, is served by one process pool. Smaller requests go to the C library,
 whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unless MALLOC_TRIM_THRESHOLD_,
 MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
-  (no mode)        the default classes, grown on demand: no page fault once a size has been seen
+  (no mode)        the default classes, grown on demand: requests of 64 KiB to 64 MiB share spans of one
+                   arena (memory one size freed serves the next); no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
                    on a recording of this library serves the program recorded ("node app.js",
                    "python3 train.py", "python3 -m module", "node -e": the executable's name and what
@@ -37,7 +38,8 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
   --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
                    iteration marks, where the program marks them) gives its memory back to the OS
-                   (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are.
+                   (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are;
+                   where memory given back is soon used again, the period doubles (up to 64 times)
   --stats          print the pool's counters on stderr at exit (also from the processes the command
                    starts whose pool served something)
   --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook

@@ -33,7 +33,8 @@ struct alignas(64) BlockHeader {
   uint64_t osLength;      // OS: bytes obtained from the OS, header included
   uint8_t lent;           // arena: served to a request whose own class was another (a borrow)
   uint8_t zero;           // arena, free: its data reads as zero (never handed out since carved, or purged)
-  uint8_t pad[2];
+  uint8_t span;           // arena: a span of a Growth::Spans pool (SpanHeap), not a block of its class
+  uint8_t pad;
   uint32_t slot;          // arena blocks of a time-shared pool: the block's record (SizeClassPool)
 
   char* data() { return reinterpret_cast<char*>(this) + kHeaderBytes; }

@@ -35,6 +35,9 @@ struct PoolOptions {
   uint64_t decayMs = kNoDecay;
   static constexpr uint64_t kNoDecay = UINT64_MAX;
   static constexpr uint64_t kDecayMarks = 16;
+  // Where memory given back is soon handed out again, the period and its marks grow up to this many times.
+  static constexpr uint64_t kMaxDecayScale = 64;
+  static constexpr uint64_t kQuietEpochs = 8;
   // Bounds on the work a single alloc / free does for decay (a MADV_DONTNEED of 64 MiB takes ~1 ms).
   static constexpr uint64_t kPurgeBlocksPerCall = 64;
   static constexpr uint64_t kPurgeBytesPerCall = uint64_t{64} << 20;
@@ -317,6 +320,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   uint64_t epochMarks_ = 0;          // ... marks made in it
   uint64_t lastMarkNs_ = 0;          // when the last mark was made (creation before any)
   uint64_t longestIterationNs_ = 0;  // the longest time between two marks so far
+  uint64_t decayScale_ = 1;          // decay: the period's multiple (1 to PoolOptions::kMaxDecayScale)
+  uint64_t quietEpochs_ = 0;         // ... epochs in a row in which no given-back memory was handed out again
 
   struct Deferred {
     const void* data;

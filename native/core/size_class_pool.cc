@@ -242,6 +242,7 @@ bool SizeClassPool::writeHeader(BlockHeader* header, size_t cls, uint32_t record
   header->lent = lent ? 1 : 0;
   header->zero = 0;
   header->slot = record;
+  header->span = 0;
   return lent;
 }
 
@@ -281,6 +282,7 @@ BlockHeader* SizeClassPool::pop(size_t cls) {
     const uint64_t resident = counters_[cls].freeBlocks - d.purged;
     if (resident == 0) {
       d.purged--;  // the top of the list is the top of the purged blocks
+      rewarmed_ += capacityOf(cls);
     } else {
       d.lowWater = std::min(d.lowWater, resident - 1);
       d.due = std::min(d.due, resident - 1);
@@ -308,6 +310,7 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
   if (home < 0) return nullptr;
   const size_t first = static_cast<size_t>(home);
   const bool ownExists = table_.isOwn(first, bytes);
+  if (growth_ == Growth::Spans && bytes >= kSpanFrom) return takeSpan(bytes, first, source);
 
   if (shared_ && growth_ != Growth::Off) {
     // On a block of the layout, an allocation the schedule did not place makes the scheduled blocks that
@@ -332,7 +335,7 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
     }
     counters_[first].busy++;  // time-shared: its free blocks lie under live ones
   }
-  const bool growFirst = ownExists && growth_ == Growth::BeforeBorrowing;
+  const bool growFirst = ownExists && (growth_ == Growth::BeforeBorrowing || growth_ == Growth::Spans);
   if (growFirst) {
     for (size_t lender = first + 1; lender <= first + kNearLenders && lender < table_.count(); ++lender) {
       if (!hasFree(lender)) continue;
@@ -358,6 +361,78 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
     if (BlockHeader* header = grow(first, ownExists, source)) return markLive(header, bytes);
   }
   return nullptr;
+}
+
+BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source) {
+  const uint64_t stride = kHeaderBytes + roundUp(bytes, kBlockAlign);
+  SpanHeap::Span span;
+  std::vector<char*> absorbed;
+  // A header inside a span taken whole is no block's: it must not pass headerOf().
+  const auto invalidateAbsorbed = [&] {
+    for (char* start : absorbed) reinterpret_cast<BlockHeader*>(start)->check = 0;
+  };
+  const bool found = spans_.takeBestFit(stride, kHeaderBytes + kSpanFrom, &span, &absorbed);
+  if (!found) {
+    // Nothing free is large enough: the free spans at the arena's end grow into the reservation (memory
+    // already given to the pool), else a span is carved. Not pre-faulted: it faults in where written.
+    const char* end = arena_->base() + arena_->carvedBytes();
+    SpanHeap::Span last;
+    const bool extend = spans_.takeEndingAt(end, &last, &absorbed);
+    const uint64_t more = extend ? stride - last.bytes : stride;  // smaller than the request: no best fit
+    char* carved = arena_->carve(more, &lastGrowError_, false);
+    if (!carved) {
+      char* merged[2];
+      if (extend) spans_.give(last, spanEpoch_, merged);  // as one span: nothing free is beside it
+      invalidateAbsorbed();
+      return nullptr;
+    }
+    span = extend ? SpanHeap::Span{last.start, stride, last.zero} : SpanHeap::Span{carved, stride, true};
+    grownBytes_ += more;
+  }
+  invalidateAbsorbed();
+  if (found && span.zero) rewarmed_ += span.bytes;  // a free span reads as zero only once purged
+  BlockHeader* header = reinterpret_cast<BlockHeader*>(span.start);
+  writeHeader(header, cls, 0, BlockState::Free, 0);
+  header->capacity = span.bytes - kHeaderBytes;
+  header->span = 1;
+  header->zero = span.zero ? 1 : 0;
+  counters_[cls].hits++;
+  if (!found) counters_[cls].grown++;
+  *source = found ? Source::Own : Source::Grown;
+  return markLive(header, bytes);
+}
+
+bool SizeClassPool::growSpan(BlockHeader* header, uint64_t bytes) {
+  if (retired_ || bytes > table_.largest()) return false;
+  const uint64_t capacity = roundUp(bytes, kBlockAlign);
+  char* end = header->data() + header->capacity;
+  const uint64_t more = capacity - header->capacity;
+  SpanHeap::Span next;
+  const uint64_t freeAfter = spans_.bytesAt(end);
+  if (freeAfter >= more) {
+    spans_.takeAt(end, more, kHeaderBytes + kSpanFrom, &next);
+  } else if (end + freeAfter == arena_->base() + arena_->carvedBytes() && arena_->carve(more - freeAfter, &lastGrowError_, false)) {
+    // What is free after it runs to the arena's end: that, and the spare reservation beyond.
+    if (freeAfter) spans_.takeAt(end, freeAfter, 0, &next);
+    next.bytes = more;
+    grownBytes_ += more - freeAfter;
+  } else {
+    return false;
+  }
+  if (freeAfter) reinterpret_cast<BlockHeader*>(end)->check = 0;  // a header there is inside this block now
+  header->capacity += next.bytes;
+  countOutstanding(next.bytes);
+  return true;
+}
+
+void SizeClassPool::giveSpan(BlockHeader* header) {
+  // A retired pool hands nothing out again (give() gave the pages back): its free spans are not tracked, so
+  // that nothing writes into memory a discard of freeRanges() may be giving back off the lock.
+  if (retired_) return;
+  char* absorbed[2];
+  const int n = spans_.give({reinterpret_cast<char*>(header), kHeaderBytes + header->capacity, false}, spanEpoch_, absorbed);
+  // A header inside a free span is no block's: it must not pass headerOf() once the span is handed out.
+  for (int i = 0; i < n; ++i) reinterpret_cast<BlockHeader*>(absorbed[i])->check = 0;
 }
 
 bool SizeClassPool::growthAllowed(size_t cls) const {
@@ -490,6 +565,7 @@ void SizeClassPool::give(BlockHeader* header) {
       });
     }
   }
+  if (header->span) return giveSpan(header);
   push(header->classIndex, header);
 }
 
@@ -509,6 +585,10 @@ void SizeClassPool::endDecayEpoch() {
     d.due = capacityOf(cls) >= smallest ? d.lowWater : 0;
     d.lowWater = resident;
     duePurges_ = duePurges_ || d.due != 0;
+  }
+  if (growth_ == Growth::Spans) {
+    spanDueBefore_ = spanEpoch_++;
+    duePurges_ = duePurges_ || spans_.count() != 0;  // purgeDue() looks which are idle
   }
 }
 
@@ -541,10 +621,28 @@ void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* bl
     doneBytes += n * capacityOf(cls);
     left = left || d.due != 0;
   }
+  if (growth_ == Growth::Spans) {
+    const uint64_t room = maxBlocks - done, roomBytes = doneBytes >= maxBytes ? 0 : maxBytes - doneBytes;
+    const std::vector<SpanHeap::Span> idle = room && roomBytes ? spans_.idleSince(spanDueBefore_, room, roomBytes) : std::vector<SpanHeap::Span>{};
+    uint64_t idleBytes = 0;
+    for (const SpanHeap::Span& span : idle) {
+      idleBytes += span.bytes;
+      if (!zeroRange(span.start, span.bytes)) continue;
+      char* absorbed[2];
+      const int n = spans_.markZero(span.start, absorbed);
+      for (int i = 0; i < n; ++i) reinterpret_cast<BlockHeader*>(absorbed[i])->check = 0;
+      *bytes += span.bytes;
+      ++*blocks;
+    }
+    left = left || idle.size() == room || idleBytes >= roomBytes;
+  }
   duePurges_ = left;
 }
 
 bool SizeClassPool::purgeGiven(BlockHeader* header) {
+  // A span is merged with its free neighbours by now (its header may be one no longer): its own range goes
+  // back, and the span holding it still counts as resident (not zero) as a whole.
+  if (header->span) return decays_ && !retired_ && zeroRange(header->data(), header->capacity);
   const size_t cls = header->classIndex;
   if (!decays_ || retired_ || heads_[cls] != header || capacityOf(cls) < 4 * os::pageSize()) return false;
   const bool gaveBack = purge(header);
@@ -565,21 +663,24 @@ bool SizeClassPool::purgeGiven(BlockHeader* header) {
 
 bool SizeClassPool::purge(BlockHeader* header) {
   if (header->zero) return false;  // never written since it was carved or purged: nothing to give back
-  char* data = header->data();
-  const uint64_t capacity = header->capacity;
-  if (!arena_->discard(data, capacity)) {
+  if (!zeroRange(header->data(), header->capacity)) {
     header->zero = 0;  // the kernel kept the pages, and what they hold
     return false;
   }
+  header->zero = 1;
+  return true;
+}
+
+bool SizeClassPool::zeroRange(char* data, uint64_t capacity) {
+  if (!arena_->discard(data, capacity)) return false;
   // The partial pages at either end stay (the first holds the header, the last the next block's): zeroed
-  // here, so the whole block reads as zero.
+  // here, so the whole range reads as zero.
   const uint64_t page = os::pageSize();
   const uintptr_t start = reinterpret_cast<uintptr_t>(data);
   const uint64_t head = std::min(capacity, roundUp(start, page) - start);
   memset(data, 0, head);
   const uint64_t tailStart = std::max(head, (start + capacity) / page * page - start);
   memset(data + tailStart, 0, capacity - tailStart);
-  header->zero = 1;
   return true;
 }
 
@@ -601,6 +702,7 @@ std::vector<std::pair<char*, uint64_t>> SizeClassPool::freeRanges() const {
   for (BlockHeader* head : heads_) {
     for (BlockHeader* header = head; header; header = header->next) ranges.emplace_back(header->data(), header->capacity);
   }
+  for (const SpanHeap::Span& span : spans_.spans()) ranges.emplace_back(span.start, span.bytes);
   return ranges;
 }
 

@@ -347,7 +347,7 @@ void initialise() {
   PlanSpec plan = defaultPlan();
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
-  options.growth = Growth::BeforeBorrowing;
+  options.growth = Growth::Spans;
   options.growReserve = reserve;
   options.decayMs = decayMs;
 

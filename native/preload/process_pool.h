@@ -16,7 +16,8 @@
 //                          markIteration() calls (lib/process/process-pool.ts); 0 or unset (the default): no adaptive mode
 //   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
 //   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
-//                          program marks them) give their pages back to the OS (default 1000; off: never)
+//                          program marks them) give their pages back to the OS (default 1000; off: never);
+//                          longer where memory given back is soon handed out again (Pool::decayLocked)
 //   TENSORPOOL_STATS       1: the pool's counters on stderr at exit (in the other processes of the tree,
 //                          only when their pool served something)
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they

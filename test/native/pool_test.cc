@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check.h"
+#include "pool_helpers.h"
 #include "os/os.h"
 #include "core/pool.h"
 #include "core/mix.h"
@@ -705,24 +706,8 @@ TEST(a_switch_installed_at_a_mark_discards_the_old_free_pages_only_when_asked) {
 }
 
 namespace {
-std::shared_ptr<Pool> decayingPool(uint64_t decayMs) {
-  PoolOptions options;
-  options.growth = Growth::BeforeBorrowing;
-  options.growReserve = uint64_t{1} << 30;
-  options.decayMs = decayMs;
-  std::string error;
-  auto pool = Pool::create(defaultPlan(), options, &error);
-  CHECK(pool != nullptr);
-  return pool;
-}
-
-bool allZero(const void* data, uint64_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (uint64_t i = 0; i < bytes; ++i) {
-    if (p[i] != 0) return false;
-  }
-  return true;
-}
+std::shared_ptr<Pool> decayingPool(uint64_t decayMs) { return tpt::growingPool(Growth::BeforeBorrowing, decayMs); }
+using tpt::allZero;
 }  // namespace
 
 TEST(idle_free_blocks_give_their_pages_back_a_bounded_number_per_call_and_then_read_as_zero) {

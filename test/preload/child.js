@@ -164,6 +164,33 @@ if (task === 'float32') {
   }
   out.decayDrop = freed - rss();
   out.purgedBytes = pool.stats().purgedBytes;
+} else if (task === 'varying') {
+  // A loop whose shapes vary, as an inference service's or a training loop's batches do: five batch sizes (a
+  // synthetic training step each, replayed through malloc/free, every page touched) in a cycle, one mark a
+  // step. Memory one shape freed must serve the next: the arena holds about the largest shape's live peak,
+  // not every size's own peak. A warm-up cycle, then three measured ones.
+  const shapes = [1, 2, 3, 5, 6].map((batchScale) => {
+    const trace = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 5, batchScale, maxActivation: 2 << 20 });
+    return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+  });
+  const cycle = () => {
+    for (const k of [0, 3, 1, 4, 2]) {
+      shapes[k].run(false);
+      pool.markIteration();
+    }
+  };
+  cycle();
+  const warm = pool.stats();
+  const rssWarm = process.memoryUsage().rss;
+  out.faults = [0, 1, 2].map(() => measureFaults(cycle).minor);
+  const after = pool.stats();
+  out.rssGrowth = process.memoryUsage().rss - rssWarm;
+  out.allocs = after.allocs - warm.allocs;
+  out.served = after.hits + after.borrows - warm.hits - warm.borrows;
+  out.grown = after.grown - warm.grown;
+  out.osFallbacks = after.osFallbacks + after.osOversize;
+  out.arenaBytes = after.arenaBytes;
+  out.peakBytesLive = after.peakBytesLive;
 } else if (task === 'shapes') {
   // An app that only marks its iterations (no mode given to tensorpool run): a cycle of three input shapes
   // (batch sizes) replayed through malloc/free, touching every page, for 18 iterations, then two shapes it

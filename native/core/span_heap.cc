@@ -1,0 +1,147 @@
+#include "core/span_heap.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace tp {
+
+void SpanHeap::insert(uintptr_t start, const Entry& entry) {
+  byStart_.emplace(start, entry);
+  bySize_.emplace(entry.bytes, start);
+  freeBytes_ += entry.bytes;
+}
+
+SpanHeap::Span SpanHeap::remove(Starts::iterator at) {
+  const Span span{reinterpret_cast<char*>(at->first), at->second.bytes, at->second.zero};
+  bySize_.erase({at->second.bytes, at->first});
+  freeBytes_ -= at->second.bytes;
+  byStart_.erase(at);
+  return span;
+}
+
+SpanHeap::Span SpanHeap::takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest,
+                                 std::vector<char*>* absorbed) {
+  Span run{reinterpret_cast<char*>(first->first), 0, true};
+  Entry tail{};
+  for (auto at = first;;) {
+    const bool isLast = at == last;
+    if (at != first && !at->second.zero) absorbed->push_back(reinterpret_cast<char*>(at->first));
+    tail = at->second;
+    run.zero = run.zero && at->second.zero;
+    run.bytes += at->second.bytes;
+    const auto next = std::next(at);
+    remove(at);
+    if (isLast) break;
+    at = next;
+  }
+  // The rest lies in the last span (a shortest run needs all of the others): it keeps that span's epoch.
+  if (bytes != 0 && run.bytes - bytes >= minRest && run.bytes > bytes) {
+    insert(reinterpret_cast<uintptr_t>(run.start) + bytes, Entry{run.bytes - bytes, tail.epoch, tail.zero});
+    run.bytes = bytes;
+  }
+  return run;
+}
+
+bool SpanHeap::takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed) {
+  const auto fit = bySize_.lower_bound({bytes, 0});
+  if (fit != bySize_.end()) {
+    const auto at = byStart_.find(fit->second);
+    *out = takeRun(at, at, bytes, minRest, absorbed);
+    return true;
+  }
+  // The shortest window of spans side by side holding `bytes`: a window over each stretch of neighbours.
+  Starts::iterator first = byStart_.end(), bestFirst = byStart_.end(), bestLast = byStart_.end();
+  uint64_t total = 0, bestTotal = UINT64_MAX;
+  for (auto at = byStart_.begin(); at != byStart_.end(); ++at) {
+    const bool joins = first != byStart_.end() && std::prev(at)->first + std::prev(at)->second.bytes == at->first;
+    if (!joins) first = at, total = 0;
+    total += at->second.bytes;
+    while (first != at && total - first->second.bytes >= bytes) total -= (first++)->second.bytes;
+    if (total >= bytes && total < bestTotal) bestFirst = first, bestLast = at, bestTotal = total;
+  }
+  if (bestFirst == byStart_.end()) return false;
+  *out = takeRun(bestFirst, bestLast, bytes, minRest, absorbed);
+  return true;
+}
+
+bool SpanHeap::takeEndingAt(const char* end, Span* out, std::vector<char*>* absorbed) {
+  if (byStart_.empty()) return false;
+  const auto last = std::prev(byStart_.end());
+  if (last->first + last->second.bytes != reinterpret_cast<uintptr_t>(end)) return false;
+  auto first = last;
+  while (first != byStart_.begin() && std::prev(first)->first + std::prev(first)->second.bytes == first->first) --first;
+  *out = takeRun(first, last, 0, 0, absorbed);
+  return true;
+}
+
+bool SpanHeap::takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span* out) {
+  const auto at = byStart_.find(reinterpret_cast<uintptr_t>(start));
+  if (at == byStart_.end() || at->second.bytes < bytes) return false;
+  const uint64_t epoch = at->second.epoch;
+  *out = remove(at);
+  if (out->bytes - bytes >= minRest && out->bytes > bytes) {
+    insert(reinterpret_cast<uintptr_t>(out->start) + bytes, Entry{out->bytes - bytes, epoch, out->zero});
+    out->bytes = bytes;
+  }
+  return true;
+}
+
+int SpanHeap::give(Span span, uint64_t epoch, char* absorbed[2]) {
+  return merge(reinterpret_cast<uintptr_t>(span.start), Entry{span.bytes, epoch, span.zero}, absorbed);
+}
+
+int SpanHeap::merge(uintptr_t start, Entry merged, char* absorbed[2]) {
+  int count = 0;
+  const bool zero = merged.zero;
+  const auto next = byStart_.find(start + merged.bytes);
+  if (next != byStart_.end() && mergeable(merged, next->second)) {
+    if (!next->second.zero) absorbed[count++] = reinterpret_cast<char*>(next->first);
+    merged.epoch = std::max(merged.epoch, next->second.epoch);
+    merged.zero = merged.zero && next->second.zero;
+    merged.bytes += remove(next).bytes;
+  }
+  const auto after = byStart_.lower_bound(start);
+  if (after != byStart_.begin()) {
+    const auto before = std::prev(after);
+    if (before->first + before->second.bytes == start && mergeable(merged, before->second)) {
+      if (!zero) absorbed[count++] = reinterpret_cast<char*>(start);
+      merged.epoch = std::max(merged.epoch, before->second.epoch);
+      merged.zero = merged.zero && before->second.zero;
+      merged.bytes += before->second.bytes;
+      start = before->first;
+      remove(before);
+    }
+  }
+  insert(start, merged);
+  return count;
+}
+
+std::vector<SpanHeap::Span> SpanHeap::idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const {
+  std::vector<Span> idle;
+  uint64_t bytes = 0;
+  for (const auto& [start, entry] : byStart_) {
+    if (idle.size() >= maxSpans || bytes >= maxBytes) break;
+    if (entry.epoch >= before || entry.zero) continue;
+    idle.push_back({reinterpret_cast<char*>(start), entry.bytes, false});
+    bytes += entry.bytes;
+  }
+  return idle;
+}
+
+int SpanHeap::markZero(const char* start, char* absorbed[2]) {
+  const auto at = byStart_.find(reinterpret_cast<uintptr_t>(start));
+  if (at == byStart_.end()) return 0;
+  Entry entry = at->second;
+  entry.zero = true;
+  remove(at);
+  return merge(reinterpret_cast<uintptr_t>(start), entry, absorbed);
+}
+
+std::vector<SpanHeap::Span> SpanHeap::spans() const {
+  std::vector<Span> all;
+  all.reserve(byStart_.size());
+  for (const auto& [start, entry] : byStart_) all.push_back({reinterpret_cast<char*>(start), entry.bytes, entry.zero});
+  return all;
+}
+
+}  // namespace tp

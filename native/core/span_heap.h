@@ -1,0 +1,90 @@
+// Free spans of an arena (Growth::Spans): ranges of any length, found by best fit, split on the way out and
+// coalesced with their free neighbours on the way back in. Where the default classes keep a free block of
+// each size a program once asked for, spans let a request of one size take memory another size freed: a
+// program whose shapes change (an inference service over several input shapes) or whose tensors of one
+// size peak at another moment than those of the next (torch training) holds about its live peak, not the sum
+// of every size's own peak (torch training of a small CNN: 167 MiB live at most; the default classes'
+// blocks, one class per size, carved 255 MiB, spans 191 MiB).
+//
+// Bookkeeping only: the heap never reads or writes the memory it indexes (its caller writes the headers).
+// Each span remembers the decay epoch it was last freed in and whether it reads as zero.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace tp {
+
+class SpanHeap {
+ public:
+  struct Span {
+    char* start = nullptr;
+    uint64_t bytes = 0;
+    bool zero = false;  // reads as zero (never written, or its pages given back)
+  };
+
+  // The smallest free span of at least `bytes` (the lowest such on a tie), taken; what is left of it beyond
+  // `bytes` stays free when it is at least `minRest` bytes, else it goes with the span. Where no span is
+  // that large, the shortest run of free spans side by side that is (spans give() kept apart), taken as
+  // one; the starts inside it that may hold a block header are appended to `absorbed` (the caller
+  // invalidates those headers). False when neither exists.
+  bool takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed);
+  // The free spans side by side that end at `end` (the arena's carved end), taken as one, so that the arena
+  // grows them instead of carving a span beside them; `absorbed` as takeBestFit's. False when the last span
+  // does not end there.
+  bool takeEndingAt(const char* end, Span* out, std::vector<char*>* absorbed);
+  // The first `bytes` of the free span that starts at `start` (a live block just before it grows in place),
+  // taken, the rest left as takeBestFit leaves it. False when no free span of at least `bytes` starts there.
+  bool takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span* out);
+  // Frees `span` in epoch `epoch`, merged with the free spans just before and after it where they were
+  // freed in the same epoch or one of the two reads as zero. (A span freed in an older epoch stays apart
+  // from the newer one beside it, so that decay can tell it idle: merged, memory a program reuses every
+  // iteration would keep its idle neighbours resident for good. A span that reads as zero holds nothing
+  // resident to keep.) The starts of the spans that are no longer starts and may still hold a block header
+  // (the span itself when merged into its predecessor, its successor when that does not read as zero) are
+  // written to `absorbed` (at most two; returns how many): the caller invalidates those headers. A merged
+  // span was last freed in the latest of its parts' epochs, and reads as zero only when every part does.
+  int give(Span span, uint64_t epoch, char* absorbed[2]);
+
+  // Decay: the free spans last freed before epoch `before` that do not read as zero, in address order,
+  // until `maxSpans` of them or `maxBytes` (at least one span while the bytes last).
+  std::vector<Span> idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const;
+  // The free span at `start` now reads as zero (its pages were given back), and is merged with its free
+  // neighbours as give() merges; its absorbed starts as give() says. Pre: a free span starts there.
+  int markZero(const char* start, char* absorbed[2]);
+  // Every free span, in address order.
+  std::vector<Span> spans() const;
+  // Bytes of the free span that starts at `start`, or 0 when none does.
+  uint64_t bytesAt(const char* start) const {
+    const auto at = byStart_.find(reinterpret_cast<uintptr_t>(start));
+    return at == byStart_.end() ? 0 : at->second.bytes;
+  }
+  size_t count() const { return byStart_.size(); }
+  uint64_t freeBytes() const { return freeBytes_; }
+
+ private:
+  struct Entry {
+    uint64_t bytes;
+    uint64_t epoch;
+    bool zero;
+  };
+  using Starts = std::map<uintptr_t, Entry>;
+  void insert(uintptr_t start, const Entry& entry);
+  Span remove(Starts::iterator at);
+  // Takes the spans [first, last] (side by side) as one span, the first `bytes` of it (all of it with 0),
+  // the rest left as takeBestFit leaves it.
+  Span takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest, std::vector<char*>* absorbed);
+  // give()'s merge of the free span `entry` at `start` (not in the index) with its neighbours; then inserts it.
+  int merge(uintptr_t start, Entry entry, char* absorbed[2]);
+  static bool mergeable(const Entry& a, const Entry& b) { return a.epoch == b.epoch || a.zero || b.zero; }
+
+  Starts byStart_;
+  std::set<std::pair<uint64_t, uintptr_t>> bySize_;  // (bytes, start) of every free span
+  uint64_t freeBytes_ = 0;
+};
+
+}  // namespace tp

@@ -1,0 +1,234 @@
+// Native tests of the spans the process pool's default classes serve large requests from (Growth::Spans,
+// SpanHeap): memory one size freed serves another, neighbours coalesce, idle spans decay, and a header left
+// inside a merged span is never taken for a block.
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "check.h"
+#include "pool_helpers.h"
+#include "core/pool.h"
+#include "core/span_heap.h"
+#include "os/os.h"
+
+using namespace tp;
+
+namespace {
+
+std::shared_ptr<Pool> spanPool(uint64_t decayMs = PoolOptions::kNoDecay, uint64_t reserve = uint64_t{1} << 30) {
+  return tpt::growingPool(Growth::Spans, decayMs, reserve);
+}
+using tpt::allZero;
+
+void pause(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&t, nullptr);
+}
+
+}  // namespace
+
+TEST(span_heap_takes_the_best_fit_splits_what_is_left_and_merges_neighbours_when_freed) {
+  static char memory[1 << 20];
+  SpanHeap heap;
+  char* absorbed[2];
+  CHECK(heap.give({memory, 100000, false}, 0, absorbed) == 0);
+  CHECK(heap.give({memory + 200000, 300000, true}, 0, absorbed) == 0);
+  CHECK(heap.give({memory + 600000, 90000, false}, 0, absorbed) == 0);
+  SpanHeap::Span span;
+  std::vector<char*> inside;
+  CHECK(heap.takeBestFit(80000, 4096, &span, &inside));  // 90,000 is the smallest that holds it
+  CHECK(span.start == memory + 600000 && span.bytes == 80000 && !span.zero);
+  CHECK(heap.count() == 3 && heap.freeBytes() == 100000 + 300000 + 10000);  // its rest stays free
+  CHECK(heap.takeBestFit(200000, 150000, &span, &inside));  // a rest of 100,000 is below minRest: it goes along
+  CHECK(span.start == memory + 200000 && span.bytes == 300000 && span.zero);
+  CHECK(!heap.takeBestFit(200000, 0, &span, &inside));
+  // Freed in the epoch the span before it was: merged with it, its own start absorbed.
+  CHECK(heap.give({memory + 100000, 50000, false}, 0, absorbed) == 1 && absorbed[0] == memory + 100000);
+  // Freed in a later epoch: kept apart from the older span before it, which decay must see idle...
+  CHECK(heap.give({memory + 150000, 50000, false}, 3, absorbed) == 0);
+  CHECK(heap.count() == 3 && heap.idleSince(3, 10, 1 << 30).size() == 2);
+  // ...until that one's pages are given back: then they merge, the newer one's start absorbed.
+  CHECK(heap.markZero(memory, absorbed) == 1 && absorbed[0] == memory + 150000);
+  CHECK(heap.count() == 2);
+  CHECK(!heap.takeEndingAt(memory + 200000, &span, &inside));  // not the last span
+  CHECK(heap.takeBestFit(200000, 0, &span, &inside) && span.start == memory && span.bytes == 200000 && !span.zero);
+  CHECK(!heap.takeAt(memory + 680000, 20000, 0, &span));
+  CHECK(heap.takeAt(memory + 680000, 4000, 8192, &span) && span.bytes == 10000);  // a rest below 8192 goes along
+  CHECK(heap.give(span, 0, absorbed) == 0);
+  CHECK(heap.idleSince(5, 10, 1 << 30).size() == 1);  // the rest at 680,000, freed in epoch 0
+  CHECK(heap.idleSince(0, 10, 1 << 30).empty());
+}
+
+TEST(span_heap_takes_a_run_of_neighbours_kept_apart_where_no_single_span_holds_a_request) {
+  static char memory[1 << 20];
+  SpanHeap heap;
+  char* absorbed[2];
+  std::vector<char*> inside;
+  SpanHeap::Span span;
+  CHECK(heap.give({memory, 100000, false}, 0, absorbed) == 0);
+  CHECK(heap.give({memory + 100000, 100000, false}, 1, absorbed) == 0);  // apart: freed in another epoch
+  CHECK(heap.give({memory + 200000, 100000, false}, 2, absorbed) == 0);
+  CHECK(heap.give({memory + 400000, 150000, false}, 2, absorbed) == 0);
+  CHECK(heap.count() == 4);
+  CHECK(heap.takeBestFit(180000, 4096, &span, &inside));  // no span alone holds it: the first two together
+  CHECK(span.start == memory && span.bytes == 180000 && inside.size() == 1 && inside[0] == memory + 100000);
+  CHECK(heap.count() == 3 && heap.bytesAt(memory + 180000) == 20000);  // the rest, with the second's epoch
+  CHECK(heap.idleSince(1, 10, 1 << 30).empty() && heap.idleSince(2, 10, 1 << 30).size() == 1);
+  inside.clear();
+  CHECK(heap.takeEndingAt(memory + 550000, &span, &inside) && span.start == memory + 400000 && inside.empty());
+  CHECK(heap.takeEndingAt(memory + 300000, &span, &inside));  // the two side by side at the end, as one
+  CHECK(span.start == memory + 180000 && span.bytes == 120000 && inside.size() == 1 && inside[0] == memory + 200000);
+  CHECK(heap.count() == 0 && heap.freeBytes() == 0);
+}
+
+TEST(spans_serve_a_request_of_one_size_from_memory_another_size_freed) {
+  // Six "shapes", each a set of tensors of its own sizes (none shared between shapes), all live together
+  // and freed before the next shape: memory freed by one shape serves the next, so the arena holds about
+  // the largest shape, where classes of their own held every shape's blocks (here ~4x that).
+  auto pool = spanPool();
+  uint64_t largestShape = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (uint64_t shape = 1; shape <= 6; ++shape) {
+      std::vector<void*> live;
+      uint64_t bytes = 0;
+      for (uint64_t t = 1; t <= 8; ++t) {
+        const uint64_t size = (shape * 7 + t) * 37 * 1024 + 100 * shape;
+        Allocation a = pool->alloc(size);
+        CHECK(a.status == AllocStatus::Ok && a.route != Route::OsFallback && a.route != Route::OsOversize);
+        CHECK(!a.cacheable);  // a span is not its class's size: no front cache may keep it
+        std::memset(a.data, static_cast<int>(shape), size);
+        live.push_back(a.data);
+        bytes += size;
+      }
+      largestShape = std::max(largestShape, bytes);
+      for (void* p : live) CHECK(pool->release(p) == ReleaseStatus::Ok);
+    }
+  }
+  const PoolStats s = pool->stats();
+  CHECK(s.osFallbacks == 0 && s.osOversize == 0);
+  CHECK(s.arenaBytes <= largestShape + 8 * 128 + (64 << 10));
+  // The later rounds carved nothing: every request found a free span.
+  const uint64_t carved = s.arenaBytes, grown = s.grown;
+  for (uint64_t shape = 1; shape <= 6; ++shape) {
+    Allocation a = pool->alloc(shape * 300000);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  }
+  CHECK(pool->stats().arenaBytes == carved && pool->stats().grown == grown);
+}
+
+TEST(freed_neighbours_coalesce_and_a_header_inside_a_merged_span_is_no_block) {
+  auto pool = spanPool();
+  constexpr uint64_t kBytes = 256 << 10;
+  Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes), c = pool->alloc(kBytes);
+  CHECK(static_cast<char*>(b.data) == static_cast<char*>(a.data) + kBytes + kHeaderBytes);  // carved in turn
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+  // a and b are one span now: b's old start is inside it, and no block.
+  CHECK(pool->release(b.data) == ReleaseStatus::NotOwned);
+  CHECK(pool->liveSize(b.data) == 0);
+  // A request as large as both (less b's header) takes that span, where a's and b's sizes alone could not.
+  const uint64_t carved = pool->stats().arenaBytes;
+  Allocation both = pool->alloc(2 * kBytes + kHeaderBytes);
+  CHECK(both.data == a.data && both.route == Route::Own && pool->stats().arenaBytes == carved);
+  std::memset(both.data, 7, 2 * kBytes + kHeaderBytes);  // over b's old header
+  CHECK(pool->release(b.data) == ReleaseStatus::NotOwned);
+  CHECK(pool->release(both.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(both.data) == ReleaseStatus::NotLive);  // a double free is still told apart
+  // c, the last span, is freed: it merges with the free span before it; the next larger request grows the
+  // free span at the arena's end rather than carving one beside it.
+  CHECK(pool->release(c.data) == ReleaseStatus::Ok);
+  Allocation big = pool->alloc(5 * kBytes);
+  CHECK(big.data == a.data && big.route == Route::Grown);
+  CHECK(pool->stats().arenaBytes == kHeaderBytes + 5 * kBytes);
+  CHECK(pool->release(big.data) == ReleaseStatus::Ok);
+  // Small requests still come from their classes.
+  Allocation small = pool->alloc(1000);
+  CHECK(small.status == AllocStatus::Ok && small.cacheable);
+  CHECK(pool->release(small.data) == ReleaseStatus::Ok);
+}
+
+TEST(a_span_pool_falls_back_to_the_os_when_its_reservation_is_spent) {
+  auto pool = spanPool(PoolOptions::kNoDecay, uint64_t{4} << 20);
+  Allocation a = pool->alloc(3 << 20);
+  CHECK(a.route == Route::Grown);
+  Allocation b = pool->alloc(2 << 20);  // 1 MiB left: no span, no room
+  CHECK(b.status == AllocStatus::Ok && b.route == Route::OsFallback);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+  Allocation c = pool->alloc(2 << 20);  // a's span, split
+  CHECK(c.route == Route::Own && c.data == a.data);
+  CHECK(pool->release(c.data) == ReleaseStatus::Ok);
+}
+
+TEST(idle_spans_give_their_pages_back_and_read_as_zero_and_a_span_reused_every_epoch_never_does) {
+  auto pool = spanPool(200);
+  constexpr uint64_t kBytes = 1 << 20;
+  // Two spans apart (a live one between them keeps them from merging): `hot` is handed out every few
+  // milliseconds, `idle` never again.
+  Allocation idle = pool->alloc(kBytes), wall = pool->alloc(kBytes), hot = pool->alloc(2 * kBytes);
+  std::memset(idle.data, 1, kBytes);
+  std::memset(hot.data, 2, 2 * kBytes);
+  void* const hotData = hot.data;
+  CHECK(pool->release(idle.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(hot.data) == ReleaseStatus::Ok);
+  uint64_t zeroedServed = 0;
+  const uint64_t start = os::monotonicNs();
+  while (os::monotonicNs() - start < 900ull * 1000 * 1000) {
+    Allocation a = pool->alloc(2 * kBytes);
+    CHECK(a.data == hotData);  // the best fit: the idle span is too small
+    if (a.zeroed) ++zeroedServed;
+    static_cast<char*>(a.data)[2 * kBytes - 1] = 3;
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    pause(2);
+  }
+  const PoolStats s = pool->stats();
+  CHECK(s.purgedBlocks == 1 && s.purgedBytes >= kBytes);  // the idle span only
+  CHECK(zeroedServed == 0);
+  Allocation again = pool->alloc(kBytes);
+  CHECK(again.data == idle.data && again.zeroed && allZero(again.data, kBytes));
+  CHECK(pool->release(again.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(wall.data) == ReleaseStatus::Ok);
+}
+
+TEST(realloc_in_place_grows_a_span_into_the_free_span_after_it_or_the_arenas_end) {
+  auto pool = spanPool();
+  constexpr uint64_t kBytes = 256 << 10;
+  Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes);
+  std::memset(a.data, 5, kBytes);
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+  const uint64_t carved = pool->stats().arenaBytes;
+  CHECK(pool->resizeInPlace(a.data, kBytes + 1000));  // into b's span: b's header is no block from now on
+  CHECK(pool->liveSize(a.data) == kBytes + 1000 && pool->stats().arenaBytes == carved);
+  CHECK(pool->liveSize(b.data) == 0 && pool->release(b.data) == ReleaseStatus::NotOwned);
+  CHECK(pool->resizeInPlace(a.data, 3 * kBytes));  // past b's span: the arena's end grows
+  CHECK(pool->stats().arenaBytes == kHeaderBytes + 3 * kBytes);
+  CHECK(static_cast<unsigned char*>(a.data)[kBytes - 1] == 5);
+  Allocation c = pool->alloc(kBytes);  // now after a: a cannot grow any further in place
+  CHECK(!pool->resizeInPlace(a.data, 3 * kBytes + 4096));
+  CHECK(pool->liveSize(a.data) == 3 * kBytes);
+  CHECK(pool->release(c.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+}
+
+TEST(memory_given_back_and_soon_handed_out_again_lengthens_the_decay_period) {
+  // A 4 MiB span used every 300 ms, a decay period of 100 ms: idle for longer than an epoch between uses, it
+  // is given back, and the next use faults it in again. Each such return doubles the period, so after a few
+  // the span stays resident (with a fixed period, nearly every use found it given back).
+  auto pool = spanPool(100);
+  constexpr uint64_t kBytes = 4 << 20;
+  int rewarmed = 0;
+  for (int use = 0; use < 14; ++use) {
+    Allocation a = pool->alloc(kBytes);
+    CHECK(a.status == AllocStatus::Ok);
+    if (use > 0 && a.zeroed) ++rewarmed;
+    std::memset(a.data, 1, kBytes);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    for (int k = 0; k < 6; ++k) {  // calls of the pool while it waits: decay runs on them
+      pause(50);
+      Allocation small = pool->alloc(1000);
+      CHECK(pool->release(small.data) == ReleaseStatus::Ok);
+    }
+  }
+  CHECK(rewarmed >= 1);  // it was given back at first
+  CHECK(rewarmed <= 5);
+}
