@@ -1,6 +1,7 @@
 #include "core/pool.h"
 
 #include <algorithm>
+#include <new>
 #include <cerrno>
 #include <cstring>
 
@@ -133,8 +134,16 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
                  keptBySchedule ? static_cast<int32_t>(entry->block) : -1, header->zero != 0);
 }
 
-// Called with mu_ held.
+// Called with mu_ held, from frees too: best effort, so that a free never fails where memory is short (the
+// spans' decay allocates; a span it was merging is then lost to the heap, SpanHeap::give says how).
 void Pool::decayLocked() {
+  try {
+    decayStepLocked();
+  } catch (const std::bad_alloc&) {
+  }
+}
+
+void Pool::decayStepLocked() {
   if (options_.decayMs == PoolOptions::kNoDecay || generations_.empty()) return;
   SizeClassPool& serving = *generations_.back();
   if (!serving.decays()) return;
@@ -451,19 +460,30 @@ void Pool::returnBlockLocked(BlockHeader* header) {
 }
 
 // Unmaps every arena that no longer serves and has no block outstanding. The newest arena serves until the
-// pool is closed; older ones only drain.
+// pool is closed; older ones only drain. Called from every release: it allocates nothing there (a free must
+// not fail where the C library can give no memory: a vector built per call made glibc's tst-dynarray-fail
+// abort under RLIMIT_AS), only to keep an arena whose populate is in flight, and then keeps it in
+// generations_ should that fail.
 void Pool::dropDrainedLocked() {
   if (pins_.load(std::memory_order_acquire) != 0) return;  // a stream task may still touch an arena
   const size_t draining = counters_.closed ? generations_.size() : generations_.size() - 1;
-  std::vector<std::unique_ptr<SizeClassPool>> kept;
+  size_t kept = 0;
   for (size_t i = 0; i < generations_.size(); ++i) {
     std::unique_ptr<SizeClassPool>& generation = generations_[i];
-    if (i >= draining || generation->outstandingBlocks() != 0) kept.push_back(std::move(generation));
-    else if (std::find(populating_.begin(), populating_.end(), generation->id()) != populating_.end()) {
-      populatingDropped_.push_back(std::move(generation));  // unmapped once its populate is done with it
+    bool drained = i < draining && generation->outstandingBlocks() == 0;
+    if (drained && std::find(populating_.begin(), populating_.end(), generation->id()) != populating_.end()) {
+      try {
+        populatingDropped_.push_back(std::move(generation));  // unmapped once its populate is done with it
+      } catch (const std::bad_alloc&) {
+        drained = false;  // push_back moved nothing: kept, and dropped at a later release
+      }
+    }
+    if (!drained) {
+      if (kept != i) generations_[kept] = std::move(generation);  // a drained one there is unmapped now
+      ++kept;
     }
   }
-  generations_ = std::move(kept);  // the rest are unmapped
+  generations_.resize(kept);  // shrinking: no allocation; the drained arenas left are unmapped
   if (counters_.closed && offsetArena_ && offsetArena_->liveBlocks() == 0) offsetArena_.reset();
 }
 

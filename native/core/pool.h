@@ -265,8 +265,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex = -1, bool cacheable = false,
                      int32_t block = -1, bool zeroed = false);
   // Decay's turn on an alloc, a release or a mark: ends the epoch when it is due, then purges a bounded
-  // number of due blocks of the serving classes.
+  // number of due blocks of the serving classes. Never throws (decayStepLocked's std::bad_alloc is dropped).
   void decayLocked();
+  void decayStepLocked();
   Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);

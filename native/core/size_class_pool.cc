@@ -1,6 +1,7 @@
 #include "core/size_class_pool.h"
 
 #include <algorithm>
+#include <new>
 #include <cstring>
 
 #include "os/os.h"
@@ -379,7 +380,26 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
     SpanHeap::Span last;
     const bool extend = spans_.takeEndingAt(end, &last, &absorbed);
     const uint64_t more = extend ? stride - last.bytes : stride;  // smaller than the request: no best fit
-    char* carved = arena_->carve(more, &lastGrowError_, false);
+    // A span carved anew starts on a page of its own, one untouched page after what was carved before it, if
+    // anything was (address space only: never written, never resident). A large block then shares no page with the
+    // small blocks carved before it, as glibc's mapped chunks and other allocators' large extents share
+    // none: a program that maps over, protects or gives back the pages around its own buffer (glibc's
+    // tst-free-errno maps over the page before and after its 16 MiB block) cannot reach another block.
+    const uint64_t carvedNow = arena_->carvedBytes(), page = os::pageSize();
+    const uint64_t gap = extend || carvedNow == 0 ? 0 : roundUp(carvedNow, page) - carvedNow + page;
+    char* carved = arena_->carve(gap + more, &lastGrowError_, false);
+    if (carved && gap != 0) {
+      // The skipped pages are a free span that reads as zero: taken by no request alone (smaller than any),
+      // they merge with the spans beside them as those are freed, so spans carved apart still coalesce.
+      char* absorbedByGap[2];
+      try {
+        const int n = spans_.give({carved, gap, true}, spanEpoch_, absorbedByGap);
+        for (int i = 0; i < n; ++i) reinterpret_cast<BlockHeader*>(absorbedByGap[i])->check = 0;
+      } catch (const std::bad_alloc&) {
+        // not indexed: those pages stay unused (address space only)
+      }
+      carved += gap;
+    }
     if (!carved) {
       char* merged[2];
       if (extend) spans_.give(last, spanEpoch_, merged);  // as one span: nothing free is beside it
@@ -430,7 +450,14 @@ void SizeClassPool::giveSpan(BlockHeader* header) {
   // that nothing writes into memory a discard of freeRanges() may be giving back off the lock.
   if (retired_) return;
   char* absorbed[2];
-  const int n = spans_.give({reinterpret_cast<char*>(header), kHeaderBytes + header->capacity, false}, spanEpoch_, absorbed);
+  int n;
+  try {
+    n = spans_.give({reinterpret_cast<char*>(header), kHeaderBytes + header->capacity, false}, spanEpoch_, absorbed);
+  } catch (const std::bad_alloc&) {
+    // free() must not fail where the C library can give the heap's index no node (a program near its
+    // RLIMIT_AS): the span stays out of the heap, never handed out again, its header saying Free.
+    return;
+  }
   // A header inside a free span is no block's: it must not pass headerOf() once the span is handed out.
   for (int i = 0; i < n; ++i) reinterpret_cast<BlockHeader*>(absorbed[i])->check = 0;
 }

@@ -6,8 +6,15 @@
 namespace tp {
 
 void SpanHeap::insert(uintptr_t start, const Entry& entry) {
-  byStart_.emplace(start, entry);
-  bySize_.emplace(entry.bytes, start);
+  // All or nothing: where the second node cannot be allocated (std::bad_alloc) the first is taken out again,
+  // so that both indexes always hold the same spans.
+  const auto bySize = bySize_.emplace(entry.bytes, start).first;
+  try {
+    byStart_.emplace(start, entry);
+  } catch (...) {
+    bySize_.erase(bySize);
+    throw;
+  }
   freeBytes_ += entry.bytes;
 }
 

@@ -48,6 +48,8 @@ class SpanHeap {
   // (the span itself when merged into its predecessor, its successor when that does not read as zero) are
   // written to `absorbed` (at most two; returns how many): the caller invalidates those headers. A merged
   // span was last freed in the latest of its parts' epochs, and reads as zero only when every part does.
+  // Throws std::bad_alloc where a node cannot be allocated: `span`, and the neighbours it was being merged
+  // with, are then in no index (lost to the heap, never handed out), and every index still agrees.
   int give(Span span, uint64_t epoch, char* absorbed[2]);
 
   // Decay: the free spans last freed before epoch `before` that do not read as zero, in address order,
