@@ -152,11 +152,11 @@ TP_EXPORT void* realloc(void* p, size_t bytes) {
       poolFree(p);
       return nullptr;
     }
-    // In place where the block's capacity holds it (a buffer grown piece by piece moved, copied and
-    // gave its pages back at every piece: 200x glibc's time).
-    if (routesToPool(bytes) && poolResizeInPlace(p, bytes)) return p;
-    // A block the OS mapped is resized by the OS, as glibc's mapped chunks are: never two copies at once.
     if (routesToPool(bytes)) {
+      // In place where the block's capacity holds it (a buffer grown piece by piece moved, copied and
+      // gave its pages back at every piece: 200x glibc's time).
+      if (poolResizeInPlace(p, bytes)) return p;
+      // A block the OS mapped is resized by the OS, as glibc's mapped chunks are: never two copies at once.
       if (void* moved = poolResizeMapped(p, bytes)) return moved;
     }
     return moveBlock(p, poolUsableSize(p), bytes);
