@@ -155,11 +155,11 @@ describe('examples', () => {
       expect(plan.arenaBytes).toBeGreaterThan(0);
       // The planned run's pool line (--stats, on stderr): planned, nothing from the OS.
       expect(r.stderr).toMatch(/tensorpool: process pool \(pid \d+, planned, [^)]*\): allocs [1-9]\d*, .*OS fallbacks 0, OS oversize 0;/);
-      // Fewer faults than plain node. On Node 20 the planned run takes ~1 fault a run against ~270; on Node
-      // 22 and 24 the collector frees the inputs at times that vary from run to run, and the same script
-      // measured 0.5 to 253 faults a run planned (318–425 plain): there the bound leaves room for V8's timing.
-      const slack = Number(process.versions.node.split('.')[0]) >= 22 ? 1.5 : 1;
-      expect(Number(runs[3][3])).toBeLessThan(slack * Number(runs[0][3]));
+      // Fewer faults with the plan than on the default classes (which grow while the collector holds old
+      // inputs): measured 0.7-2.1 a run planned against 131.7-132.5 on Node 20, 22 and 24. Not against plain
+      // node: glibc raises its mmap threshold as blocks are freed, and plain node took 0.6 to 425 faults a
+      // run from one run of the same script to the next.
+      expect(Number(runs[3][3])).toBeLessThan(Number(runs[1][3]));
     } finally {
       for (const f of outputs) fs.rmSync(f, { force: true });
     }
