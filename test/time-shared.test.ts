@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { Plan, Pool, readTrace, repeatIteration, syntheticTrainingTrace, train, type Trace } from '../lib/index.js';
-import { outlivesIteration, repeatingPeriod, repeatIterations, wrapAroundConflicts } from '../lib/trace/repeat.js';
+import { keepsChanging, outlivesIteration, repeatingPeriod, repeatIterations, wrapAroundConflicts } from '../lib/trace/repeat.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
 import { trainTimeSharedEach } from '../lib/plan/train.js';
 import { fixture, runTrace, seededRandom, traceFixture } from './helpers.js';
@@ -297,6 +297,70 @@ describe('a recorded cycle of input shapes', () => {
     expect(repeatingPeriod(steps([[1], [...a, 77, 78, 79], b, a, b]))).toBe(0);
     const a2 = [...a.slice(1), 78];
     expect(repeatingPeriod(steps([[1], a, a2, a, a2]))).toBe(2);
+  });
+});
+
+describe('iterations that keep changing (a service)', () => {
+  // Six request shapes, each a chain of layers (a layer's output allocated before its input is freed). An
+  // iteration is a busy period: one to three requests at once, their layers interleaved.
+  const shapes = Array.from({ length: 6 }, (_, k) => Array.from({ length: 8 }, (_, l) => 65536 * (1 + ((k * 5 + l * 3) % 11))));
+  function requests(periods: number[][], tail = false): Trace {
+    const builder = new TraceBuilder();
+    builder.free(builder.alloc(1 << 20, 0), 0); // the session's creation
+    for (const period of periods) {
+      builder.mark();
+      let inputs = period.map((k) => builder.alloc(shapes[k][0], 0));
+      for (let l = 1; l < 8; l++) {
+        const outputs = period.map((k) => builder.alloc(shapes[k][l], 0));
+        for (const input of inputs) builder.free(input, 0);
+        inputs = outputs;
+      }
+      for (const input of inputs) builder.free(input, 0);
+    }
+    if (tail) {
+      builder.mark();
+      builder.free(builder.alloc(4096, 0), 0);
+    }
+    return builder.build('requests', 'tensorpool-csv');
+  }
+  /** n busy periods of one request of a random shape each, or (overlapping) one to three. */
+  const random = (seed: number, n: number, overlapping: boolean) => {
+    const next = seededRandom(seed);
+    const shape = () => Math.floor(next() * shapes.length);
+    return Array.from({ length: n }, () => Array.from({ length: overlapping ? 1 + Math.floor(next() * 3) : 1 }, shape));
+  };
+
+  it('is told from a training loop, a cycle of shapes and shapes in any order, a last iteration cut short or not', () => {
+    expect(keepsChanging(requests(random(1, 60, true)))).toBe(true);
+    expect(keepsChanging(requests(random(1, 60, true), true))).toBe(true);
+    expect(keepsChanging(requests(random(1, 60, false)))).toBe(false); // each shape alone: seen before
+    expect(keepsChanging(requests(Array(40).fill([2]), true))).toBe(false);
+    expect(keepsChanging(requests(Array.from({ length: 24 }, (_, i) => [i % 6]), true))).toBe(false);
+    expect(keepsChanging(requests([[0, 1], [2, 3], [4, 5]]))).toBe(false); // too few to tell
+    expect(keepsChanging(readTrace(fixture('traces', 'ocr_det_infer', 'ocr-cycle.csv.gz')))).toBe(false);
+  });
+
+  it("keeps size classes under 'auto', which serve later requests where a layout of the recorded ones does not", () => {
+    const recorded = requests(random(1, 60, true));
+    const plan = train(recorded, { order: 'auto' });
+    expect(plan.layout).toBeUndefined();
+    expect(plan.training.iterationsKeepChanging).toBe(true);
+    expect(plan.training.notTimeShared).toMatch(/new mixes of sizes/);
+    const forced = train(recorded, { order: 'auto', share: true });
+    expect(forced.layout).toBeDefined();
+
+    const later = requests(random(2, 60, true));
+    const [classes, shared] = [plan, forced].map((p) => {
+      const pool = new Pool({ plan: p, prefault: false });
+      const served = serve(pool, later);
+      const arenaBytes = pool.stats().arenaBytes;
+      pool.close();
+      return { ...served, arenaBytes };
+    });
+    expect(forced.arenaBytes).toBeLessThan(plan.arenaBytes); // the layout is smaller as trained...
+    expect(shared.busy).toBeGreaterThan(0); // ...but later mixes find its blocks busy
+    expect(shared.arenaBytes).toBeGreaterThan(classes.arenaBytes); // and it grows past the size classes
+    expect(classes.busy + classes.os + shared.os).toBe(0);
   });
 });
 

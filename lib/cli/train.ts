@@ -22,13 +22,14 @@ serves each of their patterns.
   --share             time-shared blocks: also lay every tensor out at an offset so that blocks whose uses
                       never overlap in time share memory. auto: keep that plan when its arena is at least
                       ${round((1 - SHARE_GAIN) * 100, 1)}% smaller and it serves the last iteration (or cycle of iterations) repeated,
-                      laid out again for the repetition where the first layout does not; on: keep the smaller
+                      laid out again for the repetition where the first layout does not, unless the
+                      iterations keep asking for new mixes of sizes (a service's requests); on: keep the smaller
                       plan that serves; off: size classes only (default auto). A layout not done in
                       ${SHARE_LAYOUT_MS / 1000} s (hundreds of thousands of tensors, thousands of them live throughout) is
                       given up: the size-class plan is kept
   --iteration         train on iteration N (1-based) or on the whole trace (default all; one trace only)
   --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
-                      literalArenaBytes, timeShared, sharingPairs, ... }`;
+                      literalArenaBytes, timeShared, sharingPairs, iterationsKeepChanging, ... }`;
 
 export const trainCommand: Command = {
   name: 'train',
@@ -82,6 +83,11 @@ export const trainCommand: Command = {
       console.log(`refined      from S0's ${formatBytes(literal)} (${round(literal / plan.lowerBound!, 3)}x the lower bound)`);
     }
     if (t.notTimeShared) console.log(`time-shared  not kept: ${t.notTimeShared as string}`);
+    if (t.iterationsKeepChanging) {
+      console.log('note         the iterations keep asking for new mixes of sizes (requests overlapping at random?): a plan');
+      console.log('             holds its arena from the start, sized for the mixes recorded; the default classes (no --plan)');
+      console.log('             follow what is live and may hold less: compare the two with `tensorpool run --stats`');
+    }
     console.log(`classes      ${plan.classes.length} classes, ${plan.blocks} blocks; ${t.borrows} of ${t.tensors} tensors borrow a larger class`);
     console.log(`time         ${round(t.trainMs as number, 1)} ms`);
     console.log('');
@@ -124,6 +130,7 @@ export const trainCommand: Command = {
       literalArenaBytes: t.literalArenaBytes ?? plan.arenaBytes,
       timeShared,
       notTimeShared: t.notTimeShared ?? null,
+      iterationsKeepChanging: t.iterationsKeepChanging ?? false,
       sharingPairs: plan.sharingPairs,
       candidates,
     });

@@ -6,7 +6,7 @@ import { TensorPoolError } from '../errors.js';
 import { native } from '../native.js';
 import { Plan } from './plan.js';
 import { arenaBytesOf, classBytesOf, toNativePlan, type PlanSpec } from './plan-spec.js';
-import { outlivesIteration, repeatingPeriod, repeatIteration, repeatIterations, wrapAroundConflicts } from '../trace/repeat.js';
+import { keepsChanging, outlivesIteration, repeatingPeriod, repeatIteration, repeatIterations, wrapAroundConflicts } from '../trace/repeat.js';
 import { MAX_SYNTHETIC_EVENTS } from '../trace/synthetic.js';
 import { Trace } from '../trace/trace.js';
 import { checkBoolean, checkInteger, checkOneOf, checkOptions, describe, invalidArgument } from '../validate.js';
@@ -63,8 +63,9 @@ export interface TrainOptions {
    * an offset (an offset planner, greedy by size), tensors of one class at one offset sharing a block, so
    * that blocks whose uses never overlap in time share memory. 'auto' keeps the time-shared plan when its
    * arena is at least SHARE_GAIN smaller than the class plan's (taking a time-shared block also reads the
-   * live flags of the blocks sharing its memory) and it serves the trace's last iteration repeated (the
-   * default); true keeps the smaller of the two that serves; false trains class plans only.
+   * live flags of the blocks sharing its memory), it serves the trace's last iteration repeated, and the
+   * iterations do not keep asking for new mixes of sizes (keepsChanging: a service's overlapping requests)
+   * (the default); true keeps the smaller of the two that serves; false trains class plans only.
    */
   share?: boolean | 'auto';
 }
@@ -245,7 +246,13 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
   }
   // Why no time-shared plan was kept (undefined when one was, or none was asked for).
   let notShared: string | undefined;
-  if (share !== false) {
+  // Iterations that keep bringing new mixes of sizes (a service's overlapping requests): a layout has no
+  // room for the mixes it never saw, where its blocks are found busy and the pool grows. Several traces
+  // given together are the patterns to serve, each one whole.
+  const changing = !Array.isArray(input) && keepsChanging(set);
+  if (share === 'auto' && changing) {
+    notShared = 'the iterations keep asking for new mixes of sizes, and a layout serves only the ones recorded';
+  } else if (share !== false) {
     // Each tensor gets a block of its own class, so the layout hardly depends on the interval: the smallest
     // candidate wastes least to rounding. Where greedy by size ends above the bound, the search gets time.
     const interval = Math.min(...intervals);
@@ -295,6 +302,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
       trainMs,
       candidates: candidates.length > 1 ? candidates : undefined,
       notTimeShared: notShared,
+      iterationsKeepChanging: changing,
     },
   });
 }

@@ -206,9 +206,8 @@ export function outlivesIteration(trace: Trace): boolean {
  * learned), and only the last p iterations are laid out to repeat. 0 when no such p exists.
  */
 export function repeatingPeriod(trace: Trace): number {
-  const firsts = trace.iterationFirstBuffers();
-  const n = firsts.length;
-  const patterns = firsts.map((start, i) => Array.from(trace.sizes.subarray(start, i + 1 < n ? firsts[i + 1] : trace.bufferCount)).sort((a, b) => a - b));
+  const patterns = iterationPatterns(trace);
+  const n = patterns.length;
   const periodWithin = (tolerance: number): number => {
     for (let p = 1; 2 * p <= n; p++) {
       let repeats = true;
@@ -222,6 +221,48 @@ export function repeatingPeriod(trace: Trace): number {
     return 0;
   };
   return periodWithin(0) || periodWithin(0.02);
+}
+
+/** Each iteration's requested sizes, sorted (a multiset: threads may reorder them). */
+function iterationPatterns(trace: Trace): number[][] {
+  const firsts = trace.iterationFirstBuffers();
+  const n = firsts.length;
+  return firsts.map((start, i) => Array.from(trace.sizes.subarray(start, i + 1 < n ? firsts[i + 1] : trace.bufferCount)).sort((a, b) => a - b));
+}
+
+/** The iterations keepsChanging looks at (the last ones), and the element comparisons it may spend. */
+const CHANGING_WINDOW = 256;
+const CHANGING_BUDGET = 50_000_000;
+
+/**
+ * Whether the trace's iterations keep asking for mixes of sizes asked for once only: requests of random
+ * shapes overlapping at random in a service, say, where each busy period is a new mix. A plan's schedule
+ * serves the iterations it was trained on, in any order, and a time-shared layout has no room for one it
+ * has not seen (its blocks are found busy and the pool grows). Judged on the last CHANGING_WINDOW
+ * iterations after the first (the process's start: a session's creation), the last one left out when it
+ * was cut short (fewer allocations than the one before, a mix of its own: what a recording holds after its
+ * last mark): true when there are at least 4 and fewer than 90% of them ask for the sizes of another one
+ * (within 2% of their allocations, as repeatingPeriod allows). A training loop's steps, a cycle of
+ * shapes, and a set of shapes coming in any order repeat. False when telling would take more than
+ * CHANGING_BUDGET comparisons (iterations of many distinct allocations each).
+ */
+export function keepsChanging(trace: Trace): boolean {
+  const all = iterationPatterns(trace);
+  let window = all.slice(Math.max(1, all.length - CHANGING_WINDOW));
+  let budget = CHANGING_BUDGET;
+  const same = (a: readonly number[], b: readonly number[]): boolean => {
+    const most = Math.floor(0.02 * Math.max(a.length, b.length));
+    if (Math.abs(a.length - b.length) > most) return false;
+    budget -= a.length + b.length;
+    return multisetDifference(a, b) <= most;
+  };
+  const repeated = (i: number): boolean => window.some((b, j) => j !== i && budget > 0 && same(window[i], b));
+  const last = window.length - 1;
+  if (last >= 1 && window[last].length < window[last - 1].length && !repeated(last)) window = window.slice(0, last);
+  if (window.length < 4) return false;
+  let repeats = 0;
+  for (let i = 0; i < window.length; i++) if (repeated(i)) repeats++;
+  return budget > 0 && repeats < 0.9 * window.length;
 }
 
 /** How many elements two sorted lists do not have in common (the size of their multisets' symmetric difference). */
