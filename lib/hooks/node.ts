@@ -90,6 +90,9 @@ function optionsIndex(args: unknown[]): number {
   return i;
 }
 
+// The memory pattern stays off too: with it on (the arena off), its one block per input shape came from the
+// pool and held more than the tensors served one at a time (peak 0.97x against 0.92x ONNX Runtime's arena on
+// bench/service.ts's encoder, 0.83x against 0.68x on PP-OCRv4 detection; docs/benchmarks.md).
 function withPoolOptions(args: unknown[]): unknown[] {
   const at = optionsIndex(args);
   const given = args[at];
