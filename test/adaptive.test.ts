@@ -250,6 +250,25 @@ describe('adaptive pool: record, train, switch', () => {
     pool.close();
   });
 
+  it('a cycle in which one shape drifts every time it comes, between shapes served as planned: a re-plan for it', () => {
+    // The plan serves the 64 KiB and 128 KiB iterations; the 256 KiB one goes to the OS each time it comes.
+    const plan = { interval: 4096, classes: [{ size: 65536, blocks: 8 }, { size: 131072, blocks: 8 }] };
+    const pool = new Pool({ plan, adaptive: { warmupIterations: 0, background: false, cooldownIterations: 0 }, prefault: false });
+    const iteration = (bytes: number) => {
+      const held = Array.from({ length: 8 }, () => pool.alloc(bytes));
+      for (const b of held) pool.release(b);
+      pool.markIteration();
+    };
+    for (let cycle = 0; cycle < 3; cycle++) for (const bytes of [65536, 131072, 262144]) iteration(bytes);
+    const s = pool.stats().adaptive!;
+    expect(s.switches).toBe(1);
+    expect(s.lastSwitch).toMatchObject({ reason: 'drift', iteration: 6 }); // the 256 KiB shape's second time
+    const before = pool.stats();
+    for (const bytes of [65536, 131072, 262144]) iteration(bytes);
+    expect(pool.stats().osFallbacks).toBe(before.osFallbacks);
+    pool.close();
+  });
+
   it('starts planned from a given plan and keeps it while the run matches', () => {
     const trace = syntheticTrainingTrace({ layers: 16, iterations: 6, seed: 2 });
     const plan = train(trace, { iteration: 2 });
