@@ -427,6 +427,23 @@ describe('adaptive pool: record, train, switch', () => {
     fixed.close();
   });
 
+  it("a growing plan serves a request whose block is still held by growing its class, not with a block planned for a tensor many times larger", () => {
+    // An input a garbage collector frees late holds the planned block of its size; the next input must not
+    // take the block planned for a tensor five times larger, whose request would then grow (and fault in) one.
+    const small = 150 * 4096;
+    const large = 800 * 4096;
+    const pool = new Pool({ frontCache: false, plan: { interval: 4096, classes: [{ size: small, blocks: 1 }, { size: large, blocks: 1 }] }, grow: true });
+    const held = pool.alloc(small);
+    const next = pool.alloc(small);
+    const tensor = pool.alloc(large);
+    const classes = pool.stats().classes;
+    expect(classes.find((c) => c.size === large)).toMatchObject({ hits: 1, lent: 0, grown: 0 });
+    expect(classes.find((c) => c.size === small)).toMatchObject({ hits: 2, grown: 1 });
+    expect(pool.stats()).toMatchObject({ osFallbacks: 0, grown: 1 });
+    for (const b of [held, next, tensor]) pool.release(b);
+    pool.close();
+  });
+
   it('a steady loop whose inputs a garbage collector frees late, by a varying number of iterations: one plan, no re-plan, no OS fallback', () => {
     // Each iteration: an input the program drops (freed by "the collector" 1 to 5 iterations later, in an
     // irregular order), two intermediates and an output. The same pattern every iteration; only how many
