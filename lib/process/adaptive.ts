@@ -6,7 +6,8 @@
  * lives here; the native pool records (native/core/recorder.h), sums each iteration up at markIteration() and
  * switches arenas (Pool::switchPlan, or Pool::prepareSwitch off the JS thread, installed by the next
  * markIteration()); a switch gives the retired arena's free pages back to the OS. One instance belongs to
- * one Pool. It is the process pool's default under `tensorpool run` (TENSORPOOL_ADAPTIVE=0 turns it off).
+ * one Pool. The process pool runs it under `tensorpool run --adaptive` (TENSORPOOL_ADAPTIVE=1), not by
+ * default.
  *
  * Modes, per completed iteration (the allocations between two markIteration() calls; iterations with no
  * allocation are ignored):
