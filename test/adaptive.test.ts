@@ -250,6 +250,25 @@ describe('adaptive pool: record, train, switch', () => {
     pool.close();
   });
 
+  it('a cycle in which one shape drifts every time it comes, between shapes served as planned: a re-plan for it', () => {
+    // The plan serves the 64 KiB and 128 KiB iterations; the 256 KiB one goes to the OS each time it comes.
+    const plan = { interval: 4096, classes: [{ size: 65536, blocks: 8 }, { size: 131072, blocks: 8 }] };
+    const pool = new Pool({ plan, adaptive: { warmupIterations: 0, background: false, cooldownIterations: 0 }, prefault: false });
+    const iteration = (bytes: number) => {
+      const held = Array.from({ length: 8 }, () => pool.alloc(bytes));
+      for (const b of held) pool.release(b);
+      pool.markIteration();
+    };
+    for (let cycle = 0; cycle < 3; cycle++) for (const bytes of [65536, 131072, 262144]) iteration(bytes);
+    const s = pool.stats().adaptive!;
+    expect(s.switches).toBe(1);
+    expect(s.lastSwitch).toMatchObject({ reason: 'drift', iteration: 6 }); // the 256 KiB shape's second time
+    const before = pool.stats();
+    for (const bytes of [65536, 131072, 262144]) iteration(bytes);
+    expect(pool.stats().osFallbacks).toBe(before.osFallbacks);
+    pool.close();
+  });
+
   it('starts planned from a given plan and keeps it while the run matches', () => {
     const trace = syntheticTrainingTrace({ layers: 16, iterations: 6, seed: 2 });
     const plan = train(trace, { iteration: 2 });
@@ -406,6 +425,23 @@ describe('adaptive pool: record, train, switch', () => {
     expect(fixed.stats()).toMatchObject({ generation: 2, osFallbacks: 2, osOversize: 1 }); // a pool that does not grow
     growing.close();
     fixed.close();
+  });
+
+  it("a growing plan serves a request whose block is still held by growing its class, not with a block planned for a tensor many times larger", () => {
+    // An input a garbage collector frees late holds the planned block of its size; the next input must not
+    // take the block planned for a tensor five times larger, whose request would then grow (and fault in) one.
+    const small = 150 * 4096;
+    const large = 800 * 4096;
+    const pool = new Pool({ frontCache: false, plan: { interval: 4096, classes: [{ size: small, blocks: 1 }, { size: large, blocks: 1 }] }, grow: true });
+    const held = pool.alloc(small);
+    const next = pool.alloc(small);
+    const tensor = pool.alloc(large);
+    const classes = pool.stats().classes;
+    expect(classes.find((c) => c.size === large)).toMatchObject({ hits: 1, lent: 0, grown: 0 });
+    expect(classes.find((c) => c.size === small)).toMatchObject({ hits: 2, grown: 1 });
+    expect(pool.stats()).toMatchObject({ osFallbacks: 0, grown: 1 });
+    for (const b of [held, next, tensor]) pool.release(b);
+    pool.close();
   });
 
   it('a steady loop whose inputs a garbage collector frees late, by a varying number of iterations: one plan, no re-plan, no OS fallback', () => {

@@ -6,7 +6,8 @@
  * lives here; the native pool records (native/core/recorder.h), sums each iteration up at markIteration() and
  * switches arenas (Pool::switchPlan, or Pool::prepareSwitch off the JS thread, installed by the next
  * markIteration()); a switch gives the retired arena's free pages back to the OS. One instance belongs to
- * one Pool. It is the process pool's default under `tensorpool run` (TENSORPOOL_ADAPTIVE=0 turns it off).
+ * one Pool. The process pool runs it under `tensorpool run --adaptive` (TENSORPOOL_ADAPTIVE=1), not by
+ * default.
  *
  * Modes, per completed iteration (the allocations between two markIteration() calls; iterations with no
  * allocation are ignored):
@@ -22,8 +23,8 @@
  *              for, blocks a growing pool carved) exceed `replanThreshold` of them. Outside the
  *              `cooldownIterations` after a switch, a pattern the plan was not trained on (a new shape) that
  *              drifted re-plans once the window holds it `stableIterations` times (until then a growing pool
- *              grows for it: a one-off iteration is no shape), a known pattern once it drifted `replanAfter`
- *              iterations in a row (not counting those that began with more blocks live than any the plan
+ *              grows for it: a one-off iteration is no shape), a known pattern once it drifted on its
+ *              `replanAfter` latest occurrences (other shapes of a cycle may come between; not counting those that began with more blocks live than any the plan
  *              was trained on: buffers a garbage collector frees late): a plan is trained on the window →
  *              training. Every `recordLimit` iterations, when a pattern the plan was trained on is no longer
  *              in the window, a plan is trained on the window and switched to if its arena is at least 10%
@@ -37,8 +38,8 @@
  * Determinism: what is trained depends only on the iterations marked (the window at the mark that decided,
  * counted in marks), never on how long the background took; only when a plan starts serving does. Nothing
  * is judged while a plan is trained or built.
- * Hysteresis, so a run cannot make the pool flap: a new pattern must repeat, a known one drift for
- * `replanAfter` iterations;
+ * Hysteresis, so a run cannot make the pool flap: a new pattern must repeat, a known one drift on
+ * `replanAfter` occurrences in a row;
  * nothing is judged during a cooldown; a re-trained plan identical to the serving one is not switched to and
  * doubles the cooldown, and so do re-plans that follow each other closely (a successful plan that holds
  * resets it).
@@ -71,7 +72,8 @@ export interface AdaptiveOptions {
   maxPatterns?: number;
   /** Off-plan allocations, as a fraction of an iteration's allocations, above which it drifts. Default 0.01. */
   replanThreshold?: number;
-  /** Drifting iterations of known patterns in a row that start a re-plan. Default 2. */
+  /** Occurrences in a row on which a known pattern drifted that start a re-plan (other patterns may come
+   *  between). Default 2. */
   replanAfter?: number;
   /** Iterations after a switch during which drift is not judged. Default 4. */
   cooldownIterations?: number;
@@ -157,7 +159,7 @@ export interface AdaptiveStats {
   replans: number;
   /** Re-plans given up (a plan identical to the serving one, or a failure). */
   abandoned: number;
-  /** Drifting iterations of known patterns in a row, now. */
+  /** Occurrences in a row on which the pattern of the last iteration drifted (a known pattern). */
   driftStreak: number;
   /** Events held by the recorder now (the window's). */
   recordedEvents: number;
@@ -294,6 +296,9 @@ export class Adaptation {
   #lastSwitchAt = 0; // the iteration of the last switch
   #cooldown: number;
   #driftStreak = 0;
+  // Known patterns that drifted, each with the occurrences in a row on which it did: in a cycle of input
+  // shapes, one shape the plan serves badly drifts every time it comes, between shapes that do not.
+  #drifting: { pattern: Pattern; streak: number }[] = [];
   #leftPlan: Pattern[] = []; // new patterns that left the serving plan, waiting to repeat
   #carried = 0; // blocks live at the last mark: carried into the iteration under way
   #trainedCarried = Infinity; // the most blocks carried into an iteration the serving plan was trained on
@@ -492,7 +497,7 @@ export class Adaptation {
    * Planned: re-plans on sustained drift, or shrinks when shapes have left the window. A new shape that left
    * the plan is re-planned for once it has repeated (a one-off iteration, such as one in which another
    * thread or a garbage collector allocated, is no shape to plan for); until then the pool serves it as it
-   * can (a growing pool grows). A known shape re-plans once it drifted `replanAfter` iterations in a row,
+   * can (a growing pool grows). A known shape re-plans once it drifted on its `replanAfter` latest occurrences,
    * not counting those that began with more blocks live than any iteration the plan was trained on (`carried`):
    * buffers of earlier iterations a garbage collector frees late hold the plan's blocks, which no plan of
    * this shape can foresee; the pool serves the iteration as it can, and the next ones once they are freed.
@@ -509,11 +514,15 @@ export class Adaptation {
       const seen = this.#recorded.filter((r) => nearPattern(r.pattern, pattern)).length;
       return seen >= this.#settings.stableIterations ? this.#train(this.#purpose('drift', report)) : null;
     }
+    const drifting = this.#drifting.find((d) => nearPattern(d.pattern, pattern));
     if (!report.newPattern && report.osFallbacks + report.unplannedBorrows + report.grown > limit) {
       if (carried > this.#trainedCarried) return null;
-      this.#driftStreak++;
-      return this.#driftStreak >= this.#settings.replanAfter ? this.#train(this.#purpose('drift', report)) : null;
+      const d = drifting ?? { pattern, streak: 0 };
+      if (!drifting) this.#drifting.push(d);
+      this.#driftStreak = ++d.streak;
+      return d.streak >= this.#settings.replanAfter ? this.#train(this.#purpose('drift', report)) : null;
     }
+    if (drifting) this.#drifting.splice(this.#drifting.indexOf(drifting), 1);
     this.#driftStreak = 0;
     const { recordLimit } = this.#settings;
     if (this.#sinceChange % recordLimit === 0 && this.#recorded.length === recordLimit && this.#kept.length > 0) {
@@ -677,6 +686,7 @@ export class Adaptation {
     this.#mode = 'planned';
     this.#sinceChange = 0;
     this.#driftStreak = 0;
+    this.#drifting = [];
     this.#leftPlan = [];
   }
 
@@ -687,6 +697,7 @@ export class Adaptation {
     this.#cooldown = Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN);
     this.#sinceChange = 0;
     this.#driftStreak = 0;
+    this.#drifting = [];
     this.#mode = this.#plan ? 'planned' : 'unplanned';
   }
 }

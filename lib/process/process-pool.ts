@@ -3,8 +3,8 @@
  * LD_PRELOAD set to `preloadLibrary`), the whole process's malloc family — V8's ArrayBuffer backing
  * stores, a native runtime's tensors — serves every request of at least `minBytes` from one pool
  * (native/preload). processPool() is the JS handle on it: its counters, iteration marks, recording, the
- * plan serving, and adaptive mode (the default without a plan or a recording; TENSORPOOL_ADAPTIVE=0 turns it
- * off), which records, trains and switches at the marks.
+ * plan serving, and adaptive mode (`tensorpool run --adaptive`, TENSORPOOL_ADAPTIVE=1; not the default), which
+ * records, trains and switches at the marks.
  * The pool itself belongs to the library; this handle never makes a second one.
  */
 import fs from 'node:fs';
