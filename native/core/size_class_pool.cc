@@ -391,7 +391,7 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
       char* absorbedByGap[2];
       try {
         const int n = spans_.give({carved, gap, true}, spanEpoch_, absorbedByGap);
-        absorbed.insert(absorbed.end(), absorbedByGap, absorbedByGap + n);
+        markDeadSpanHeaders(absorbedByGap, static_cast<size_t>(n));
       } catch (const std::bad_alloc&) {
         // not indexed: those pages stay unused (address space only)
       }
@@ -411,7 +411,19 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
   dropDeadSpanHeaders();
   BlockHeader* header;
   try {
-    header = &spanHeaders_.try_emplace(reinterpret_cast<uintptr_t>(span.start)).first->second;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(span.start);
+    auto at = spanHeaders_.find(start);
+    if (at == spanHeaders_.end() && !spareSpanHeaders_.empty()) {
+      // A node a dead header left: no allocation under the pool's lock (a span taken at a new start is the
+      // common case: the rest of a split starts where no span did).
+      auto node = std::move(spareSpanHeaders_.back());
+      spareSpanHeaders_.pop_back();
+      node.key() = start;
+      at = spanHeaders_.insert(std::move(node)).position;
+    } else if (at == spanHeaders_.end()) {
+      at = spanHeaders_.try_emplace(start).first;
+    }
+    header = &at->second;
   } catch (const std::bad_alloc&) {
     char* merged[2];
     try {
@@ -449,7 +461,17 @@ void SizeClassPool::markDeadSpanHeaders(char* const* starts, size_t count) {
 void SizeClassPool::dropDeadSpanHeaders() {
   for (const uintptr_t start : deadSpanHeaders_) {
     const auto at = spanHeaders_.find(start);
-    if (at != spanHeaders_.end() && at->second.check == 0) spanHeaders_.erase(at);
+    if (at == spanHeaders_.end() || at->second.check != 0) continue;
+    if (spareSpanHeaders_.size() < kSpareSpanHeaders) {
+      try {
+        spareSpanHeaders_.push_back(spanHeaders_.extract(at));
+        continue;
+      } catch (const std::bad_alloc&) {
+        // extracted, and freed as the handle goes: as erased
+        continue;
+      }
+    }
+    spanHeaders_.erase(at);
   }
   deadSpanHeaders_.clear();
 }

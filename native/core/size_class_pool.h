@@ -9,9 +9,9 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -281,9 +281,13 @@ class SizeClassPool {
   SpanHeap spans_;
   // Growth::Spans: the spans' headers, out of line (header.h), by where the span starts: every live span's,
   // and every free one's that does not read as zero (a second free() of it finds a free block: a double
-  // free, as with a header inside the block). Nodes of a map: a header never moves while it is in it.
-  mutable std::map<uintptr_t, BlockHeader> spanHeaders_;  // mutable: headerOf() hands one out
+  // free, as with a header inside the block). Nodes of a hash map: a header never moves while it is in it,
+  // and a free() finds it in constant time however many spans there are.
+  mutable std::unordered_map<uintptr_t, BlockHeader> spanHeaders_;  // mutable: headerOf() hands one out
   std::vector<uintptr_t> deadSpanHeaders_;  // markDeadSpanHeaders(), not dropped yet
+  // Nodes of dropped headers, kept for the next spans taken at new starts (at most kSpareSpanHeaders).
+  std::vector<std::unordered_map<uintptr_t, BlockHeader>::node_type> spareSpanHeaders_;
+  static constexpr size_t kSpareSpanHeaders = 64;
   uint64_t rewarmed_ = 0;  // takeRewarmed()
   uint64_t spanEpoch_ = 0, spanDueBefore_ = 0;
   std::vector<DecayState> decay_;
