@@ -1,9 +1,14 @@
-// Block headers (S0 steps 4-5). Every block the pool hands out is preceded by one 64-byte header, so the
-// data that follows stays 64-byte aligned and a release can be routed by reading the header alone:
+// Block headers (S0 steps 4-5). Every block the pool hands out has one 64-byte header, so that a release
+// can be routed by reading the header alone. It precedes the block's data (which stays 64-byte aligned),
+// except for a span (Growth::Spans), whose header is kept out of line (SizeClassPool) and names its data:
 //   - a block carved from an arena carries a *class header*: the class it belongs to (and whether it was
 //     lent to a smaller request), so it goes back to that class's free list;
 //   - a block the operating system gave us carries an *OS header*: how it was obtained and its length,
-//     so it goes back to the OS the same way.
+//     so it goes back to the OS the same way;
+//   - a span of the default classes' arena carries a class header as well, out of line, so that a span holds
+//     its data alone (a span of 2^k bytes then splits into two of 2^(k-1): with a header inside, neither
+//     half could hold a request of 2^(k-1) bytes, and the power-of-two tensors of torch training left a
+//     hole of each size short by 64 bytes).
 // Headers are only trusted after the pointer has been validated (SizeClassPool::headerOf for arena blocks,
 // the pool's set of live OS blocks otherwise): a foreign pointer is never dereferenced.
 #pragma once
@@ -30,17 +35,17 @@ struct alignas(64) BlockHeader {
   uint64_t requested;     // bytes the current owner asked for (0 when free)
   uint64_t serial;        // allocation serial number; a finalizer only releases the serial it was given
   BlockHeader* next;      // free list link (arena blocks) / deferred list link
-  uint64_t osLength;      // OS: bytes obtained from the OS, header included
+  union {
+    uint64_t osLength;    // OS: bytes obtained from the OS, header included
+    char* spanData;       // arena, span (out of line): where its data starts
+  };
   uint8_t lent;           // arena: served to a request whose own class was another (a borrow)
   uint8_t zero;           // arena, free: its data reads as zero (never handed out since carved, or purged)
   uint8_t span;           // arena: a span of a Growth::Spans pool (SpanHeap), not a block of its class
   uint8_t pad;
   uint32_t slot;          // arena blocks of a time-shared pool: the block's record (SizeClassPool)
 
-  char* data() { return reinterpret_cast<char*>(this) + kHeaderBytes; }
-  static BlockHeader* of(void* data) {
-    return reinterpret_cast<BlockHeader*>(static_cast<char*>(data) - kHeaderBytes);
-  }
+  char* data() { return span ? spanData : reinterpret_cast<char*>(this) + kHeaderBytes; }
 };
 
 static_assert(sizeof(BlockHeader) == kHeaderBytes, "a header is exactly one 64-byte line");

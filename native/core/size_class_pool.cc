@@ -377,14 +377,11 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
 }
 
 BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source) {
-  const uint64_t stride = kHeaderBytes + roundUp(bytes, kBlockAlign);
+  dropDeadSpanHeaders();
+  const uint64_t stride = roundUp(bytes, kBlockAlign);  // its header is out of line: the span holds data alone
   SpanHeap::Span span;
   std::vector<char*> absorbed;
-  // A header inside a span taken whole is no block's: it must not pass headerOf().
-  const auto invalidateAbsorbed = [&] {
-    for (char* start : absorbed) reinterpret_cast<BlockHeader*>(start)->check = 0;
-  };
-  const bool found = spans_.takeBestFit(stride, kHeaderBytes + kSpanFrom, &span, &absorbed);
+  const bool found = spans_.takeBestFit(stride, kSpanFrom, &span, &absorbed);
   if (!found) {
     // Nothing free is large enough: the free spans at the arena's end grow into the reservation (memory
     // already given to the pool), else a span is carved. Not pre-faulted: it faults in where written.
@@ -406,7 +403,7 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
       char* absorbedByGap[2];
       try {
         const int n = spans_.give({carved, gap, true}, spanEpoch_, absorbedByGap);
-        for (int i = 0; i < n; ++i) reinterpret_cast<BlockHeader*>(absorbedByGap[i])->check = 0;
+        markDeadSpanHeaders(absorbedByGap, static_cast<size_t>(n));
       } catch (const std::bad_alloc&) {
         // not indexed: those pages stay unused (address space only)
       }
@@ -415,23 +412,80 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
     if (!carved) {
       char* merged[2];
       if (extend) spans_.give(last, spanEpoch_, merged);  // as one span: nothing free is beside it
-      invalidateAbsorbed();
+      markDeadSpanHeaders(absorbed.data(), absorbed.size());
       return nullptr;
     }
     span = extend ? SpanHeap::Span{last.start, stride, last.zero} : SpanHeap::Span{carved, stride, true};
     grownBytes_ += more;
   }
-  invalidateAbsorbed();
+  // The starts inside the span taken that were spans' own are no longer: their headers go.
+  markDeadSpanHeaders(absorbed.data(), absorbed.size());
+  dropDeadSpanHeaders();
+  BlockHeader* header;
+  try {
+    const uintptr_t start = reinterpret_cast<uintptr_t>(span.start);
+    auto at = spanHeaders_.find(start);
+    if (at == spanHeaders_.end() && !spareSpanHeaders_.empty()) {
+      // A node a dead header left: no allocation under the pool's lock (a span taken at a new start is the
+      // common case: the rest of a split starts where no span did).
+      auto node = std::move(spareSpanHeaders_.back());
+      spareSpanHeaders_.pop_back();
+      node.key() = start;
+      at = spanHeaders_.insert(std::move(node)).position;
+    } else if (at == spanHeaders_.end()) {
+      at = spanHeaders_.try_emplace(start).first;
+    }
+    header = &at->second;
+  } catch (const std::bad_alloc&) {
+    char* merged[2];
+    try {
+      markDeadSpanHeaders(merged, static_cast<size_t>(spans_.give(span, spanEpoch_, merged)));
+    } catch (const std::bad_alloc&) {
+      // not indexed: the span is lost to the heap (never handed out again)
+    }
+    return nullptr;
+  }
   if (found && span.zero) rewarmed_ += span.bytes;  // a free span reads as zero only once purged
-  BlockHeader* header = reinterpret_cast<BlockHeader*>(span.start);
   writeHeader(header, cls, 0, BlockState::Free, 0);
-  header->capacity = span.bytes - kHeaderBytes;
+  header->capacity = span.bytes;
   header->span = 1;
+  header->spanData = span.start;
   header->zero = span.zero ? 1 : 0;
   counters_[cls].hits++;
   if (!found) counters_[cls].grown++;
   *source = found ? Source::Own : Source::Grown;
   return markLive(header, bytes);
+}
+
+void SizeClassPool::markDeadSpanHeaders(char* const* starts, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const auto at = spanHeaders_.find(reinterpret_cast<uintptr_t>(starts[i]));
+    if (at == spanHeaders_.end()) continue;
+    at->second.check = 0;  // headerOf() no longer finds it
+    try {
+      deadSpanHeaders_.push_back(at->first);
+    } catch (const std::bad_alloc&) {
+      // stays in the index, found by no lookup, until a span starts there again and takes it over
+    }
+  }
+}
+
+void SizeClassPool::dropDeadSpanHeaders() {
+  for (const uintptr_t start : deadSpanHeaders_) {
+    const auto at = spanHeaders_.find(start);
+    if (at == spanHeaders_.end() || at->second.check != 0) continue;
+    if (spareSpanHeaders_.size() < kSpareSpanHeaders) {
+      try {
+        spareSpanHeaders_.push_back(spanHeaders_.extract(at));
+        continue;
+      } catch (const std::bad_alloc&) {
+        // extracted, and freed as the handle goes: as erased
+        continue;
+      }
+    }
+    spanHeaders_.erase(at);
+  }
+  deadSpanHeaders_.clear();
 }
 
 bool SizeClassPool::growSpan(BlockHeader* header, uint64_t bytes) {
@@ -442,7 +496,7 @@ bool SizeClassPool::growSpan(BlockHeader* header, uint64_t bytes) {
   SpanHeap::Span next;
   const uint64_t freeAfter = spans_.bytesAt(end);
   if (freeAfter >= more) {
-    spans_.takeAt(end, more, kHeaderBytes + kSpanFrom, &next);
+    spans_.takeAt(end, more, kSpanFrom, &next);
   } else if (end + freeAfter == arena_->base() + arena_->carvedBytes() && arena_->carve(more - freeAfter, &lastGrowError_, false)) {
     // What is free after it runs to the arena's end: that, and the spare reservation beyond.
     if (freeAfter) spans_.takeAt(end, freeAfter, 0, &next);
@@ -451,7 +505,7 @@ bool SizeClassPool::growSpan(BlockHeader* header, uint64_t bytes) {
   } else {
     return false;
   }
-  if (freeAfter) reinterpret_cast<BlockHeader*>(end)->check = 0;  // a header there is inside this block now
+  if (freeAfter) markDeadSpanHeaders(&end, 1);  // a span's start there is inside this block now
   header->capacity += next.bytes;
   countOutstanding(next.bytes);
   return true;
@@ -461,17 +515,19 @@ void SizeClassPool::giveSpan(BlockHeader* header) {
   // A retired pool hands nothing out again (give() gave the pages back): its free spans are not tracked, so
   // that nothing writes into memory a discard of freeRanges() may be giving back off the lock.
   if (retired_) return;
+  dropDeadSpanHeaders();
   char* absorbed[2];
   int n;
   try {
-    n = spans_.give({reinterpret_cast<char*>(header), kHeaderBytes + header->capacity, false}, spanEpoch_, absorbed);
+    n = spans_.give({header->data(), header->capacity, false}, spanEpoch_, absorbed);
   } catch (const std::bad_alloc&) {
     // free() must not fail where the C library can give the heap's index no node (a program near its
     // RLIMIT_AS): the span stays out of the heap, never handed out again, its header saying Free.
     return;
   }
-  // A header inside a free span is no block's: it must not pass headerOf() once the span is handed out.
-  for (int i = 0; i < n; ++i) reinterpret_cast<BlockHeader*>(absorbed[i])->check = 0;
+  // A span merged into the free span before it is no block's: it must not pass headerOf(). (Its header, which
+  // may be `header` itself, is dropped at the next take or give: the caller may still read it, purgeGiven.)
+  markDeadSpanHeaders(absorbed, static_cast<size_t>(n));
 }
 
 bool SizeClassPool::growthAllowed(size_t cls) const {
@@ -669,7 +725,9 @@ void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* bl
       if (!zeroRange(span.start, span.bytes)) continue;
       char* absorbed[2];
       const int n = spans_.markZero(span.start, absorbed);
-      for (int i = 0; i < n; ++i) reinterpret_cast<BlockHeader*>(absorbed[i])->check = 0;
+      // Neither it nor the spans it merged with keep a header: a span that reads as zero has none.
+      markDeadSpanHeaders(&span.start, 1);
+      markDeadSpanHeaders(absorbed, static_cast<size_t>(n));
       *bytes += span.bytes;
       ++*blocks;
     }
@@ -748,7 +806,14 @@ std::vector<std::pair<char*, uint64_t>> SizeClassPool::freeRanges() const {
 BlockHeader* SizeClassPool::headerOf(const void* data) const {
   const uintptr_t at = reinterpret_cast<uintptr_t>(data);
   const uintptr_t base = reinterpret_cast<uintptr_t>(arena_->base());
-  if (!arena_->contains(data) || at - base < kHeaderBytes || (at - base) % kBlockAlign != 0) return nullptr;
+  if (!arena_->contains(data)) return nullptr;
+  if (!spanHeaders_.empty()) {
+    const auto span = spanHeaders_.find(at);
+    if (span != spanHeaders_.end() && span->second.check == (secret_ ^ reinterpret_cast<uintptr_t>(&span->second))) {
+      return &span->second;
+    }
+  }
+  if (at - base < kHeaderBytes || (at - base) % kBlockAlign != 0) return nullptr;
   BlockHeader* header = reinterpret_cast<BlockHeader*>(at - kHeaderBytes);
   if (header->check != (secret_ ^ reinterpret_cast<uintptr_t>(header))) return nullptr;
   if (!shared_) return header;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -146,13 +147,18 @@ class SizeClassPool {
   SizeClassPool() = default;
   static constexpr size_t kNearLenders = 4;  // Growth::BeforeBorrowing: one doubling of the default classes
   // Growth::Spans: requests from this size up are served by spans, and a span is split only where at least
-  // a span of this size (and its header) is left over.
+  // a span of this size is left over.
   static constexpr uint64_t kSpanFrom = uint64_t{64} << 10;
   // Growth::Spans: a span of at least `bytes` for a request of class `cls`: the best free fit, else the free
   // span at the arena's end grown, else one carved; nullptr when the reservation is spent.
   BlockHeader* takeSpan(uint64_t bytes, size_t cls, Source* source);
   // Growth::Spans: span `header`, just given back, joins the free spans.
   void giveSpan(BlockHeader* header);
+  // Growth::Spans: the headers of the spans starting at `starts` (those that have one) are no longer any
+  // block's: headerOf() stops finding them now, and the next take or give of a span drops them (until then
+  // a caller that gave one back may still read it).
+  void markDeadSpanHeaders(char* const* starts, size_t count);
+  void dropDeadSpanHeaders();
   // Gives the whole pages of [data, data + bytes) back and zeroes the partial pages at either end, so that
   // the range reads as zero. False when the kernel refused (the range then holds what it held).
   bool zeroRange(char* data, uint64_t bytes);
@@ -273,6 +279,15 @@ class SizeClassPool {
   // Growth::Spans: the free spans; a span freed in epoch spanEpoch_ is due once an epoch ends after the
   // one it was freed in (spans freed before spanDueBefore_).
   SpanHeap spans_;
+  // Growth::Spans: the spans' headers, out of line (header.h), by where the span starts: every live span's,
+  // and every free one's that does not read as zero (a second free() of it finds a free block: a double
+  // free, as with a header inside the block). Nodes of a hash map: a header never moves while it is in it,
+  // and a free() finds it in constant time however many spans there are.
+  mutable std::unordered_map<uintptr_t, BlockHeader> spanHeaders_;  // mutable: headerOf() hands one out
+  std::vector<uintptr_t> deadSpanHeaders_;  // markDeadSpanHeaders(), not dropped yet
+  // Nodes of dropped headers, kept for the next spans taken at new starts (at most kSpareSpanHeaders).
+  std::vector<std::unordered_map<uintptr_t, BlockHeader>::node_type> spareSpanHeaders_;
+  static constexpr size_t kSpareSpanHeaders = 64;
   uint64_t rewarmed_ = 0;  // takeRewarmed()
   uint64_t spanEpoch_ = 0, spanDueBefore_ = 0;
   std::vector<DecayState> decay_;

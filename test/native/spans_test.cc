@@ -123,18 +123,20 @@ TEST(freed_neighbours_coalesce_and_a_header_inside_a_merged_span_is_no_block) {
   Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes), c = pool->alloc(kBytes);
   // Carved in turn, each new span on a page of its own after a skipped page (a free span that reads as zero).
   const char* aEnd = static_cast<char*>(a.data) + kBytes;
-  CHECK(static_cast<char*>(b.data) > aEnd && static_cast<char*>(b.data) <= aEnd + 2 * os::pageSize() + kHeaderBytes);
-  CHECK((reinterpret_cast<uintptr_t>(b.data) - kHeaderBytes) % os::pageSize() == 0);
+  // A span's header is out of line: its data starts the span, on a page boundary.
+  CHECK(static_cast<char*>(b.data) > aEnd && static_cast<char*>(b.data) <= aEnd + 2 * os::pageSize());
+  CHECK(reinterpret_cast<uintptr_t>(b.data) % os::pageSize() == 0);
   CHECK(pool->release(a.data) == ReleaseStatus::Ok);
   CHECK(pool->release(b.data) == ReleaseStatus::Ok);
   // a and b are one span now: b's old start is inside it, and no block.
   CHECK(pool->release(b.data) == ReleaseStatus::NotOwned);
   CHECK(pool->liveSize(b.data) == 0);
-  // A request as large as both (less b's header) takes that span, where a's and b's sizes alone could not.
+  // A request as large as both and the skipped page between them takes that span, where a's and b's sizes
+  // alone could not.
   const uint64_t carved = pool->stats().arenaBytes;
-  Allocation both = pool->alloc(2 * kBytes + kHeaderBytes);
+  Allocation both = pool->alloc(2 * kBytes + os::pageSize());
   CHECK(both.data == a.data && both.route == Route::Own && pool->stats().arenaBytes == carved);
-  std::memset(both.data, 7, 2 * kBytes + kHeaderBytes);  // over b's old header
+  std::memset(both.data, 7, 2 * kBytes + os::pageSize());  // over b's old start
   CHECK(pool->release(b.data) == ReleaseStatus::NotOwned);
   CHECK(pool->release(both.data) == ReleaseStatus::Ok);
   CHECK(pool->release(both.data) == ReleaseStatus::NotLive);  // a double free is still told apart
@@ -143,12 +145,30 @@ TEST(freed_neighbours_coalesce_and_a_header_inside_a_merged_span_is_no_block) {
   CHECK(pool->release(c.data) == ReleaseStatus::Ok);
   Allocation big = pool->alloc(5 * kBytes);
   CHECK(big.data == a.data && big.route == Route::Grown);
-  CHECK(pool->stats().arenaBytes == kHeaderBytes + 5 * kBytes);
+  CHECK(pool->stats().arenaBytes == 5 * kBytes);
   CHECK(pool->release(big.data) == ReleaseStatus::Ok);
   // Small requests still come from their classes.
   Allocation small = pool->alloc(1000);
   CHECK(small.status == AllocStatus::Ok && small.cacheable);
   CHECK(pool->release(small.data) == ReleaseStatus::Ok);
+}
+
+TEST(a_freed_span_of_a_power_of_two_serves_two_requests_of_half_its_size) {
+  // Torch's tensors are powers of two: a span that held 2^k bytes must hold two requests of 2^(k-1) (with
+  // each span's header inside it, the second half was 64 bytes short, and every such split left a hole).
+  auto pool = spanPool();
+  constexpr uint64_t kBytes = 1 << 20;
+  Allocation whole = pool->alloc(kBytes), wall = pool->alloc(kBytes);  // wall: whole's span is not the arena's end
+  CHECK(pool->release(whole.data) == ReleaseStatus::Ok);
+  const uint64_t carved = pool->stats().arenaBytes;
+  Allocation low = pool->alloc(kBytes / 2), high = pool->alloc(kBytes / 2);
+  CHECK(low.route == Route::Own && high.route == Route::Own && pool->stats().arenaBytes == carved);
+  CHECK(static_cast<char*>(high.data) == static_cast<char*>(low.data) + kBytes / 2);
+  std::memset(low.data, 1, kBytes / 2);
+  std::memset(high.data, 2, kBytes / 2);
+  CHECK(static_cast<unsigned char*>(low.data)[kBytes / 2 - 1] == 1 && pool->liveSize(high.data) == kBytes / 2);
+  for (void* p : {low.data, high.data, wall.data}) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  CHECK(pool->release(high.data) == ReleaseStatus::NotOwned);  // merged into low's span: no block starts there
 }
 
 TEST(a_span_pool_falls_back_to_the_os_when_its_reservation_is_spent) {
@@ -208,7 +228,7 @@ TEST(realloc_in_place_grows_a_span_into_the_free_span_after_it_or_the_arenas_end
   CHECK(pool->liveSize(a.data) == kBytes + 1000 && pool->stats().arenaBytes == carved);
   CHECK(pool->liveSize(b.data) == 0 && pool->release(b.data) == ReleaseStatus::NotOwned);
   CHECK(pool->resizeInPlace(a.data, 3 * kBytes));  // past b's span: the arena's end grows
-  CHECK(pool->stats().arenaBytes == kHeaderBytes + 3 * kBytes);
+  CHECK(pool->stats().arenaBytes == 3 * kBytes);
   CHECK(static_cast<unsigned char*>(a.data)[kBytes - 1] == 5);
   Allocation c = pool->alloc(kBytes);  // now after a (past a skipped page): a cannot grow into c
   CHECK(!pool->resizeInPlace(a.data, 3 * kBytes + 2 * os::pageSize() + 4096));
