@@ -672,6 +672,12 @@ uint64_t Pool::prepareSwitch(const PlanSpec& plan, std::string* error) {
     replaced = std::move(generation);
     return 0;
   }
+  // Preparations racing each other finish in any order: the newest (the largest id) is the one that waits,
+  // so that a mark never installs an older plan after a newer one.
+  if ((prepared_ && prepared_->id() > id) || generations_.back()->id() > id) {
+    replaced = std::move(generation);
+    return id;
+  }
   replaced = std::move(prepared_);
   prepared_ = std::move(generation);
   return id;

@@ -171,9 +171,10 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // The same switch in two steps, so that mapping and pre-faulting the new arena (about a second per GiB)
   // holds neither the pool's lock nor the thread that allocates: prepareSwitch builds the classes on the
   // calling thread (any thread) without the lock, and the next markIteration() installs them, so a plan
-  // always starts serving at the start of an iteration. A newer preparation replaces one not installed
-  // yet; close() drops it. Returns the generation prepared, or 0 with *error (the pool
-  // unchanged).
+  // always starts serving at the start of an iteration. A newer preparation (a larger generation id: ids are
+  // taken as building starts) replaces one not installed yet, and an older one finishing after it (or after
+  // a newer one was installed) is dropped; close() drops it. Returns the generation prepared, or 0 with
+  // *error (the pool unchanged).
   uint64_t prepareSwitch(const PlanSpec& plan, std::string* error);
   // The arena a markIteration() retired still holds its free blocks' pages: this gives them to the OS,
   // holding the lock only to list them, then pre-faults the new serving arena (per the pool's options), a

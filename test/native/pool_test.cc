@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <chrono>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -683,6 +684,30 @@ TEST(switches_prepared_on_other_threads_install_only_at_marks_while_threads_allo
   pool->close();
   CHECK(pool->prepareSwitch(smallPlan(), &error) == 0 && error == "the pool is closed");
   CHECK(pool->stats().reservedBytes == 0);
+}
+
+TEST(of_two_preparations_finishing_in_either_order_the_newer_is_installed) {
+  // One plan slow to build (100,000 blocks, each header written on a page of its own) started first, one
+  // quick started after it: the quick one finishes first. The mark installs the newer (the larger id),
+  // whichever finished last.
+  auto pool = makePool(smallPlan());
+  PlanSpec large;
+  large.interval = 4096;
+  large.classes = {{4096, 100000}};
+  std::atomic<uint64_t> slow{0}, quick{0};
+  std::thread first([&] {
+    std::string error;
+    slow = pool->prepareSwitch(large, &error);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::string error;
+  quick = pool->prepareSwitch(smallPlan(), &error);
+  first.join();
+  CHECK(slow != 0 && quick != 0);
+  const IterationSummary s = pool->markIteration();
+  CHECK(s.installed == std::max(slow.load(), quick.load()));
+  CHECK(pool->markIteration().installed == 0);  // nothing older waits behind it
+  pool->close();
 }
 
 TEST(a_switch_installed_at_a_mark_discards_the_old_free_pages_only_when_asked) {
