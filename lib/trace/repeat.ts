@@ -223,11 +223,14 @@ export function repeatingPeriod(trace: Trace): number {
   return periodWithin(0) || periodWithin(0.02);
 }
 
-/** Each iteration's requested sizes, sorted (a multiset: threads may reorder them). */
-function iterationPatterns(trace: Trace): number[][] {
+/** The requested sizes of each iteration from `from` on, sorted (a multiset: threads may reorder them). */
+function iterationPatterns(trace: Trace, from = 0): number[][] {
   const firsts = trace.iterationFirstBuffers();
   const n = firsts.length;
-  return firsts.map((start, i) => Array.from(trace.sizes.subarray(start, i + 1 < n ? firsts[i + 1] : trace.bufferCount)).sort((a, b) => a - b));
+  return firsts.slice(from).map((start, k) => {
+    const i = from + k;
+    return Array.from(trace.sizes.subarray(start, i + 1 < n ? firsts[i + 1] : trace.bufferCount)).sort((a, b) => a - b);
+  });
 }
 
 /** The iterations keepsChanging looks at (the last ones), and the element comparisons it may spend. */
@@ -247,8 +250,8 @@ const CHANGING_BUDGET = 50_000_000;
  * CHANGING_BUDGET comparisons (iterations of many distinct allocations each).
  */
 export function keepsChanging(trace: Trace): boolean {
-  const all = iterationPatterns(trace);
-  let window = all.slice(Math.max(1, all.length - CHANGING_WINDOW));
+  if (trace.iterations < 5) return false; // the first and at most the last left out: fewer than 4
+  let window = iterationPatterns(trace, Math.max(1, trace.iterations - CHANGING_WINDOW));
   let budget = CHANGING_BUDGET;
   const same = (a: readonly number[], b: readonly number[]): boolean => {
     const most = Math.floor(0.02 * Math.max(a.length, b.length));
