@@ -9,7 +9,8 @@ import { preloadLibrary } from '../process/process-pool.js';
 import { bytesOption, CliError, parseCommand, type Command } from './common.js';
 import { listSafePath } from './list-safe-path.js';
 
-const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--stats] [--no-hooks] -- <command...>
+const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--collect-after SIZE] [--stats]
+                     [--no-hooks] -- <command...>
 
 Runs a command (node app.js, python train.py, ...) with tensorpool's preload library in front of the C
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
@@ -40,12 +41,18 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    iteration marks, where the program marks them) gives its memory back to the OS
                    (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are;
                    where memory given back is soon used again, the period doubles (up to 64 times)
+  --collect-after SIZE
+                   in Node, before a run of a hooked session, where the thread's ArrayBuffers have grown by
+                   SIZE since the last collection, V8 collects its young generation: the dead input and
+                   output tensors' memory goes back to the pool instead of waiting for V8 to collect on its
+                   own, about 64 MiB later (TENSORPOOL_COLLECT_AFTER; default 4M; off: never)
   --stats          print the pool's counters on stderr at exit (also from the processes the command
                    starts whose pool served something)
   --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook
                    (NODE_OPTIONS --require): onnxruntime-node sessions run with ONNX Runtime's arena and
-                   memory pattern off unless the app set them, and each run() marks an iteration (none
-                   for a node command given --permission, which would deny reading it); Python
+                   memory pattern off unless the app set them, each run() marks an iteration and frees
+                   dead tensors first (--collect-after) (none for a node command given --permission,
+                   which would deny reading it); Python
                    processes get a sitecustomize (PYTHONPATH) that marks one at each torch optimizer step()
 As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc writes no fresh mapping, an
 invalid or double free aborts with glibc's message, fork() is safe from any thread and from a signal
@@ -74,7 +81,7 @@ export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string,
 function splitCommand(argv: string[]): [string[], string[]] {
   const dashes = argv.indexOf('--');
   if (dashes >= 0) return [argv.slice(0, dashes), argv.slice(dashes + 1)];
-  const withValue = new Set(['--plan', '--record', '--min-bytes', '--decay']);
+  const withValue = new Set(['--plan', '--record', '--min-bytes', '--decay', '--collect-after']);
   for (let i = 0; i < argv.length; i++) {
     if (!argv[i].startsWith('-')) return [argv.slice(0, i), argv.slice(i)];
     if (withValue.has(argv[i])) i++;
@@ -128,6 +135,7 @@ export const runCommand: Command = {
       adaptive: { type: 'boolean' },
       'min-bytes': { type: 'string' },
       decay: { type: 'string' },
+      'collect-after': { type: 'string' },
       stats: { type: 'boolean' },
       'no-hooks': { type: 'boolean' },
     } as const;
@@ -164,6 +172,11 @@ export const runCommand: Command = {
       }
       settings.TENSORPOOL_DECAY_MS = values.decay;
     }
+    const collect = values['collect-after'];
+    if (collect !== undefined && collect !== 'off' && !/^\d+([KMG]i?B?)?$/i.test(collect.trim())) {
+      throw new CliError(`--collect-after must be a byte count such as 4M, or off, got ${JSON.stringify(collect)}`);
+    }
+    if (collect !== undefined) settings.TENSORPOOL_COLLECT_AFTER = collect === 'off' ? 'off' : String(bytesOption(collect, '--collect-after'));
     const withNodeHook = hooks && !nodeWithPermissions(command);
     if (hooks && !withNodeHook) {
       console.error("tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)");

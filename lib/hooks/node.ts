@@ -10,6 +10,8 @@
  * empty iterations and one holding all k runs' allocations (onnxruntime-node allocates on its own threads,
  * after run() has returned its promise); a busy period is what repeats when the same requests come again.
  *
+ * Before each run, dead input and output tensors' buffers are freed where they have piled up (./collect.ts).
+ *
  * Worker threads load this file too (NODE_OPTIONS applies to them). Native marks are process-wide and
  * thread-safe: a worker marks the pool itself, at the exact point of its run. Adaptive mode judges marks
  * in the main thread's processPool(), so under it a worker's marks are posted to the main thread (one
@@ -21,6 +23,7 @@
 import Module from 'node:module';
 import { BroadcastChannel, isMainThread } from 'node:worker_threads';
 
+import { collectAfter, youngCollector } from './collect.js';
 import { MARKED_ELSEWHERE } from './marked-elsewhere.js';
 
 const MARKS_CHANNEL = 'tensorpool:hooks:marks';
@@ -37,6 +40,7 @@ let patched: SessionClass | null = null;
 let disabled = false;
 let inFlight = 0;
 let marker: (() => void) | null | undefined; // undefined: not looked up yet; null: no process pool
+let collector: (() => void) | null | undefined; // likewise: null when off or the pool is not preloaded
 
 function disable(error: unknown): void {
   if (disabled) return;
@@ -82,6 +86,21 @@ function markIteration(): void {
   }
 }
 
+/** Before a run of the process pool's sessions: dead tensors' buffers freed (./collect.ts). A failure turns only this off. */
+function collectBeforeRun(): void {
+  try {
+    if (collector === undefined) {
+      if (marker === undefined) marker = findMarker();
+      const bytes = marker === null ? 0 : collectAfter(process.env);
+      collector = bytes === 0 ? null : youngCollector(bytes);
+    }
+    collector?.();
+  } catch (error) {
+    collector = null;
+    process.emitWarning(`tensorpool: the onnxruntime-node hook no longer frees dead tensors early (${(error as Error)?.message ?? String(error)})`);
+  }
+}
+
 /** The index of InferenceSession.create's options argument among `args` (create's overloads). */
 function optionsIndex(args: unknown[]): number {
   if (!(args[0] instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && args[0] instanceof SharedArrayBuffer))) return 1;
@@ -123,6 +142,7 @@ function patch(ort: unknown): void {
   };
   sessions.prototype.run = function (this: Record<symbol, unknown>, ...args: unknown[]) {
     if (this[MARKED_ELSEWHERE] || disabled) return run.apply(this, args);
+    collectBeforeRun();
     if (inFlight === 0) markIteration();
     inFlight++;
     let pending: Promise<unknown>;
