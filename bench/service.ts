@@ -10,7 +10,7 @@
  *   glibc, jemalloc,   arena off (ORT_ARENA=0); the C library's malloc, or a peer LD_PRELOADed (its Debian
  *   mimalloc, tcmalloc package: bench/install-peers.sh)
  *   tensorpool         `tensorpool run -- node server.cjs`: zero configuration (the Node hook turns the arena
- *                      and the memory pattern off and marks each run)
+ *                      and the memory pattern off, marks each run and frees dead tensors before it)
  *   tensorpool-adaptive  `tensorpool run --adaptive -- node server.cjs`
  *   tensorpool-planned `tensorpool run --plan plan.json`, the plan trained ('tensorpool train', order auto) from
  *                      `tensorpool run --record` of the same server under --record-requests requests
