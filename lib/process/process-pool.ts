@@ -150,7 +150,6 @@ export class ProcessPool {
    * malloc_trim's `pad`): given any, it throws ERR_TP_INVALID_ARGUMENT and gives nothing back.
    */
   trim(): number {
-    // eslint-disable-next-line prefer-rest-params
     if (arguments.length !== 0) throw invalidArgument('type', `trim() takes no arguments, got ${arguments.length}`);
     return this.#handle.trim();
   }
