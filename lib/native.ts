@@ -203,6 +203,12 @@ export interface NativePool extends NativeControlledPool {
   share(): number;
 }
 
+/** The preload library's process pool (native/napi/process_pool_object.cc). */
+export interface NativeProcessPool extends NativeControlledPool {
+  /** malloc_trim's share of the pool: the pages of its free blocks and spans go back now; returns the bytes. */
+  trim(): number;
+}
+
 /** The preload library's process pool, as the addon describes it (native/napi/process_pool_object.h). */
 export interface NativeProcessPoolInfo {
   mode: 'default' | 'planned' | 'recording' | 'adaptive';
@@ -291,7 +297,7 @@ export interface NativeAddon {
     new (id: number, options: { frontCacheEntries?: number }): NativePool;
   };
   /** Throws ERR_TP_NO_PROCESS_POOL without the preload library, ERR_TP_PRELOAD_MISMATCH for another build's. */
-  NativeProcessPool: new () => NativeControlledPool;
+  NativeProcessPool: new () => NativeProcessPool;
   /** The preload library's process pool, or null when this process does not preload it. */
   processPoolInfo(): NativeProcessPoolInfo | null;
   /** The calling thread's allocations go to the C library from now on, not to the preloaded process pool;

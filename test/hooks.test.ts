@@ -96,6 +96,23 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
     expect(underRun(['--adaptive'], [process.execPath, ...app('worker')(16)]).iterations).toBe(16);
   });
 
+  it("once a session's create() resolves, the pool's free memory (what loading the model used and freed) is given back: in the main thread and in a worker", () => {
+    for (const where of ['main', 'worker']) {
+      // Decay off: only the hook's trim gives memory back. test/hooks/created.cjs reads the pool's counters
+      // as soon as its `await create()` resumes, then trims again.
+      const r = spawnSync(process.execPath, [cli, 'run', '--decay', 'off', '--', process.execPath, path.resolve(__dirname, 'hooks/created.cjs'), modelFile, where], {
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      const seen = JSON.parse(r.stdout.trim().split('\n').pop() ?? '');
+      // The model's 640 KiB matrix is parsed into memory the pool serves, copied into the session, and freed.
+      expect(seen.purgedBytes, where).toBeGreaterThanOrEqual(512 * 1024);
+      expect(seen.trimmedAgain, where).toBe(0); // nothing free was left resident
+      expect(seen.refused).toBe('ERR_TP_INVALID_ARGUMENT');
+    }
+  });
+
   it('onnxruntime-node required by the path of its folder is hooked as by its name', () => {
     const byPath = perRun([], app('path'));
     expectHooked(byPath);

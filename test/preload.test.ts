@@ -496,6 +496,16 @@ describe('the preload library: the process allocator', () => {
       expect(ours.out.trim()).toBe('calloc(1 GiB): zero, resident below 64 MiB');
     });
 
+    it('malloc_trim(0) gives the pool\'s free memory back at once, as glibc gives its own: resident memory falls, and it returns 1', () => {
+      // Decay off: only malloc_trim gives anything back.
+      const ours = preloaded('trim', { TENSORPOOL_DECAY_MS: 'off' });
+      expect(ours.code, ours.err).toBe(0);
+      const [resident, returned] = ours.out.trim().split('\n');
+      expect(resident).toBe(semantics('trim').out.split('\n')[0]);
+      expect(resident).toBe('48 MiB freed, then malloc_trim(0): resident within 16 MiB of before');
+      expect(returned).toBe('malloc_trim(0) returned 1');
+    });
+
     it('realloc grows a pool block in place where its capacity allows: bytes intact, moved a fraction of the times', () => {
       const ours = preloaded('realloc-grow');
       const moved = /bytes intact; moved (\d+) times in 768 reallocs/.exec(ours.out);

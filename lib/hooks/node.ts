@@ -3,7 +3,9 @@
  * unchanged app use the process pool. Nothing happens until onnxruntime-node is loaded (by require, or by
  * an ESM import, which Node 20-24 also sends through Module._load); then InferenceSession.create turns ONNX
  * Runtime's arena and memory pattern off unless the app set them itself (so its allocations reach malloc,
- * which the process pool serves), and every run() marks an iteration of the process pool.
+ * which the process pool serves), and every run() marks an iteration of the process pool. Once a session's
+ * create() resolves, the process pool is trimmed (malloc_trim's share of it): what ONNX Runtime used to load
+ * the model and freed goes back to the OS before the first request, not at decay's pace.
  *
  * Marks: one when a run starts and no other run of this thread is in flight. Sequential runs give one
  * iteration each; runs that overlap form one iteration together. A mark per run start would give k - 1
@@ -41,6 +43,7 @@ let disabled = false;
 let inFlight = 0;
 let marker: (() => void) | null | undefined; // undefined: not looked up yet; null: no process pool
 let collector: (() => void) | null | undefined; // likewise: null when off or the pool is not preloaded
+let trimmer: { trim(): number } | undefined; // this thread's handle on the process pool, once it trimmed
 
 function disable(error: unknown): void {
   if (disabled) return;
@@ -101,6 +104,18 @@ function collectBeforeRun(): void {
   }
 }
 
+/** Gives the pages of the process pool's free memory back to the OS now (ProcessPool.trim). Pre: the process preloads the library. */
+function trimPool(): void {
+  if (disabled) return;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    trimmer ??= new (require('../native.js') as typeof import('../native.js')).native.NativeProcessPool();
+    trimmer.trim();
+  } catch (error) {
+    disable(error);
+  }
+}
+
 /** The index of InferenceSession.create's options argument among `args` (create's overloads). */
 function optionsIndex(args: unknown[]): number {
   if (!(args[0] instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && args[0] instanceof SharedArrayBuffer))) return 1;
@@ -138,7 +153,10 @@ function patch(ort: unknown): void {
     } catch (error) {
       disable(error);
     }
-    return create.apply(this, args);
+    const session = create.apply(this, args);
+    // The app's own handlers see the promise as it is: this one only waits for it (and ignores a rejection).
+    if (pooled) Promise.resolve(session).then(trimPool, () => {});
+    return session;
   };
   sessions.prototype.run = function (this: Record<symbol, unknown>, ...args: unknown[]) {
     if (this[MARKED_ELSEWHERE] || disabled) return run.apply(this, args);

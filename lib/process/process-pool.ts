@@ -13,7 +13,7 @@ import { Buffer } from 'node:buffer';
 
 import { Adaptation, checkAdaptiveOptions, type PlanSwitch } from './adaptive.js';
 import { TensorPoolError, fromNative } from '../errors.js';
-import { native, packageRoot, type NativeProcessPoolInfo } from '../native.js';
+import { native, packageRoot, type NativeProcessPool, type NativeProcessPoolInfo } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import type { PlanSpec } from '../plan/plan-spec.js';
 import { PoolControl, type PoolStats } from '../pool/pool-control.js';
@@ -65,6 +65,7 @@ export class ProcessPool {
   readonly planPath: string | null;
   readonly recordPath: string | null;
   readonly #control: PoolControl;
+  readonly #handle: NativeProcessPool;
   // The buffers alloc() made that are not released yet, and those released: release() tells a second
   // release from a buffer alloc() never made.
   readonly #buffers = new WeakSet<ArrayBuffer>();
@@ -89,6 +90,7 @@ export class ProcessPool {
     // Under TENSORPOOL_RECORD the library records from the start (and writes the file at exit).
     const recordingSince = info.recordPath !== null && handle.recordingState().on ? handle.recordingState().begin : null;
     this.#control = new PoolControl(handle, plan, adaptation, recordingSince);
+    this.#handle = handle;
   }
 
   /** Called after every switch adaptive mode makes, from the markIteration() that made it. */
@@ -136,6 +138,20 @@ export class ProcessPool {
   /** The process pool's counters now, as Pool.stats() gives a pool's (without a front cache). */
   stats(): PoolStats {
     return this.#control.stats();
+  }
+
+  /**
+   * Gives the pages of the pool's free memory back to the OS now, as `malloc_trim()` does (the preload
+   * library's malloc_trim calls the C library's, then this): every free block of at least 4 pages and every
+   * free span, what decay (TENSORPOOL_DECAY_MS) would give back once they sat idle, all of it at once.
+   * Live blocks are untouched; a free block handed out again faults in zeroed pages. Counted in stats() as
+   * decay's purges are (purgedBlocks, purgedBytes). Returns the bytes given back: 0 where the pool serves a
+   * plan (what a plan names stays resident by design) or has nothing free. Takes no arguments (unlike
+   * malloc_trim's `pad`): given any, it throws ERR_TP_INVALID_ARGUMENT and gives nothing back.
+   */
+  trim(): number {
+    if (arguments.length !== 0) throw invalidArgument('type', `trim() takes no arguments, got ${arguments.length}`);
+    return this.#handle.trim();
   }
 
   /**

@@ -708,6 +708,17 @@ uint64_t Pool::discardRetired() {
   return bytes;
 }
 
+uint64_t Pool::trim() {
+  std::lock_guard lock(mu_);
+  if (counters_.closed || generations_.empty()) return 0;
+  const uint64_t before = counters_.purgedBytes;
+  try {
+    generations_.back()->purgeAll(&counters_.purgedBlocks, &counters_.purgedBytes);
+  } catch (const std::bad_alloc&) {  // as decayLocked: what was given back stays given back
+  }
+  return counters_.purgedBytes - before;
+}
+
 void Pool::populateServing(uint32_t id, uint64_t bytes) {
   const Arena* arena;
   {

@@ -181,6 +181,17 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // chunk at a time, while it serves (the binding runs it on a libuv thread after such a mark; a
   // synchronous switchPlan() runs it before it returns). Returns the bytes advised away.
   uint64_t discardRetired();
+  // Trim (malloc_trim): gives back now the pages of every free block and free span of the serving classes,
+  // what decay would give back once they sat idle (SizeClassPool::purgeAll), all of it at once, under the
+  // lock; counted in purgedBlocks / purgedBytes as decay's purges are. Returns the bytes given back.
+  // Pre: none (any thread, any pool, open or closed). Post: where the serving classes were carved on demand
+  // (the default classes: SizeClassPool::decays()), whatever decayMs says, no free block of at least 4 pages
+  // and no free span holds resident pages, but those the kernel refused to take; live, deferred and cached
+  // blocks are untouched and every block reads as it did (a free one that is handed out again faults in
+  // zeroed pages). Returns 0 and changes nothing for classes a plan pre-faulted by design, time-shared or
+  // locked arenas, or a closed pool; retired arenas gave their free pages back when they retired
+  // (discardRetired). Never throws (memory short for the spans' bookkeeping: it gives back what it did).
+  uint64_t trim();
 
   // Recording of the events this pool serves (see recorder.h). startRecording keeps what is already held
   // and sets the limit on events held; copyRecording copies the events numbered [from, end()).

@@ -671,13 +671,11 @@ void SizeClassPool::countOutstanding(uint64_t capacity) {
 
 void SizeClassPool::endDecayEpoch() {
   duePurges_ = false;
-  // A block of a few pages gives back little and would be written whole to read as zero: not purged.
-  const uint64_t smallest = 4 * os::pageSize();
   for (size_t cls = 0; cls < decay_.size(); ++cls) {
     DecayState& d = decay_[cls];
     const uint64_t resident = counters_[cls].freeBlocks - d.purged;
     // The bottom `lowWater` resident blocks were not handed out during the epoch (those due before among them).
-    d.due = capacityOf(cls) >= smallest ? d.lowWater : 0;
+    d.due = purgeable(cls) ? d.lowWater : 0;
     d.lowWater = resident;
     duePurges_ = duePurges_ || d.due != 0;
   }
@@ -688,6 +686,19 @@ void SizeClassPool::endDecayEpoch() {
 }
 
 void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes) {
+  purgeDueBefore(spanDueBefore_, maxBlocks, maxBytes, blocks, bytes);
+}
+
+void SizeClassPool::purgeAll(uint64_t* blocks, uint64_t* bytes) {
+  if (!decays_ || retired_) return;
+  // Every resident free block is due, and every span was freed before an epoch that never comes.
+  for (size_t cls = 0; cls < decay_.size(); ++cls) {
+    if (purgeable(cls)) decay_[cls].due = counters_[cls].freeBlocks - decay_[cls].purged;
+  }
+  purgeDueBefore(UINT64_MAX, UINT64_MAX, UINT64_MAX, blocks, bytes);
+}
+
+void SizeClassPool::purgeDueBefore(uint64_t spansBefore, uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes) {
   uint64_t done = 0, doneBytes = 0;
   bool left = false;
   for (size_t cls = 0; cls < decay_.size(); ++cls) {
@@ -718,7 +729,7 @@ void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* bl
   }
   if (growth_ == Growth::Spans) {
     const uint64_t room = maxBlocks - done, roomBytes = doneBytes >= maxBytes ? 0 : maxBytes - doneBytes;
-    const std::vector<SpanHeap::Span> idle = room && roomBytes ? spans_.idleSince(spanDueBefore_, room, roomBytes) : std::vector<SpanHeap::Span>{};
+    const std::vector<SpanHeap::Span> idle = room && roomBytes ? spans_.idleSince(spansBefore, room, roomBytes) : std::vector<SpanHeap::Span>{};
     uint64_t idleBytes = 0;
     for (const SpanHeap::Span& span : idle) {
       idleBytes += span.bytes;
@@ -741,7 +752,7 @@ bool SizeClassPool::purgeGiven(BlockHeader* header) {
   // back, and the span holding it still counts as resident (not zero) as a whole.
   if (header->span) return decays_ && !retired_ && zeroRange(header->data(), header->capacity);
   const size_t cls = header->classIndex;
-  if (!decays_ || retired_ || heads_[cls] != header || capacityOf(cls) < 4 * os::pageSize()) return false;
+  if (!decays_ || retired_ || heads_[cls] != header || !purgeable(cls)) return false;
   const bool gaveBack = purge(header);
   if (!header->zero) return false;  // the kernel kept its pages: it stays a resident block
   // Off the top of the list, and in again just above the purged blocks.
@@ -757,6 +768,8 @@ bool SizeClassPool::purgeGiven(BlockHeader* header) {
   d.due = std::min(d.due, others);
   return gaveBack;
 }
+
+bool SizeClassPool::purgeable(size_t cls) const { return capacityOf(cls) >= 4 * os::pageSize(); }
 
 bool SizeClassPool::purge(BlockHeader* header) {
   if (header->zero) return false;  // never written since it was carved or purged: nothing to give back

@@ -116,6 +116,11 @@ class SizeClassPool {
   // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block
   // never written since it was carved counts as purged without a system call, and in neither count).
   void purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
+  // Trim (malloc_trim): every free block of a purgeable size (as endDecayEpoch's: at least 4 pages) and every
+  // free span gives its pages back now, whether due or not, as purgeDue() would once all were due; adds the
+  // blocks and bytes given back to the counts. Pre: decays() (otherwise nothing changes). Post: no free block
+  // or span of a purgeable size is resident (but those the kernel refused to take), and no purge is due.
+  void purgeAll(uint64_t* blocks, uint64_t* bytes);
   // Block `header`, just given back, will not be wanted again soon (realloc moved its contents): its pages
   // go back now, and it joins the purged blocks. Returns whether pages were given back. Pre: give(header)
   // was the last change to its class.
@@ -175,6 +180,11 @@ class SizeClassPool {
   static constexpr uint64_t kGrowthSlack = uint64_t{64} << 20;
   // Counts a block becoming outstanding (live, deferred or cached) or coming back.
   void countOutstanding(uint64_t capacity);
+  // purgeDue()'s work: the due blocks, and the free spans freed before epoch `spansBefore`, within the budgets.
+  void purgeDueBefore(uint64_t spansBefore, uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
+  // Decay: whether blocks of class `cls` are ever purged (a block of a few pages gives back little and would
+  // be written whole to read as zero).
+  bool purgeable(size_t cls) const;
   // Decay: gives the pages of free block `header` back and zeroes what stays resident of it, so that it
   // reads as zero (header->zero) when the kernel took the pages. False when nothing was given back (a
   // block never written since it was carved or purged, or the kernel refused).

@@ -36,6 +36,7 @@ class ProcessPoolObject : public Napi::ObjectWrap<ProcessPoolObject> {
   Napi::Value RecordingState(const Napi::CallbackInfo& info);
   Napi::Value CopyRecording(const Napi::CallbackInfo& info);
   Napi::Value DiscardRecording(const Napi::CallbackInfo& info);
+  Napi::Value Trim(const Napi::CallbackInfo& info);
 
   const preload::ProcessPoolApi* api_;
 };

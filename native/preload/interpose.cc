@@ -209,6 +209,15 @@ TP_EXPORT void* memalign(size_t alignment, size_t bytes) {
 TP_EXPORT void* valloc(size_t bytes) { return next.valloc.load(std::memory_order_relaxed)(bytes); }
 TP_EXPORT void* pvalloc(size_t bytes) { return next.pvalloc.load(std::memory_order_relaxed)(bytes); }
 
+// glibc's contract: 1 when memory was given back to the OS, else 0. The next allocator trims its own heap
+// (glibc's: `pad` bytes kept at the top), and the pool gives back the pages of all its free blocks and spans
+// (what decay would give back once they sat idle, all of it now).
+TP_EXPORT int malloc_trim(size_t pad) {
+  const int nextGaveBack = next.trim.load(std::memory_order_relaxed)(pad);
+  const bool poolGaveBack = poolTrim() != 0;
+  return nextGaveBack || poolGaveBack ? 1 : 0;
+}
+
 TP_EXPORT size_t malloc_usable_size(void* p) {
   if (!p) return 0;
   return ownedByPool(p) ? poolUsableSize(p) : nextUsable(p);

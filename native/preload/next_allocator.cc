@@ -115,6 +115,8 @@ void* bootValloc(size_t bytes);
 void* bootPvalloc(size_t bytes);
 size_t bootUsableSize(void* p);
 size_t noUsableSize(void*) { return 0; }
+int bootTrim(size_t pad);
+int noTrim(size_t) { return 0; }
 
 // Every thread that finds the entries unresolved looks them up (the same answers), without a lock: none can
 // be held across fork() or wait on another thread's dlsym. A thread already looking returns at once.
@@ -129,6 +131,7 @@ void resolve() {
   auto* v = lookUp<void* (*)(size_t)>("valloc", kBaseVersion, __libc_valloc);
   auto* pv = lookUp<void* (*)(size_t)>("pvalloc", kBaseVersion, __libc_pvalloc);
   auto* u = lookUp<size_t (*)(void*)>("malloc_usable_size", kBaseVersion, noUsableSize);
+  auto* t = lookUp<int (*)(size_t)>("malloc_trim", kBaseVersion, noTrim);
   resolvedFree.store(f, std::memory_order_release);
   // By where it lives, not by comparing with __libc_malloc: tcmalloc and mimalloc define that name too.
   glibcMalloc.store(inLibc(reinterpret_cast<void*>(m)), std::memory_order_release);
@@ -139,6 +142,7 @@ void resolve() {
   next.valloc.store(v, std::memory_order_release);
   next.pvalloc.store(pv, std::memory_order_release);
   next.usableSize.store(u, std::memory_order_release);
+  next.trim.store(t, std::memory_order_release);
   void (*unresolved)(void*) = bootFree;
   next.free.compare_exchange_strong(unresolved, f, std::memory_order_acq_rel);
   resolved.store(true, std::memory_order_release);
@@ -199,11 +203,16 @@ size_t bootUsableSize(void* p) {
   auto* f = next.usableSize.load(std::memory_order_acquire);
   return f != bootUsableSize ? f(p) : 0;
 }
+int bootTrim(size_t pad) {
+  resolve();
+  auto* f = next.trim.load(std::memory_order_acquire);
+  return f != bootTrim ? f(pad) : 0;  // nothing the bootstrap holds is ever given back
+}
 
 }  // namespace
 
 NextAllocator next{{bootMalloc}, {bootFree},  {bootCalloc},  {bootRealloc},
-                   {bootMemalign}, {bootValloc}, {bootPvalloc}, {bootUsableSize}};
+                   {bootMemalign}, {bootValloc}, {bootPvalloc}, {bootUsableSize}, {bootTrim}};
 
 void resolveNextAllocator() {
   if (resolved.load(std::memory_order_acquire)) return;

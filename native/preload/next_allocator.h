@@ -22,6 +22,7 @@ struct NextAllocator {
   std::atomic<void* (*)(size_t)> valloc;
   std::atomic<void* (*)(size_t)> pvalloc;
   std::atomic<size_t (*)(void*)> usableSize;
+  std::atomic<int (*)(size_t)> trim;  // malloc_trim (an allocator without one: a function that gives nothing back)
 };
 extern NextAllocator next;
 

@@ -11,7 +11,7 @@
 
 namespace tp::preload {
 
-constexpr uint32_t kProcessApiVersion = 3;
+constexpr uint32_t kProcessApiVersion = 4;
 
 // Sizes of everything passed through the table, folded: both sides compute it from their own headers.
 constexpr uint32_t processApiLayout() {
@@ -62,6 +62,8 @@ struct ProcessPoolApi {
   // life): a thread working for the pool (adaptive mode's training worker) takes none of its memory, and
   // the iterations it judges count none of its allocations.
   void (*leaveThread)();
+  // As Pool::trim (malloc_trim's share of the pool): returns the bytes given back.
+  uint64_t (*trim)();
 };
 
 }  // namespace tp::preload

@@ -218,12 +218,14 @@ uint64_t apiDiscardRetired() {
   InternalScope inside;
   return pool().discardRetired();
 }
+uint64_t apiTrim() { return poolTrim(); }
 void apiLeaveThread() { ++insideDepth; }  // never undone: the thread is inside for the rest of its life
 
 ProcessPoolApi api = {
     kProcessApiVersion, processApiLayout(), TP_PACKAGE_VERSION, nullptr, 0, nullptr, nullptr,
     apiStats, apiClassStats, apiInterval, apiMarkIteration, apiStartRecording, apiStopRecording, apiRecordingState,
     apiCopyRecording, apiDiscardRecording, apiPrepareSwitch, apiSwitchPlan, apiDiscardRetired, apiLeaveThread,
+    apiTrim,
 };
 
 void writeRecording();
@@ -569,6 +571,12 @@ void* poolResizeMapped(void* p, size_t bytes) {
   void* moved = pool().resizeMapped(p, bytes);  // nothing in it throws: its set is re-keyed, not grown
   errno = saved;
   return moved;
+}
+
+uint64_t poolTrim() {
+  if (!made() || insidePool()) return 0;
+  InternalScope inside;
+  return pool().trim();
 }
 
 }  // namespace tp::preload

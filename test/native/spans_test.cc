@@ -3,6 +3,7 @@
 // inside a merged span is never taken for a block.
 #include <cstring>
 #include <ctime>
+#include <sys/mman.h>
 #include <vector>
 
 #include "check.h"
@@ -19,6 +20,19 @@ std::shared_ptr<Pool> spanPool(uint64_t decayMs = PoolOptions::kNoDecay, uint64_
   return tpt::growingPool(Growth::Spans, decayMs, reserve);
 }
 using tpt::allZero;
+
+// Pages of [data, data + bytes) resident now (the kernel's count: mincore), whole pages only.
+uint64_t residentPages(const void* data, uint64_t bytes) {
+  const uint64_t page = os::pageSize();
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (end <= first) return 0;
+  std::vector<unsigned char> vec((end - first) / page);
+  CHECK(mincore(reinterpret_cast<void*>(first), end - first, vec.data()) == 0);
+  uint64_t n = 0;
+  for (unsigned char v : vec) n += v & 1;
+  return n;
+}
 
 void pause(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
@@ -215,6 +229,58 @@ TEST(idle_spans_give_their_pages_back_and_read_as_zero_and_a_span_reused_every_e
   CHECK(again.data == idle.data && again.zeroed && allZero(again.data, kBytes));
   CHECK(pool->release(again.data) == ReleaseStatus::Ok);
   CHECK(pool->release(wall.data) == ReleaseStatus::Ok);
+}
+
+TEST(trim_gives_every_free_span_and_block_back_at_once_counted_as_purges_and_keeps_live_ones) {
+  // No epoch ends during the test (and with decay off trim works just the same): only trim purges.
+  for (const uint64_t decayMs : {uint64_t{60000}, PoolOptions::kNoDecay}) {
+    auto pool = spanPool(decayMs);
+    constexpr uint64_t kSpan = 4 << 20, kBlock = 32 << 10;  // a span, and a block of a class (below 64 KiB)
+    Allocation freed = pool->alloc(kSpan), live = pool->alloc(1 << 20);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 8; ++i) blocks.push_back(pool->alloc(kBlock).data);
+    std::memset(freed.data, 1, kSpan);
+    std::memset(live.data, 2, 1 << 20);
+    for (void* b : blocks) std::memset(b, 3, kBlock);
+    CHECK(pool->release(freed.data) == ReleaseStatus::Ok);
+    for (void* b : blocks) CHECK(pool->release(b) == ReleaseStatus::Ok);
+    CHECK(residentPages(freed.data, kSpan) > 0);  // freed, not given back: nothing is due
+    const PoolStats before = pool->stats();
+    CHECK(before.purgedBlocks == 0);
+    const uint64_t trimmed = pool->trim();
+    const PoolStats after = pool->stats();
+    CHECK(trimmed >= kSpan + 8 * kBlock);
+    CHECK(after.purgedBytes - before.purgedBytes == trimmed);
+    CHECK(after.purgedBlocks - before.purgedBlocks >= 1 + 8);
+    CHECK(residentPages(freed.data, kSpan) == 0);
+    for (void* b : blocks) CHECK(residentPages(b, kBlock) == 0);
+    CHECK(residentPages(live.data, 1 << 20) == (1 << 20) / os::pageSize());  // a live block is untouched
+    for (uint64_t i = 0; i < (1 << 20); ++i) CHECK(static_cast<const unsigned char*>(live.data)[i] == 2);
+    CHECK(pool->trim() == 0);  // nothing resident is left free
+    Allocation again = pool->alloc(kSpan);  // given back memory reads as zero
+    CHECK(again.zeroed && allZero(again.data, kSpan));
+    CHECK(pool->release(again.data) == ReleaseStatus::Ok);
+    CHECK(pool->release(live.data) == ReleaseStatus::Ok);
+    pool->close();
+    CHECK(pool->trim() == 0);
+  }
+}
+
+TEST(trim_leaves_what_a_plan_names_resident) {
+  PlanSpec plan;
+  plan.interval = 4096;
+  plan.classes.push_back({1 << 20, 4});
+  PoolOptions options;
+  options.growth = Growth::AfterBorrowing;
+  options.decayMs = 0;
+  std::string error;
+  auto pool = Pool::create(plan, options, &error);
+  CHECK(pool != nullptr);
+  Allocation a = pool->alloc(1 << 20);
+  std::memset(a.data, 1, 1 << 20);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->trim() == 0 && pool->stats().purgedBlocks == 0);
+  CHECK(residentPages(a.data, 1 << 20) + 1 >= (1 << 20) / os::pageSize());  // pre-faulted, and kept
 }
 
 TEST(realloc_in_place_grows_a_span_into_the_free_span_after_it_or_the_arenas_end) {

@@ -12,6 +12,8 @@
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
  *   semantics sigterm    ten 256 KiB blocks, then SIGTERM (its default action ends the program)
  *   semantics sigint     the same with SIGINT (Ctrl-C)
+ *   semantics trim       48 MiB written and freed, then malloc_trim(0): whether the resident memory fell back
+ *                        to within 16 MiB of where it was before the blocks, and what malloc_trim returned
  *   semantics chain      small blocks through every entry point: their usable sizes, realloc across the
  *                        threshold and back
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
@@ -229,6 +231,24 @@ static int chain(void) {
   return 0;
 }
 
+static int trim(void) {
+  enum { kBlocks = 12 };
+  const size_t bytes = (size_t)4 << 20;  /* a request the pool serves (below its largest class) */
+  const uint64_t before = residentBytes();
+  void* blocks[kBlocks];
+  for (int i = 0; i < kBlocks; i++) {
+    blocks[i] = malloc(bytes);
+    if (!blocks[i]) return printf("malloc(4 MiB): NULL\n"), 0;
+    memset(blocks[i], i + 1, bytes);
+  }
+  for (int i = 0; i < kBlocks; i++) free(blocks[i]);
+  const int returned = malloc_trim(0);
+  const uint64_t after = residentBytes();
+  printf("48 MiB freed, then malloc_trim(0): resident %s 16 MiB of before\n", after < before + ((uint64_t)16 << 20) ? "within" : "NOT within");
+  printf("malloc_trim(0) returned %d\n", returned);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -239,6 +259,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
   if (!strcmp(what, "chain")) return chain();
+  if (!strcmp(what, "trim")) return trim();
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
     memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
