@@ -584,6 +584,24 @@ describe('the preload library: the process allocator', () => {
       expect(Number(/requests >= 65536 B\): allocs (\d+)/.exec(r.stderr)?.[1])).toBeGreaterThanOrEqual(4);
     });
 
+    // A program that lowers its own RLIMIT_AS after start-up (a sandbox, Python's resource.setrlimit) found the
+    // pool's spare reservation (16 GiB of address space) over the limit: glibc's heap could not grow (239 of
+    // 200000 small blocks, then no 1 MiB or 300 MiB block), where glibc alone serves them all. Set before the
+    // pool was made, the limit turned the pool off.
+    it('setrlimit(RLIMIT_AS) after start-up: the pool gives back the reservation the limit leaves no room for, and serves, as glibc', () => {
+      for (const task of ['rlimit-as', 'rlimit-as-first']) {
+        const glibc = semantics(task);
+        expect(glibc.out).toMatch(/200000 of 200000 small blocks, 20 of 20 1 MiB blocks, 300 MiB block served/);
+        for (const threshold of ['64K', '1']) {
+          const ours = preloaded(task, { TENSORPOOL_MIN_BYTES: threshold, TENSORPOOL_STATS: '1' });
+          expect(ours.code, ours.err).toBe(0);
+          expect(ours.out).toBe(glibc.out);
+          expect(ours.err).not.toMatch(/the pool is off/);
+          expect(Number(/\): allocs (\d+)/.exec(ours.err)?.[1])).toBeGreaterThanOrEqual(20);
+        }
+      }
+    });
+
     it('SIGTERM or SIGINT (Ctrl-C) with its default action still writes the recording, and the program ends by the signal', () => {
       for (const signal of ['SIGTERM', 'SIGINT']) {
         const file = path.join(tmp, `${signal}.csv`);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,7 @@ struct Recipe {
   PoolOptions options;
   bool record = false;
   uint64_t recordEvents = 0;
+  bool reserveGiven = false;  // TENSORPOOL_RESERVE set: taken as it is
 };
 Recipe* recipe = nullptr;  // nullptr once made, or once making it failed
 std::mutex making;         // held while the pool is made, and across fork(): no child inherits it half made
@@ -58,6 +60,7 @@ Pool* made() { return madePool.load(std::memory_order_acquire); }
 Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, or JS was handed the table)
 
 void say(const std::string& line);
+uint64_t defaultReserve();
 
 // The pool, made now if it is not yet; nullptr when making it failed (the process is then on the C library).
 Pool* servingPool() {
@@ -67,6 +70,10 @@ Pool* servingPool() {
   if (Pool* p = made()) return p;
   if (!recipe) return nullptr;
   std::string error;
+  // The request the pool cannot serve goes to the C library, which sets errno only where it fails too.
+  const int saved = errno;
+  // A limit the program set since start-up (setrlimit(RLIMIT_AS)) bounds the reservation as one set before.
+  if (!recipe->reserveGiven) recipe->options.growReserve = std::min(recipe->options.growReserve, defaultReserve());
   // The address map free() reads is mapped with the pool, not at load: in a process whose pool is never
   // made, free() finds no map and goes straight to the C library.
   std::shared_ptr<Pool> fresh;
@@ -78,8 +85,10 @@ Pool* servingPool() {
   if (!fresh) {
     detail::routeFrom.store(SIZE_MAX, std::memory_order_release);
     say(error + "; the pool is off, the C library serves every allocation");
+    errno = saved;
     return nullptr;
   }
+  errno = saved;
   processPool = new std::shared_ptr<Pool>(std::move(fresh));
   madePool.store(processPool->get(), std::memory_order_release);
   return made();
@@ -382,7 +391,7 @@ void initialise() {
     s->record = true;
     if (!adaptive) s->mode = "recording";
   }
-  recipe = new Recipe{std::move(plan), options, s->record, recordEvents};
+  recipe = new Recipe{std::move(plan), options, s->record, recordEvents, reserveText != nullptr};
   settings = s;
   holdPoolAcrossFork();
   atexit(atExit);
@@ -561,6 +570,15 @@ bool poolResizeInPlace(void* p, size_t bytes) {
   }
   errno = saved;
   return resized;
+}
+
+void fitPoolToAddressSpace() {
+  if (!made()) return;  // (one made later reserves within the limit: servingPool)
+  InternalScope inside;
+  const int saved = errno;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) pool().fitAddressSpace(limit.rlim_cur, os::addressSpaceUsed());
+  errno = saved;
 }
 
 void* poolResizeMapped(void* p, size_t bytes) {

@@ -87,4 +87,8 @@ bool poolResizeInPlace(void* p, size_t bytes);
 // copied, or nullptr (nothing changed, errno untouched). Pre: ownedByPool(p).
 void* poolResizeMapped(void* p, size_t bytes);
 
+// After the program lowered its RLIMIT_AS (address_limit.cc): the pool's spare reservation shrunk to fit
+// what the limit leaves (Pool::fitAddressSpace). A pool not made yet reserves within the limit when it is.
+void fitPoolToAddressSpace();
+
 }  // namespace tp::preload

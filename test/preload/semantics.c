@@ -14,6 +14,9 @@
  *   semantics sigint     the same with SIGINT (Ctrl-C)
  *   semantics chain      small blocks through every entry point: their usable sizes, realloc across the
  *                        threshold and back
+ *   semantics rlimit-as  a 1 MiB block, then setrlimit(RLIMIT_AS, 2 GiB) (as a sandbox or Python's
+ *                        resource.setrlimit does), then 100 MiB of small blocks and a 300 MiB one: served
+ *   semantics rlimit-as-first  the same, the limit set before any block
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
  */
 #define _GNU_SOURCE
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* A value from /proc/meminfo in bytes (0 when absent). */
@@ -229,6 +233,33 @@ static int chain(void) {
   return 0;
 }
 
+/* What a lowered address space limit leaves a program that glibc runs in it: 100 MiB of small blocks (the
+   heap grows) and a 300 MiB block (a mapping of its own), with 1 MiB blocks (the pool's) between them. */
+static int rlimitAs(int blockFirst) {
+  char* volatile first = blockFirst ? malloc(1 << 20) : NULL;
+  if (first) memset(first, 1, 1 << 20);
+  const struct rlimit limit = {(rlim_t)2 << 30, (rlim_t)2 << 30};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return perror("setrlimit"), 1;
+  size_t small = 0, pooled = 0;
+  for (int i = 0; i < 200000; i++) {
+    char* p = malloc(512);
+    if (!p) break;
+    p[0] = 1;
+    small++;
+  }
+  for (int i = 0; i < 20; i++) {
+    char* p = malloc(1 << 20);
+    if (!p) break;
+    memset(p, 2, 1 << 20);
+    pooled++;
+  }
+  char* large = malloc(300 << 20);
+  if (large) memset(large, 3, 300 << 20);
+  printf("under RLIMIT_AS 2 GiB: %zu of 200000 small blocks, %zu of 20 1 MiB blocks, 300 MiB block %s\n", small, pooled,
+         large ? "served" : strerror(errno));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -239,6 +270,8 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
   if (!strcmp(what, "chain")) return chain();
+  if (!strcmp(what, "rlimit-as")) return rlimitAs(1);
+  if (!strcmp(what, "rlimit-as-first")) return rlimitAs(0);
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
     memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
@@ -263,6 +296,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|free-offset|double-free|sigterm\n");
   return 2;
 }
