@@ -602,6 +602,22 @@ describe('the preload library: the process allocator', () => {
       }
     });
 
+    // The stats line and the recording are built on the heap at exit: in a program that had used all the memory
+    // its limit allows, the std::bad_alloc ended in terminate() (SIGABRT, exit 134) where glibc exits 0.
+    it('a program that used all the memory it may have exits as under glibc, with --stats or --record (a line says what was not written)', () => {
+      const glibc = semantics('exhaust');
+      expect(glibc.code).toBe(0);
+      for (const threshold of ['64K', '1']) {
+        for (const [env, what] of [[{ TENSORPOOL_STATS: '1' }, 'stats'], [{ TENSORPOOL_RECORD: path.join(tmp, 'exhaust.csv') }, 'recording']] as const) {
+          const ours = preloaded('exhaust', { TENSORPOOL_MIN_BYTES: threshold, ...env });
+          expect(ours.signal, ours.err).toBeNull();
+          expect(ours.code, ours.err).toBe(0);
+          expect(ours.out).toBe(glibc.out);
+          expect(ours.err).toMatch(new RegExp(`^(tensorpool: process pool .*\\n|tensorpool: out of memory at exit: no ${what} written\\n)?$`));
+        }
+      }
+    });
+
     it('SIGTERM or SIGINT (Ctrl-C) with its default action still writes the recording, and the program ends by the signal', () => {
       for (const signal of ['SIGTERM', 'SIGINT']) {
         const file = path.join(tmp, `${signal}.csv`);

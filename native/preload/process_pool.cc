@@ -240,18 +240,41 @@ void printStats();
 
 std::atomic<bool> recordingWritten{false};
 
-// The recording, once per process: at exit, or when SIGINT or SIGTERM ends it (signal_flush.h).
+// Said without allocating: a program that used all the memory it may have still exits as it would.
+void sayOutOfMemory(const char* what) {
+  const char head[] = "tensorpool: out of memory at exit: no ";
+  const char tail[] = " written\n";
+  ssize_t ignored = write(STDERR_FILENO, head, sizeof head - 1);
+  ignored = write(STDERR_FILENO, what, strlen(what));
+  ignored = write(STDERR_FILENO, tail, sizeof tail - 1);
+  (void)ignored;
+}
+
+// The recording, once per process: at exit, or when SIGINT or SIGTERM ends it (signal_flush.h). Its text
+// and file name are built on the heap: a std::bad_alloc ends in a line on stderr, not in terminate().
 void writeRecordingOnce() {
   const bool forked = getpid() != settings->pid;
   // A process whose pool was never made recorded nothing: only the root leaves a file for it.
-  if (settings->record && !forked && (settings->root || made()) && !recordingWritten.exchange(true)) writeRecording();
+  if (settings->record && !forked && (settings->root || made()) && !recordingWritten.exchange(true)) {
+    try {
+      writeRecording();
+    } catch (...) {
+      sayOutOfMemory("recording");
+    }
+  }
 }
 
 void atExit() {
   InternalScope inside;
   writeRecordingOnce();
   const bool forked = getpid() != settings->pid;
-  if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) printStats();
+  if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) {
+    try {
+      printStats();
+    } catch (...) {
+      sayOutOfMemory("stats");
+    }
+  }
 }
 
 // Whether this process is the first of its tree to load the library: TENSORPOOL_ROOT_PID names it, set here

@@ -17,6 +17,8 @@
  *   semantics rlimit-as  a 1 MiB block, then setrlimit(RLIMIT_AS, 2 GiB) (as a sandbox or Python's
  *                        resource.setrlimit does), then 100 MiB of small blocks and a 300 MiB one: served
  *   semantics rlimit-as-first  the same, the limit set before any block
+ *   semantics exhaust    RLIMIT_AS 64 MiB above what is mapped, then small blocks until malloc says no, kept
+ *                        to the end: the program exits 0
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
  */
 #define _GNU_SOURCE
@@ -260,6 +262,24 @@ static int rlimitAs(int blockFirst) {
   return 0;
 }
 
+static int exhaust(void) {
+  char* volatile first = malloc(1 << 20);
+  if (first) memset(first, 1, 1 << 20);
+  FILE* statm = fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  if (!statm || fscanf(statm, "%lu", &pages) != 1) return perror("statm"), 1;
+  fclose(statm);
+  const rlim_t mapped = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+  const struct rlimit limit = {mapped + ((rlim_t)64 << 20), mapped + ((rlim_t)64 << 20)};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return perror("setrlimit"), 1;
+  size_t held = 0;
+  for (size_t size = 4096; size >= 16; size /= 2) {
+    while (malloc(size)) held += size;
+  }
+  printf("memory exhausted after %s MiB of small blocks\n", held > ((size_t)16 << 20) ? "more than 16" : "less than 16");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -272,6 +292,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "chain")) return chain();
   if (!strcmp(what, "rlimit-as")) return rlimitAs(1);
   if (!strcmp(what, "rlimit-as-first")) return rlimitAs(0);
+  if (!strcmp(what, "exhaust")) return exhaust();
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
     memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
@@ -296,6 +317,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|free-offset|double-free|sigterm\n");
   return 2;
 }
