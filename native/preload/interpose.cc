@@ -191,10 +191,9 @@ TP_EXPORT int posix_memalign(void** out, size_t alignment, size_t bytes) {
 }
 
 TP_EXPORT void* aligned_alloc(size_t alignment, size_t bytes) {
-  if (!isPowerOfTwo(alignment)) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  // An alignment that is no power of two gets the C library's own answer, which depends on its version
+  // (glibc 2.36 serves it rounded up, as memalign; 2.38 refuses it with EINVAL).
+  if (!isPowerOfTwo(alignment)) return next.alignedAlloc.load(std::memory_order_relaxed)(alignment, bytes);
   return allocate(bytes, alignment);
 }
 

@@ -17,6 +17,8 @@
  *   semantics rlimit-as  a 1 MiB block, then setrlimit(RLIMIT_AS, 2 GiB) (as a sandbox or Python's
  *                        resource.setrlimit does), then 100 MiB of small blocks and a 300 MiB one: served
  *   semantics rlimit-as-first  the same, the limit set before any block
+ *   semantics aligned-odd  aligned_alloc with an alignment that is no power of two (0, 3, 24, 48, 96),
+ *                        below and above the threshold: what the C library of this machine answers
  *   semantics exhaust    RLIMIT_AS 64 MiB above what is mapped, then small blocks until malloc says no, kept
  *                        to the end: the program exits 0
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
@@ -262,6 +264,24 @@ static int rlimitAs(int blockFirst) {
   return 0;
 }
 
+static int alignedOdd(void) {
+  const size_t alignments[] = {0, 3, 24, 48, 96};
+  const size_t sizes[] = {100, 1 << 20};
+  for (size_t i = 0; i < sizeof alignments / sizeof *alignments; i++) {
+    for (size_t j = 0; j < 2; j++) {
+      size_t rounded = 1;
+      while (rounded < alignments[i]) rounded *= 2;
+      errno = 0;
+      char* p = aligned_alloc(alignments[i], sizes[j]);
+      if (p) memset(p, 1, sizes[j]);
+      printf("aligned_alloc(%zu, %zu): %s\n", alignments[i], sizes[j],
+             !p ? strerror(errno) : (uintptr_t)p % rounded == 0 ? "served, aligned to the next power of two" : "served, MISALIGNED");
+      free(p);
+    }
+  }
+  return 0;
+}
+
 static int exhaust(void) {
   char* volatile first = malloc(1 << 20);
   if (first) memset(first, 1, 1 << 20);
@@ -293,6 +313,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "rlimit-as")) return rlimitAs(1);
   if (!strcmp(what, "rlimit-as-first")) return rlimitAs(0);
   if (!strcmp(what, "exhaust")) return exhaust();
+  if (!strcmp(what, "aligned-odd")) return alignedOdd();
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
     memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
@@ -317,6 +338,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }
