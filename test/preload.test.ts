@@ -627,6 +627,20 @@ describe('the preload library: the process allocator', () => {
       for (const threshold of ['64K', '1']) expect(preloaded('aligned-odd', { TENSORPOOL_MIN_BYTES: threshold }).out).toBe(glibc.out);
     });
 
+    // Under `ulimit -v` the pool reserves half of the address space left: a request the other half could not
+    // hold failed where glibc serves it (a 2.5 GB bytearray under `ulimit -v 4000000`: MemoryError). A failed
+    // request now gets the pool's unused reservation back and is made again.
+    it('under ulimit -v a request larger than what the pool left gets the unused reservation back, and is served, as glibc', () => {
+      const limited = (env: NodeJS.ProcessEnv) =>
+        spawnSync('sh', ['-c', 'ulimit -v 1048576 && exec "$0" address-space', program], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 30_000 });
+      const glibc = limited({});
+      expect(glibc.stdout).toBe('malloc(700 MiB) after a 1 MiB block: served\n');
+      const ours = limited({ LD_PRELOAD: preloadLibrary, TENSORPOOL_STATS: '1' });
+      expect(ours.status, ours.stderr).toBe(0);
+      expect(ours.stdout).toBe(glibc.stdout);
+      expect(Number(/\): allocs (\d+)/.exec(ours.stderr)?.[1])).toBeGreaterThanOrEqual(1);
+    });
+
     it('SIGTERM or SIGINT (Ctrl-C) with its default action still writes the recording, and the program ends by the signal', () => {
       for (const signal of ['SIGTERM', 'SIGINT']) {
         const file = path.join(tmp, `${signal}.csv`);

@@ -34,6 +34,7 @@ namespace tp::preload {
 
 thread_local unsigned detail::insideDepth = 0;
 std::atomic<size_t> detail::routeFrom{SIZE_MAX};
+std::atomic<bool> detail::addressLimited{false};
 
 namespace {
 using detail::insideDepth;
@@ -424,6 +425,8 @@ void initialise() {
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
   api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
   keepHeapTop();
+  struct rlimit limit;
+  detail::addressLimited.store(getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY, std::memory_order_relaxed);
   ready.store(true, std::memory_order_release);
   detail::routeFrom.store(minBytes, std::memory_order_release);
 }
@@ -596,12 +599,23 @@ bool poolResizeInPlace(void* p, size_t bytes) {
 }
 
 void fitPoolToAddressSpace() {
-  if (!made()) return;  // (one made later reserves within the limit: servingPool)
+  struct rlimit limit;
+  const bool limited = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  detail::addressLimited.store(limited, std::memory_order_relaxed);
+  if (!limited || !made()) return;  // (a pool made later reserves within the limit: servingPool)
   InternalScope inside;
   const int saved = errno;
-  struct rlimit limit;
-  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) pool().fitAddressSpace(limit.rlim_cur, os::addressSpaceUsed());
+  pool().fitAddressSpace(limit.rlim_cur, os::addressSpaceUsed());
   errno = saved;
+}
+
+bool poolGaveBackSpare() {
+  if (!made() || insidePool()) return false;
+  InternalScope inside;
+  const int saved = errno;
+  const bool gave = addressSpaceLimited() && pool().fitAddressSpace(0, 0) > 0;
+  errno = saved;
+  return gave;
 }
 
 void* poolResizeMapped(void* p, size_t bytes) {

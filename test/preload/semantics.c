@@ -19,6 +19,8 @@
  *   semantics rlimit-as-first  the same, the limit set before any block
  *   semantics aligned-odd  aligned_alloc with an alignment that is no power of two (0, 3, 24, 48, 96),
  *                        below and above the threshold: what the C library of this machine answers
+ *   semantics address-space  a 1 MiB block, then 700 MiB (never written: address space, no memory), as a
+ *                        program under `ulimit -v 1048576` may have
  *   semantics exhaust    RLIMIT_AS 64 MiB above what is mapped, then small blocks until malloc says no, kept
  *                        to the end: the program exits 0
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
@@ -282,6 +284,16 @@ static int alignedOdd(void) {
   return 0;
 }
 
+static int addressSpace(void) {
+  char* volatile first = malloc(1 << 20);
+  if (first) memset(first, 1, 1 << 20);
+  void* large = malloc((size_t)700 << 20);
+  printf("malloc(700 MiB) after a 1 MiB block: %s\n", large ? "served" : strerror(errno));
+  free(large);
+  free(first);
+  return 0;
+}
+
 static int exhaust(void) {
   char* volatile first = malloc(1 << 20);
   if (first) memset(first, 1, 1 << 20);
@@ -313,6 +325,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "rlimit-as")) return rlimitAs(1);
   if (!strcmp(what, "rlimit-as-first")) return rlimitAs(0);
   if (!strcmp(what, "exhaust")) return exhaust();
+  if (!strcmp(what, "address-space")) return addressSpace();
   if (!strcmp(what, "aligned-odd")) return alignedOdd();
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
@@ -338,6 +351,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|aligned-odd|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }
