@@ -594,6 +594,63 @@ describe('the preload library: the process allocator', () => {
       expect(Number(/requests >= 65536 B\): allocs (\d+)/.exec(r.stderr)?.[1])).toBeGreaterThanOrEqual(4);
     });
 
+    // A program that lowers its own RLIMIT_AS after start-up (a sandbox, Python's resource.setrlimit) found the
+    // pool's spare reservation (16 GiB of address space) over the limit: glibc's heap could not grow (239 of
+    // 200000 small blocks, then no 1 MiB or 300 MiB block), where glibc alone serves them all. Set before the
+    // pool was made, the limit turned the pool off.
+    it('setrlimit(RLIMIT_AS) after start-up: the pool gives back the reservation the limit leaves no room for, and serves, as glibc', () => {
+      for (const task of ['rlimit-as', 'rlimit-as-first']) {
+        const glibc = semantics(task);
+        expect(glibc.out).toMatch(/200000 of 200000 small blocks, 20 of 20 1 MiB blocks, 300 MiB block served/);
+        for (const threshold of ['64K', '1']) {
+          const ours = preloaded(task, { TENSORPOOL_MIN_BYTES: threshold, TENSORPOOL_STATS: '1' });
+          expect(ours.code, ours.err).toBe(0);
+          expect(ours.out).toBe(glibc.out);
+          expect(ours.err).not.toMatch(/the pool is off/);
+          expect(Number(/\): allocs (\d+)/.exec(ours.err)?.[1])).toBeGreaterThanOrEqual(20);
+        }
+      }
+    });
+
+    // The stats line and the recording are built on the heap at exit: in a program that had used all the memory
+    // its limit allows, the std::bad_alloc ended in terminate() (SIGABRT, exit 134) where glibc exits 0.
+    it('a program that used all the memory it may have exits as under glibc, with --stats or --record (a line says what was not written)', () => {
+      const glibc = semantics('exhaust');
+      expect(glibc.code).toBe(0);
+      for (const threshold of ['64K', '1']) {
+        for (const [env, what] of [[{ TENSORPOOL_STATS: '1' }, 'stats'], [{ TENSORPOOL_RECORD: path.join(tmp, 'exhaust.csv') }, 'recording']] as const) {
+          const ours = preloaded('exhaust', { TENSORPOOL_MIN_BYTES: threshold, ...env });
+          expect(ours.signal, ours.err).toBeNull();
+          expect(ours.code, ours.err).toBe(0);
+          expect(ours.out).toBe(glibc.out);
+          expect(ours.err).toMatch(new RegExp(`^(tensorpool: process pool .*\\n|tensorpool: out of memory at exit: no ${what} written\\n)?$`));
+        }
+      }
+    });
+
+    // glibc 2.36 serves aligned_alloc(24, n) rounded up, as memalign; 2.38 refuses it (EINVAL). The library
+    // refused it on every glibc: a program that glibc 2.36 runs got NULL.
+    it('aligned_alloc with an alignment that is no power of two answers as the C library of this machine', () => {
+      const glibc = semantics('aligned-odd');
+      expect(glibc.code).toBe(0);
+      expect(glibc.out).not.toMatch(/MISALIGNED/);
+      for (const threshold of ['64K', '1']) expect(preloaded('aligned-odd', { TENSORPOOL_MIN_BYTES: threshold }).out).toBe(glibc.out);
+    });
+
+    // Under `ulimit -v` the pool reserves half of the address space left: a request the other half could not
+    // hold failed where glibc serves it (a 2.5 GB bytearray under `ulimit -v 4000000`: MemoryError). A failed
+    // request now gets the pool's unused reservation back and is made again.
+    it('under ulimit -v a request larger than what the pool left gets the unused reservation back, and is served, as glibc', () => {
+      const limited = (env: NodeJS.ProcessEnv) =>
+        spawnSync('sh', ['-c', 'ulimit -v 1048576 && exec "$0" address-space', program], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 30_000 });
+      const glibc = limited({});
+      expect(glibc.stdout).toBe('malloc(700 MiB) after a 1 MiB block: served\n');
+      const ours = limited({ LD_PRELOAD: preloadLibrary, TENSORPOOL_STATS: '1' });
+      expect(ours.status, ours.stderr).toBe(0);
+      expect(ours.stdout).toBe(glibc.stdout);
+      expect(Number(/\): allocs (\d+)/.exec(ours.stderr)?.[1])).toBeGreaterThanOrEqual(1);
+    });
+
     it('SIGTERM or SIGINT (Ctrl-C) with its default action still writes the recording, and the program ends by the signal', () => {
       for (const signal of ['SIGTERM', 'SIGINT']) {
         const file = path.join(tmp, `${signal}.csv`);

@@ -58,7 +58,8 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
 As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc writes no fresh mapping,
 malloc_trim() gives free memory back (the pool's free blocks too), an
 invalid or double free aborts with glibc's message, fork() is safe from any thread and from a signal
-handler; under ulimit -v the pool reserves at most half of the address space left.
+handler; under ulimit -v the pool reserves at most half of the address space left, and gives it back to a
+request that fails or to a lower limit the program sets itself (setrlimit).
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 

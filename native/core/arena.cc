@@ -83,6 +83,17 @@ bool Arena::discard(char* start, uint64_t bytes) const {
   return to <= from || os::discardMemory(reinterpret_cast<void*>(from), to - from) == 0;
 }
 
+uint64_t Arena::releaseSpare(uint64_t keepSpare) {
+  const uint64_t used = carved_ > committedEnd_ ? carved_ : committedEnd_;
+  const uint64_t wanted = used + (keepSpare < reserved_ - used ? keepSpare : reserved_ - used);
+  uint64_t keep = roundUp(wanted, os::kTrackGranule);
+  if (keep == 0) keep = os::kTrackGranule;
+  if (keep >= reserved_ || os::unmapTail(base_, reserved_, keep) != 0) return 0;
+  const uint64_t released = reserved_ - keep;
+  reserved_ = keep;
+  return released;
+}
+
 char* Arena::carve(uint64_t bytes, std::string* error, bool commit) {
   if (bytes > reserved_ - carved_) {
     *error = "arena reservation exhausted";

@@ -48,6 +48,11 @@ class Arena {
   // or the kernel took them), false when the arena is locked or the kernel refused. Pre: the range was carved.
   bool discard(char* start, uint64_t bytes) const;
 
+  // Gives back the reservation past what was carved (or pre-faulted) plus `keepSpare` bytes, in whole
+  // kTrackGranule steps and keeping at least one: address space nothing uses, which a lowered RLIMIT_AS
+  // needs for the program's other mappings. Later carves stop at the new end. Returns the bytes given back.
+  uint64_t releaseSpare(uint64_t keepSpare);
+
   // Compares addresses as integers: the pointer may belong to any object, or to none.
   bool contains(const void* p) const {
     const uintptr_t at = reinterpret_cast<uintptr_t>(p), start = reinterpret_cast<uintptr_t>(base_);

@@ -719,6 +719,20 @@ uint64_t Pool::trim() {
   return counters_.purgedBytes - before;
 }
 
+uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
+  std::lock_guard lock(mu_);
+  auto spareOf = [](const SizeClassPool& generation) { return generation.arena().reservedBytes() - generation.arena().carvedBytes(); };
+  uint64_t spares = 0;
+  for (const auto& generation : generations_) spares += spareOf(*generation);
+  if (prepared_) spares += spareOf(*prepared_);
+  const uint64_t others = mapped > spares ? mapped - spares : 0;
+  const uint64_t keep = limit > others ? (limit - others) / 2 : 0;
+  uint64_t released = 0;
+  for (size_t i = 0; i < generations_.size(); ++i) released += generations_[i]->releaseSpare(i + 1 == generations_.size() ? keep : 0);
+  if (prepared_) released += prepared_->releaseSpare(keep);
+  return released;
+}
+
 void Pool::populateServing(uint32_t id, uint64_t bytes) {
   const Arena* arena;
   {

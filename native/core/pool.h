@@ -193,6 +193,14 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // (discardRetired). Never throws (memory short for the spans' bookkeeping: it gives back what it did).
   uint64_t trim();
 
+  // Fits the arenas' unused reservations into an address space limit lowered while the pool lives
+  // (setrlimit(RLIMIT_AS) after start-up): `limit` is the limit, `mapped` the address space the process
+  // maps now, these reservations included. The serving arena (and a prepared one) keeps spare room of at
+  // most half of what the limit would leave without the reservations, retired arenas none, so the
+  // program's own mappings and the C library's heap fit as they would without the pool. Returns the bytes
+  // of address space given back.
+  uint64_t fitAddressSpace(uint64_t limit, uint64_t mapped);
+
   // Recording of the events this pool serves (see recorder.h). startRecording keeps what is already held
   // and sets the limit on events held; copyRecording copies the events numbered [from, end()).
   void startRecording(uint64_t limit);

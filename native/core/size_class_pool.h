@@ -142,6 +142,8 @@ class SizeClassPool {
   const Schedules& schedules() const { return schedules_; }
   const std::vector<ClassCounters>& counters() const { return counters_; }
   const Arena& arena() const { return *arena_; }
+  // Arena::releaseSpare on this pool's arena (the pool's lock held): it grows no further than that.
+  uint64_t releaseSpare(uint64_t keepSpare) { return arena_->releaseSpare(keepSpare); }
   bool timeShared() const { return shared_; }
   uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
   static uint64_t strideOf(uint64_t classSize) { return kHeaderBytes + roundUp(classSize, kBlockAlign); }

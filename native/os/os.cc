@@ -137,6 +137,10 @@ int unmapMemory(void* start, size_t bytes) {
   return result;
 }
 
+// The tail starts on a granule boundary, so it is itself a tracked range of whole granules (or, untracked,
+// of whole pages) that unmapMemory unmarks and unmaps.
+int unmapTail(void* start, size_t bytes, size_t keep) { return unmapMemory(static_cast<char*>(start) + keep, bytes - keep); }
+
 namespace {
 constexpr int kReadWrite = PROT_READ | PROT_WRITE;
 constexpr int kAnonymous = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
@@ -314,9 +318,13 @@ static ssize_t readProcFile(const char* path, char* buf, size_t cap) {
 uint64_t addressSpaceLeft() {
   struct rlimit limit;
   if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
-  char buf[128];
-  const uint64_t mapped = readProcFile("/proc/self/statm", buf, sizeof buf) < 0 ? 0 : strtoull(buf, nullptr, 10) * pageSize();
+  const uint64_t mapped = addressSpaceUsed();
   return limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
+}
+
+uint64_t addressSpaceUsed() {
+  char buf[128];
+  return readProcFile("/proc/self/statm", buf, sizeof buf) < 0 ? 0 : strtoull(buf, nullptr, 10) * pageSize();
 }
 
 uint64_t residentBytes() {

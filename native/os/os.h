@@ -43,6 +43,12 @@ void* mapAccounted(size_t bytes, size_t alignment);
 // Post: the range is unmapped; any later access faults. Returns 0, or -1 with errno.
 int unmapMemory(void* start, size_t bytes);
 
+// Gives up the tail of a mapping made by mapMemory, from `keep` on: its address space, not memory the
+// caller uses. Pre: [start, start + bytes) is exactly such a range (same length); keep is a multiple of
+// kTrackGranule with 0 < keep < bytes. Post: 0, and the mapping is [start, start + keep) (release it with
+// unmapMemory(start, keep)); or -1 with errno, the mapping unchanged.
+int unmapTail(void* start, size_t bytes, size_t keep);
+
 // Resizes a mapping made by mapAccounted without copying its contents (mremap: the kernel moves the page
 // tables, as the C library's realloc does for its own mapped chunks), so that a growing buffer never holds
 // two copies of itself.
@@ -116,6 +122,8 @@ uint64_t physicalMemoryBytes();
 // Address space the process may still map under its RLIMIT_AS (`ulimit -v`): the soft limit less what is
 // mapped now. UINT64_MAX when unlimited.
 uint64_t addressSpaceLeft();
+// Address space the process maps now (what RLIMIT_AS counts): /proc/self/statm's size.
+uint64_t addressSpaceUsed();
 
 // Heap memory for small OS fallbacks: `bytes` with the given power-of-two alignment (>= sizeof(void*)).
 // Returns nullptr when the C library refuses. Release with freeHeap.

@@ -111,6 +111,7 @@ void bootFree(void* p);
 void* bootCalloc(size_t count, size_t size);
 void* bootRealloc(void* p, size_t bytes);
 void* bootMemalign(size_t alignment, size_t bytes);
+void* bootAlignedAlloc(size_t alignment, size_t bytes);
 void* bootValloc(size_t bytes);
 void* bootPvalloc(size_t bytes);
 size_t bootUsableSize(void* p);
@@ -128,6 +129,8 @@ void resolve() {
   auto* c = lookUp<void* (*)(size_t, size_t)>("calloc", kBaseVersion, __libc_calloc);
   auto* r = lookUp<void* (*)(void*, size_t)>("realloc", kBaseVersion, __libc_realloc);
   auto* a = lookUp<void* (*)(size_t, size_t)>("memalign", kBaseVersion, __libc_memalign);
+  // Newer than the base version (GLIBC_2.16): the default version, what a program built here binds to.
+  auto* aa = lookUp<void* (*)(size_t, size_t)>("aligned_alloc", nullptr, __libc_memalign);
   auto* v = lookUp<void* (*)(size_t)>("valloc", kBaseVersion, __libc_valloc);
   auto* pv = lookUp<void* (*)(size_t)>("pvalloc", kBaseVersion, __libc_pvalloc);
   auto* u = lookUp<size_t (*)(void*)>("malloc_usable_size", kBaseVersion, noUsableSize);
@@ -139,6 +142,7 @@ void resolve() {
   next.calloc.store(c, std::memory_order_release);
   next.realloc.store(r, std::memory_order_release);
   next.memalign.store(a, std::memory_order_release);
+  next.alignedAlloc.store(aa, std::memory_order_release);
   next.valloc.store(v, std::memory_order_release);
   next.pvalloc.store(pv, std::memory_order_release);
   next.usableSize.store(u, std::memory_order_release);
@@ -188,6 +192,11 @@ void* bootMemalign(size_t alignment, size_t bytes) {
   auto* f = next.memalign.load(std::memory_order_acquire);
   return f != bootMemalign ? f(alignment, bytes) : bootstrapBlock(bytes, alignment);
 }
+void* bootAlignedAlloc(size_t alignment, size_t bytes) {
+  resolve();
+  auto* f = next.alignedAlloc.load(std::memory_order_acquire);
+  return f != bootAlignedAlloc ? f(alignment, bytes) : bootstrapBlock(bytes, alignment);
+}
 void* bootValloc(size_t bytes) {
   resolve();
   auto* f = next.valloc.load(std::memory_order_acquire);
@@ -211,8 +220,8 @@ int bootTrim(size_t pad) {
 
 }  // namespace
 
-NextAllocator next{{bootMalloc}, {bootFree},  {bootCalloc},  {bootRealloc},
-                   {bootMemalign}, {bootValloc}, {bootPvalloc}, {bootUsableSize}, {bootTrim}};
+NextAllocator next{{bootMalloc},   {bootFree},         {bootCalloc}, {bootRealloc},   {bootMemalign},
+                   {bootAlignedAlloc}, {bootValloc}, {bootPvalloc}, {bootUsableSize}, {bootTrim}};
 
 void resolveNextAllocator() {
   if (resolved.load(std::memory_order_acquire)) return;

@@ -19,6 +19,9 @@ struct NextAllocator {
   std::atomic<void* (*)(size_t, size_t)> calloc;
   std::atomic<void* (*)(void*, size_t)> realloc;
   std::atomic<void* (*)(size_t, size_t)> memalign;  // (alignment, bytes)
+  // (alignment, bytes): only for an alignment that is no power of two, which the C library's versions
+  // answer differently (glibc 2.36 rounds it up as memalign does, 2.38 refuses it with EINVAL).
+  std::atomic<void* (*)(size_t, size_t)> alignedAlloc;
   std::atomic<void* (*)(size_t)> valloc;
   std::atomic<void* (*)(size_t)> pvalloc;
   std::atomic<size_t (*)(void*)> usableSize;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@ namespace tp::preload {
 
 thread_local unsigned detail::insideDepth = 0;
 std::atomic<size_t> detail::routeFrom{SIZE_MAX};
+std::atomic<bool> detail::addressLimited{false};
 
 namespace {
 using detail::insideDepth;
@@ -50,6 +52,7 @@ struct Recipe {
   PoolOptions options;
   bool record = false;
   uint64_t recordEvents = 0;
+  bool reserveGiven = false;  // TENSORPOOL_RESERVE set: taken as it is
 };
 Recipe* recipe = nullptr;  // nullptr once made, or once making it failed
 std::mutex making;         // held while the pool is made, and across fork(): no child inherits it half made
@@ -58,6 +61,7 @@ Pool* made() { return madePool.load(std::memory_order_acquire); }
 Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, or JS was handed the table)
 
 void say(const std::string& line);
+uint64_t defaultReserve();
 
 // The pool, made now if it is not yet; nullptr when making it failed (the process is then on the C library).
 Pool* servingPool() {
@@ -67,6 +71,10 @@ Pool* servingPool() {
   if (Pool* p = made()) return p;
   if (!recipe) return nullptr;
   std::string error;
+  // The request the pool cannot serve goes to the C library, which sets errno only where it fails too.
+  const int saved = errno;
+  // A limit the program set since start-up (setrlimit(RLIMIT_AS)) bounds the reservation as one set before.
+  if (!recipe->reserveGiven) recipe->options.growReserve = std::min(recipe->options.growReserve, defaultReserve());
   // The address map free() reads is mapped with the pool, not at load: in a process whose pool is never
   // made, free() finds no map and goes straight to the C library.
   std::shared_ptr<Pool> fresh;
@@ -78,8 +86,10 @@ Pool* servingPool() {
   if (!fresh) {
     detail::routeFrom.store(SIZE_MAX, std::memory_order_release);
     say(error + "; the pool is off, the C library serves every allocation");
+    errno = saved;
     return nullptr;
   }
+  errno = saved;
   processPool = new std::shared_ptr<Pool>(std::move(fresh));
   madePool.store(processPool->get(), std::memory_order_release);
   return made();
@@ -233,18 +243,41 @@ void printStats();
 
 std::atomic<bool> recordingWritten{false};
 
-// The recording, once per process: at exit, or when SIGINT or SIGTERM ends it (signal_flush.h).
+// Said without allocating: a program that used all the memory it may have still exits as it would.
+void sayOutOfMemory(const char* what) {
+  const char head[] = "tensorpool: out of memory at exit: no ";
+  const char tail[] = " written\n";
+  ssize_t ignored = write(STDERR_FILENO, head, sizeof head - 1);
+  ignored = write(STDERR_FILENO, what, strlen(what));
+  ignored = write(STDERR_FILENO, tail, sizeof tail - 1);
+  (void)ignored;
+}
+
+// The recording, once per process: at exit, or when SIGINT or SIGTERM ends it (signal_flush.h). Its text
+// and file name are built on the heap: a std::bad_alloc ends in a line on stderr, not in terminate().
 void writeRecordingOnce() {
   const bool forked = getpid() != settings->pid;
   // A process whose pool was never made recorded nothing: only the root leaves a file for it.
-  if (settings->record && !forked && (settings->root || made()) && !recordingWritten.exchange(true)) writeRecording();
+  if (settings->record && !forked && (settings->root || made()) && !recordingWritten.exchange(true)) {
+    try {
+      writeRecording();
+    } catch (...) {
+      sayOutOfMemory("recording");
+    }
+  }
 }
 
 void atExit() {
   InternalScope inside;
   writeRecordingOnce();
   const bool forked = getpid() != settings->pid;
-  if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) printStats();
+  if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) {
+    try {
+      printStats();
+    } catch (...) {
+      sayOutOfMemory("stats");
+    }
+  }
 }
 
 // Whether this process is the first of its tree to load the library: TENSORPOOL_ROOT_PID names it, set here
@@ -384,7 +417,7 @@ void initialise() {
     s->record = true;
     if (!adaptive) s->mode = "recording";
   }
-  recipe = new Recipe{std::move(plan), options, s->record, recordEvents};
+  recipe = new Recipe{std::move(plan), options, s->record, recordEvents, reserveText != nullptr};
   settings = s;
   holdPoolAcrossFork();
   atexit(atExit);
@@ -394,6 +427,8 @@ void initialise() {
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
   api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
   keepHeapTop();
+  struct rlimit limit;
+  detail::addressLimited.store(getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY, std::memory_order_relaxed);
   ready.store(true, std::memory_order_release);
   detail::routeFrom.store(minBytes, std::memory_order_release);
 }
@@ -563,6 +598,26 @@ bool poolResizeInPlace(void* p, size_t bytes) {
   }
   errno = saved;
   return resized;
+}
+
+void fitPoolToAddressSpace() {
+  struct rlimit limit;
+  const bool limited = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  detail::addressLimited.store(limited, std::memory_order_relaxed);
+  if (!limited || !made()) return;  // (a pool made later reserves within the limit: servingPool)
+  InternalScope inside;
+  const int saved = errno;
+  pool().fitAddressSpace(limit.rlim_cur, os::addressSpaceUsed());
+  errno = saved;
+}
+
+bool poolGaveBackSpare() {
+  if (!made() || insidePool()) return false;
+  InternalScope inside;
+  const int saved = errno;
+  const bool gave = addressSpaceLimited() && pool().fitAddressSpace(0, 0) > 0;
+  errno = saved;
+  return gave;
 }
 
 void* poolResizeMapped(void* p, size_t bytes) {

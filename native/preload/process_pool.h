@@ -47,6 +47,7 @@ class InternalScope {
 namespace detail {
 // The smallest request the pool serves: SIZE_MAX until the pool is ready, then TENSORPOOL_MIN_BYTES.
 extern std::atomic<size_t> routeFrom;
+extern std::atomic<bool> addressLimited;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
 // TLS may, on a thread's first access).
 extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
@@ -59,6 +60,9 @@ inline bool mayRouteToPool(size_t bytes) { return bytes >= detail::routeFrom.loa
 // Inline, as ownedByPool: every malloc and free of the process asks.
 inline bool routesToPool(size_t bytes) { return mayRouteToPool(bytes) && detail::insideDepth == 0; }
 // Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
+// Whether the process has an RLIMIT_AS (at start, or set since through setrlimit): only then can a request
+// that failed succeed after the pool gave back its spare reservation (poolGaveBackSpare).
+inline bool addressSpaceLimited() { return detail::addressLimited.load(std::memory_order_relaxed); }
 inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 
 // Whether this thread is inside the pool now (InternalScope, enterPool): it may hold the pool's locks.
@@ -89,5 +93,13 @@ void* poolResizeMapped(void* p, size_t bytes);
 // malloc_trim: the pages of the pool's free blocks and spans go back to the OS now (Pool::trim). Returns the
 // bytes given back (0 before the pool is made, and on a thread inside the pool, which may hold its lock).
 uint64_t poolTrim();
+
+// After the program lowered its RLIMIT_AS (address_limit.cc): the pool's spare reservation shrunk to fit
+// what the limit leaves (Pool::fitAddressSpace). A pool not made yet reserves within the limit when it is.
+void fitPoolToAddressSpace();
+// After a request failed under an RLIMIT_AS: the pool's whole spare reservation given back (it grows no
+// further; what it cannot serve then goes to the OS, a mapping each). Whether any was, so that the request
+// is worth making again; false without a limit, inside the pool (its lock may be held), or with none left.
+bool poolGaveBackSpare();
 
 }  // namespace tp::preload

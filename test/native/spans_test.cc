@@ -325,3 +325,37 @@ TEST(memory_given_back_and_soon_handed_out_again_lengthens_the_decay_period) {
   CHECK(rewarmed >= 1);  // it was given back at first
   CHECK(rewarmed <= 5);
 }
+
+TEST(fit_address_space_gives_back_the_unused_reservation_and_the_pool_still_serves) {
+  // A program that lowered its RLIMIT_AS (native/preload/address_limit.cc): the arena keeps what it carved,
+  // its blocks intact, and gives back the rest of its reservation; later requests are still served.
+  auto pool = spanPool(PoolOptions::kNoDecay, uint64_t{1} << 30);
+  std::vector<void*> live;
+  for (int i = 0; i < 4; ++i) {
+    Allocation a = pool->alloc(3 << 20);
+    CHECK(a.status == AllocStatus::Ok);
+    std::memset(a.data, i + 1, 3 << 20);
+    live.push_back(a.data);
+  }
+  const PoolStats before = pool->stats();
+  const uint64_t mapped = os::mappedBytes();
+  // Room for half of 100 MiB more than the arena carved: it keeps ~50 MiB spare, in whole granules.
+  const uint64_t released = pool->fitAddressSpace(before.arenaBytes + (100 << 20), before.reservedBytes);
+  const PoolStats fitted = pool->stats();
+  CHECK(released > 0 && fitted.reservedBytes == before.reservedBytes - released);
+  CHECK(fitted.reservedBytes >= before.arenaBytes + (50 << 20) && fitted.reservedBytes <= before.arenaBytes + (50 << 20) + 2 * os::kTrackGranule);
+  CHECK(os::mappedBytes() == mapped - released);
+  // No room at all: down to what was carved, rounded up to a granule.
+  pool->fitAddressSpace(0, 0);
+  CHECK(pool->stats().reservedBytes <= before.arenaBytes + os::kTrackGranule);
+  CHECK(pool->fitAddressSpace(0, 0) == 0);  // nothing left to give
+  for (size_t i = 0; i < live.size(); ++i) {
+    const unsigned char* bytes = static_cast<const unsigned char*>(live[i]);
+    CHECK(bytes[0] == i + 1 && bytes[(3 << 20) - 1] == i + 1);
+  }
+  Allocation more = pool->alloc(40 << 20);  // no spare reservation to carve from: the OS serves it
+  CHECK(more.status == AllocStatus::Ok);
+  std::memset(more.data, 9, 40 << 20);
+  CHECK(pool->release(more.data) == ReleaseStatus::Ok);
+  for (void* p : live) CHECK(pool->release(p) == ReleaseStatus::Ok);
+}

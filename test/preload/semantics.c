@@ -16,6 +16,15 @@
  *                        to within 16 MiB of where it was before the blocks, and what malloc_trim returned
  *   semantics chain      small blocks through every entry point: their usable sizes, realloc across the
  *                        threshold and back
+ *   semantics rlimit-as  a 1 MiB block, then setrlimit(RLIMIT_AS, 2 GiB) (as a sandbox or Python's
+ *                        resource.setrlimit does), then 100 MiB of small blocks and a 300 MiB one: served
+ *   semantics rlimit-as-first  the same, the limit set before any block
+ *   semantics aligned-odd  aligned_alloc with an alignment that is no power of two (0, 3, 24, 48, 96),
+ *                        below and above the threshold: what the C library of this machine answers
+ *   semantics address-space  a 1 MiB block, then 700 MiB (never written: address space, no memory), as a
+ *                        program under `ulimit -v 1048576` may have
+ *   semantics exhaust    RLIMIT_AS 64 MiB above what is mapped, then small blocks until malloc says no, kept
+ *                        to the end: the program exits 0
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
  */
 #define _GNU_SOURCE
@@ -26,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* A value from /proc/meminfo in bytes (0 when absent). */
@@ -249,6 +259,79 @@ static int trim(void) {
   return 0;
 }
 
+/* What a lowered address space limit leaves a program that glibc runs in it: 100 MiB of small blocks (the
+   heap grows) and a 300 MiB block (a mapping of its own), with 1 MiB blocks (the pool's) between them. */
+static int rlimitAs(int blockFirst) {
+  char* volatile first = blockFirst ? malloc(1 << 20) : NULL;
+  if (first) memset(first, 1, 1 << 20);
+  const struct rlimit limit = {(rlim_t)2 << 30, (rlim_t)2 << 30};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return perror("setrlimit"), 1;
+  size_t small = 0, pooled = 0;
+  for (int i = 0; i < 200000; i++) {
+    char* p = malloc(512);
+    if (!p) break;
+    p[0] = 1;
+    small++;
+  }
+  for (int i = 0; i < 20; i++) {
+    char* p = malloc(1 << 20);
+    if (!p) break;
+    memset(p, 2, 1 << 20);
+    pooled++;
+  }
+  char* large = malloc(300 << 20);
+  if (large) memset(large, 3, 300 << 20);
+  printf("under RLIMIT_AS 2 GiB: %zu of 200000 small blocks, %zu of 20 1 MiB blocks, 300 MiB block %s\n", small, pooled,
+         large ? "served" : strerror(errno));
+  return 0;
+}
+
+static int alignedOdd(void) {
+  const size_t alignments[] = {0, 3, 24, 48, 96};
+  const size_t sizes[] = {100, 1 << 20};
+  for (size_t i = 0; i < sizeof alignments / sizeof *alignments; i++) {
+    for (size_t j = 0; j < 2; j++) {
+      size_t rounded = 1;
+      while (rounded < alignments[i]) rounded *= 2;
+      errno = 0;
+      char* p = aligned_alloc(alignments[i], sizes[j]);
+      if (p) memset(p, 1, sizes[j]);
+      printf("aligned_alloc(%zu, %zu): %s\n", alignments[i], sizes[j],
+             !p ? strerror(errno) : (uintptr_t)p % rounded == 0 ? "served, aligned to the next power of two" : "served, MISALIGNED");
+      free(p);
+    }
+  }
+  return 0;
+}
+
+static int addressSpace(void) {
+  char* volatile first = malloc(1 << 20);
+  if (first) memset(first, 1, 1 << 20);
+  void* large = malloc((size_t)700 << 20);
+  printf("malloc(700 MiB) after a 1 MiB block: %s\n", large ? "served" : strerror(errno));
+  free(large);
+  free(first);
+  return 0;
+}
+
+static int exhaust(void) {
+  char* volatile first = malloc(1 << 20);
+  if (first) memset(first, 1, 1 << 20);
+  FILE* statm = fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  if (!statm || fscanf(statm, "%lu", &pages) != 1) return perror("statm"), 1;
+  fclose(statm);
+  const rlim_t mapped = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+  const struct rlimit limit = {mapped + ((rlim_t)64 << 20), mapped + ((rlim_t)64 << 20)};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return perror("setrlimit"), 1;
+  size_t held = 0;
+  for (size_t size = 4096; size >= 16; size /= 2) {
+    while (malloc(size)) held += size;
+  }
+  printf("memory exhausted after %s MiB of small blocks\n", held > ((size_t)16 << 20) ? "more than 16" : "less than 16");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -260,6 +343,11 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "errno")) return errnoKept();
   if (!strcmp(what, "chain")) return chain();
   if (!strcmp(what, "trim")) return trim();
+  if (!strcmp(what, "rlimit-as")) return rlimitAs(1);
+  if (!strcmp(what, "rlimit-as-first")) return rlimitAs(0);
+  if (!strcmp(what, "exhaust")) return exhaust();
+  if (!strcmp(what, "address-space")) return addressSpace();
+  if (!strcmp(what, "aligned-odd")) return alignedOdd();
   if (!strcmp(what, "free-offset")) {
     char* volatile p = malloc(24);
     memset(p, 0xff, 24);  /* the word before p + 1 then has its top bit set */
@@ -284,6 +372,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }

@@ -1,0 +1,55 @@
+// setrlimit and prlimit, interposed for RLIMIT_AS alone: a program that lowers its own address space limit
+// after start-up (Python's resource.setrlimit, a shell's `ulimit -v`, a sandbox) would find the pool's spare
+// reservation (16 GiB of address space, no memory) already over it, and every later mapping refused: the C
+// library's heap could not grow, and a program glibc runs in 2 GiB failed its first allocations. After the
+// C library has set the limit, the pool gives back what it does not fit (process_pool.h). A limit set from
+// outside (prlimit --pid) is not seen: the pool keeps its reservation then.
+#include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "process_pool.h"
+
+namespace {
+
+using PrlimitFn = int (*)(pid_t, int, const struct rlimit*, struct rlimit*);
+
+// The C library's prlimit (setrlimit is prlimit of this process, the old limit not asked for).
+int cPrlimit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
+  static PrlimitFn real = nullptr;
+  PrlimitFn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+  if (!fn) {
+    fn = reinterpret_cast<PrlimitFn>(dlsym(RTLD_NEXT, "prlimit64"));
+    __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
+  }
+  return fn(pid, resource, limit, old);
+}
+
+int limitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
+  const int result = cPrlimit(pid, resource, limit, old);
+  if (result == 0 && resource == RLIMIT_AS && limit && (pid == 0 || pid == getpid())) tp::preload::fitPoolToAddressSpace();
+  return result;
+}
+
+}  // namespace
+
+#define TP_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Defined under other names and exported by symbol (asm labels): <sys/resource.h> redirects setrlimit to
+// setrlimit64 (and prlimit to prlimit64) where files are 64-bit, and on 64-bit Linux each pair is one
+// function, struct rlimit64 being struct rlimit.
+TP_EXPORT int setrlimitThenFit(int resource, const struct rlimit* limit) __asm__("setrlimit");
+TP_EXPORT int setrlimit64ThenFit(int resource, const struct rlimit* limit) __asm__("setrlimit64");
+TP_EXPORT int prlimitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) __asm__("prlimit");
+TP_EXPORT int prlimit64ThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) __asm__("prlimit64");
+
+int setrlimitThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
+int setrlimit64ThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
+int prlimitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
+  return limitThenFit(pid, resource, limit, old);
+}
+int prlimit64ThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
+  return limitThenFit(pid, resource, limit, old);
+}
+
+static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64), "struct rlimit64 is struct rlimit");
