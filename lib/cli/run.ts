@@ -52,14 +52,14 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    (NODE_OPTIONS --require): onnxruntime-node sessions run with ONNX Runtime's arena and
                    memory pattern off unless the app set them, the pool's free memory goes back to the OS
                    once a session's create() resolves (what loading the model used and freed), and each
-                   run() marks an iteration and frees dead tensors first (--collect-after) (none for a
-                   node command given --permission, which would deny reading it); Python
+                   run() marks an iteration and frees dead tensors first (--collect-after); none for a
+                   node command given --permission, which would deny reading it. Python
                    processes get a sitecustomize (PYTHONPATH) that marks one at each torch optimizer step()
 As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc writes no fresh mapping,
-malloc_trim() gives free memory back (the pool's free blocks too), an
-invalid or double free aborts with glibc's message, fork() is safe from any thread and from a signal
-handler; under ulimit -v the pool reserves at most half of the address space left, and gives it back to a
-request that fails or to a lower limit the program sets itself (setrlimit).
+malloc_trim() gives free memory back (the pool's free blocks too), an invalid or double free aborts with
+glibc's message, fork() is safe from any thread and from a signal handler; under ulimit -v the pool
+reserves at most half of the address space left, and gives it back to a request that fails or to a lower
+limit the program sets itself (setrlimit).
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
