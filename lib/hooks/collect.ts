@@ -26,14 +26,14 @@ export function collectAfter(env: NodeJS.ProcessEnv): number {
   return Number(text);
 }
 
-/** Default threshold: 4 MiB of ArrayBuffers (bench/service.ts's encoder: peak 0.82x ONNX Runtime's arena, 0.92x without). */
+/** Default threshold: 4 MiB of ArrayBuffers (bench/service.ts's encoder: peak 0.75-0.82x ONNX Runtime's arena's, 0.92-0.97x without). */
 export const DEFAULT_COLLECT_AFTER = 4 * 2 ** 20;
 
 /**
  * V8's gc() for this thread. V8 frees dead ArrayBuffers' memory on a background thread by default, so the
  * frees of one collection land among the allocations that follow at no fixed place: a plan recorded and
  * served under the hook then met departures from its schedule (examples/process: 0.9 to 182.7 faults a run
- * planned, 8.7-8.9 with the sweeping on the collecting thread). The flag is the process's, set once.
+ * planned, 8.7-9.5 with the sweeping on the collecting thread). The flag is the process's, set once.
  */
 function findCollect(): Collect {
   v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
