@@ -101,14 +101,15 @@ void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
   return fresh;
 }
 
-// p, or where the request failed (p null) and the pool gave back address space an RLIMIT_AS left it no room
-// for (its spare reservation: at most half of what a `ulimit -v` left at start), the request made again:
-// the program gets all the address space glibc would give it (a 2.5 GB bytearray under `ulimit -v 4000000`
+// request(), or where it failed (null) and the pool gave back address space an RLIMIT_AS left it no room
+// for (its spare reservation: at most half of what a `ulimit -v` left at start), request() again: the
+// program gets all the address space glibc would give it (a 2.5 GB bytearray under `ulimit -v 4000000`
 // was a MemoryError). Once at most: a second failure finds no spare left to give.
-template <typename Again>
-inline void* orAgain(void* p, Again again) {
+template <typename Request>
+inline void* orAgain(Request request) {
+  void* p = request();
   if (__builtin_expect(p != nullptr, 1)) return p;
-  return poolGaveBackSpare() ? again() : nullptr;
+  return poolGaveBackSpare() ? request() : nullptr;
 }
 
 }  // namespace
@@ -119,9 +120,9 @@ TP_EXPORT void* malloc(size_t bytes) {
   if (__builtin_expect(!mayRouteToPool(bytes), 1)) {
     // Without an address space limit a failure is final: the C library's malloc is then a tail call.
     if (__builtin_expect(!addressSpaceLimited(), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
-    return orAgain(next.malloc.load(std::memory_order_relaxed)(bytes), [bytes] { return next.malloc.load(std::memory_order_relaxed)(bytes); });
+    return orAgain([bytes] { return next.malloc.load(std::memory_order_relaxed)(bytes); });
   }
-  return orAgain(allocate(bytes, 16), [bytes] { return allocate(bytes, 16); });
+  return orAgain([bytes] { return allocate(bytes, 16); });
 }
 
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc
@@ -160,7 +161,7 @@ TP_EXPORT void* calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
-  return orAgain(callocOnce(count, size, bytes), [=] { return callocOnce(count, size, bytes); });
+  return orAgain([=] { return callocOnce(count, size, bytes); });
 }
 
 static void* reallocOnce(void* p, size_t bytes) {
@@ -192,9 +193,8 @@ static void* reallocOnce(void* p, size_t bytes) {
 }
 
 TP_EXPORT void* realloc(void* p, size_t bytes) {
-  void* resized = reallocOnce(p, bytes);
-  // (realloc(p, 0) frees p and returns NULL: no failure)
-  return bytes == 0 ? resized : orAgain(resized, [=] { return reallocOnce(p, bytes); });
+  if (bytes == 0) return reallocOnce(p, 0);  // frees p and returns NULL: no failure
+  return orAgain([=] { return reallocOnce(p, bytes); });
 }
 
 TP_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
@@ -208,7 +208,7 @@ TP_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
 
 TP_EXPORT int posix_memalign(void** out, size_t alignment, size_t bytes) {
   if (!isPowerOfTwo(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
-  void* p = orAgain(allocate(bytes, alignment), [=] { return allocate(bytes, alignment); });
+  void* p = orAgain([=] { return allocate(bytes, alignment); });
   if (!p) return errno = ENOMEM;  // and errno too, as glibc's (its tst-malloc-thread-fail checks it)
   *out = p;
   return 0;
@@ -218,25 +218,24 @@ TP_EXPORT void* aligned_alloc(size_t alignment, size_t bytes) {
   // An alignment that is no power of two gets the C library's own answer, which depends on its version
   // (glibc 2.36 serves it rounded up, as memalign; 2.38 refuses it with EINVAL).
   if (!isPowerOfTwo(alignment)) {
-    return orAgain(next.alignedAlloc.load(std::memory_order_relaxed)(alignment, bytes),
-                   [=] { return next.alignedAlloc.load(std::memory_order_relaxed)(alignment, bytes); });
+    return orAgain([=] { return next.alignedAlloc.load(std::memory_order_relaxed)(alignment, bytes); });
   }
-  return orAgain(allocate(bytes, alignment), [=] { return allocate(bytes, alignment); });
+  return orAgain([=] { return allocate(bytes, alignment); });
 }
 
 TP_EXPORT void* memalign(size_t alignment, size_t bytes) {
   // glibc rounds an alignment that is no power of two up to the next one; so does this up to 64 (beyond
   // it, the next allocator's own memalign serves and rounds).
   if (alignment > 16 && alignment < tp::kBlockAlign && !isPowerOfTwo(alignment)) alignment = alignment <= 32 ? 32 : 64;
-  return orAgain(allocate(bytes, alignment), [=] { return allocate(bytes, alignment); });
+  return orAgain([=] { return allocate(bytes, alignment); });
 }
 
 // Page alignment is more than pool blocks promise: the next allocator serves these.
 TP_EXPORT void* valloc(size_t bytes) {
-  return orAgain(next.valloc.load(std::memory_order_relaxed)(bytes), [bytes] { return next.valloc.load(std::memory_order_relaxed)(bytes); });
+  return orAgain([bytes] { return next.valloc.load(std::memory_order_relaxed)(bytes); });
 }
 TP_EXPORT void* pvalloc(size_t bytes) {
-  return orAgain(next.pvalloc.load(std::memory_order_relaxed)(bytes), [bytes] { return next.pvalloc.load(std::memory_order_relaxed)(bytes); });
+  return orAgain([bytes] { return next.pvalloc.load(std::memory_order_relaxed)(bytes); });
 }
 
 // glibc's contract: 1 when memory was given back to the OS, else 0. The next allocator trims its own heap
