@@ -12,7 +12,7 @@
  * empty iterations and one holding all k runs' allocations (onnxruntime-node allocates on its own threads,
  * after run() has returned its promise); a busy period is what repeats when the same requests come again.
  *
- * Before each run, dead input and output tensors' buffers are freed where they have piled up (./collect.ts).
+ * Before each run, dead input and output tensors' buffers are freed where they have piled up (../collect.ts).
  *
  * Worker threads load this file too (NODE_OPTIONS applies to them). Native marks are process-wide and
  * thread-safe: a worker marks the pool itself, at the exact point of its run. Adaptive mode judges marks
@@ -25,7 +25,7 @@
 import Module from 'node:module';
 import { BroadcastChannel, isMainThread } from 'node:worker_threads';
 
-import { collectAfter, youngCollector } from './collect.js';
+import { collectAfter, collectIfGrown } from '../collect.js';
 import { MARKED_ELSEWHERE } from './marked-elsewhere.js';
 
 const MARKS_CHANNEL = 'tensorpool:hooks:marks';
@@ -42,7 +42,7 @@ let patched: SessionClass | null = null;
 let disabled = false;
 let inFlight = 0;
 let marker: (() => void) | null | undefined; // undefined: not looked up yet; null: no process pool
-let collector: (() => void) | null | undefined; // likewise: null when off or the pool is not preloaded
+let collectBytes: number | undefined; // the threshold of ../collect.ts; 0 when off or the pool is not preloaded
 let trimmer: { trim(): number } | undefined; // this thread's handle on the process pool, once it trimmed
 
 function disable(error: unknown): void {
@@ -89,17 +89,16 @@ function markIteration(): void {
   }
 }
 
-/** Before a run of the process pool's sessions: dead tensors' buffers freed (./collect.ts). A failure turns only this off. */
+/** Before a run of the process pool's sessions: dead tensors' buffers freed (../collect.ts). A failure turns only this off. */
 function collectBeforeRun(): void {
   try {
-    if (collector === undefined) {
+    if (collectBytes === undefined) {
       if (marker === undefined) marker = findMarker();
-      const bytes = marker === null ? 0 : collectAfter(process.env);
-      collector = bytes === 0 ? null : youngCollector(bytes);
+      collectBytes = marker === null ? 0 : collectAfter(process.env);
     }
-    collector?.();
+    if (collectBytes > 0) collectIfGrown(collectBytes);
   } catch (error) {
-    collector = null;
+    collectBytes = 0;
     process.emitWarning(`tensorpool: the onnxruntime-node hook no longer frees dead tensors early (${(error as Error)?.message ?? String(error)})`);
   }
 }

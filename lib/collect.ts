@@ -1,13 +1,17 @@
 /**
- * Dead tensors' buffers, freed soon (the Node hook of `tensorpool run`, before each onnxruntime-node run).
+ * Dead tensors' buffers, freed soon: before each onnxruntime-node run of a session that `tensorpool run`'s
+ * Node hook wraps (hooks/node.ts) or of a PooledSession (onnxruntime.ts).
  *
  * A run's input and output tensors are ArrayBuffers: their memory is freed only when V8 collects them, and
  * V8 starts a collection for such external memory only once it has grown about 64 MiB past what it was at
  * the last one. An inference service whose requests drop their tensors at once therefore holds tens of MiB
  * of dead buffers (44 of the 54 MiB bench/service.ts's encoder requests held at most). Their JS objects are
  * small and die young: a young-generation collection (well under a millisecond when little survives) frees
- * them. So before a run, where this thread's ArrayBuffers have grown by `bytes` since the last time they
- * were looked at after a collection, the hook asks V8 for one.
+ * them. So before a run, where this thread's ArrayBuffers have grown by the caller's threshold since they
+ * were last looked at after a collection, V8 is asked for one.
+ *
+ * One watch per thread (this module's state; each worker thread loads its own), whoever asks: two sessions
+ * of a thread never collect twice for the same growth.
  *
  * V8's gc() is exposed to a fresh context only (the app's own global object never gets it), unless the app
  * already has it (node --expose-gc).
@@ -17,6 +21,9 @@ import vm from 'node:vm';
 
 type Collect = (options: { type: 'minor' | 'major' }) => void;
 
+/** Default threshold: 4 MiB of ArrayBuffers (bench/service.ts's encoder: peak 0.75-0.82x ONNX Runtime's arena's, 0.92-0.97x without). */
+export const DEFAULT_COLLECT_AFTER = 4 * 2 ** 20;
+
 /** The threshold TENSORPOOL_COLLECT_AFTER gives (bytes; 0: off). Unset: the default. Invalid: Error. */
 export function collectAfter(env: NodeJS.ProcessEnv): number {
   const text = env.TENSORPOOL_COLLECT_AFTER;
@@ -25,9 +32,6 @@ export function collectAfter(env: NodeJS.ProcessEnv): number {
   if (!/^\d{1,15}$/.test(text) || Number(text) === 0) throw new Error(`TENSORPOOL_COLLECT_AFTER=${text} is not a number of bytes (such as 4194304) or off`);
   return Number(text);
 }
-
-/** Default threshold: 4 MiB of ArrayBuffers (bench/service.ts's encoder: peak 0.75-0.82x ONNX Runtime's arena's, 0.92-0.97x without). */
-export const DEFAULT_COLLECT_AFTER = 4 * 2 ** 20;
 
 /**
  * V8's gc() for this thread. V8 frees dead ArrayBuffers' memory on a background thread by default, so the
@@ -47,32 +51,39 @@ function findCollect(): Collect {
   }
 }
 
+let collect: Collect | undefined;
+// This thread's external memory and ArrayBuffers when last looked at after a collection (or lower since);
+// undefined until the first call.
+let external: number | undefined;
+let buffers = 0;
+
 /**
- * A function to call before each run: it collects young garbage once this thread's ArrayBuffers have grown
- * by `bytes` since the last check after a collection. The common call costs one V8 heap statistics read
- * (~1 us; process.memoryUsage(), which reads the RSS too, only once external memory has grown that much).
+ * To call before each run: collects young garbage once this thread's ArrayBuffers have grown by `bytes`
+ * (> 0) since the last check after a collection (the first call only looks). The common call costs one V8
+ * heap statistics read (~1 us; process.memoryUsage(), which reads the RSS too, only once external memory
+ * has grown that much).
  */
-export function youngCollector(bytes: number): () => void {
-  let collect: Collect | undefined;
-  let external = v8.getHeapStatistics().external_memory ?? 0;
-  let buffers = process.memoryUsage().arrayBuffers;
-  return () => {
-    const externalNow = v8.getHeapStatistics().external_memory;
-    // ArrayBuffers are counted in V8's external memory as they are made: until it has grown by `bytes`,
-    // they cannot have.
-    if (externalNow !== undefined && externalNow - external < bytes) {
-      external = Math.min(external, externalNow);
-      return;
-    }
+export function collectIfGrown(bytes: number): void {
+  const externalNow = v8.getHeapStatistics().external_memory;
+  if (external === undefined) {
     external = externalNow ?? 0;
-    const buffersNow = process.memoryUsage().arrayBuffers;
-    if (buffersNow - buffers < bytes) {
-      buffers = Math.min(buffers, buffersNow);
-      return;
-    }
-    collect ??= findCollect();
-    collect({ type: 'minor' });
     buffers = process.memoryUsage().arrayBuffers;
-    external = v8.getHeapStatistics().external_memory ?? 0;
-  };
+    return;
+  }
+  // ArrayBuffers are counted in V8's external memory as they are made: until it has grown by `bytes`,
+  // they cannot have.
+  if (externalNow !== undefined && externalNow - external < bytes) {
+    external = Math.min(external, externalNow);
+    return;
+  }
+  external = externalNow ?? 0;
+  const buffersNow = process.memoryUsage().arrayBuffers;
+  if (buffersNow - buffers < bytes) {
+    buffers = Math.min(buffers, buffersNow);
+    return;
+  }
+  collect ??= findCollect();
+  collect({ type: 'minor' });
+  buffers = process.memoryUsage().arrayBuffers;
+  external = v8.getHeapStatistics().external_memory ?? 0;
 }
