@@ -8,8 +8,9 @@
  *   the pool as the CPU allocator of ONNX Runtime's environment, and a session created with
  *   `POOLED_ACTIVATIONS` in its options allocates from it instead of its own arena.
  * - `PooledSession` does both and more: one `markIteration()` per run, outputs pre-allocated in the pool
- *   once their shapes are known for the inputs' shapes, and stream-ordered release, so a tensor released
- *   while a run that reads it is in flight is reused only after that run has settled.
+ *   once their shapes are known for the inputs' shapes, stream-ordered release, so a tensor released
+ *   while a run that reads it is in flight is reused only after that run has settled, and dead ArrayBuffers
+ *   (the app's input arrays, ONNX Runtime's outputs never released) freed before a run once they pile up.
  *
  * onnxruntime-node is an optional peer dependency, loaded on first use (or passed as `options.ort`).
  */
@@ -19,6 +20,7 @@ import { types } from 'node:util';
 
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
 
+import { DEFAULT_COLLECT_AFTER, collectAfter, collectIfGrown } from './collect.js';
 import { TensorPoolError, fromNative } from './errors.js';
 import { MARKED_ELSEWHERE } from './hooks/marked-elsewhere.js';
 import { native } from './native.js';
@@ -208,6 +210,14 @@ export interface PooledSessionOptions {
   poolOutputs?: boolean;
   /** One pool.markIteration() at the start of every run (default true). */
   markIterations?: boolean;
+  /**
+   * Before a run, where this thread's ArrayBuffers have grown by this many bytes since the last collection,
+   * V8 collects its young generation: dead ArrayBuffers (the app's input arrays, ONNX Runtime's outputs
+   * never released) give their memory back then instead of tens of MiB later, when V8 would collect on its
+   * own. 'off': never. Default: what TENSORPOOL_COLLECT_AFTER says (`tensorpool run --collect-after`), else
+   * 4 MiB.
+   */
+  collectAfter?: number | 'off';
 }
 
 /** A run's inputs by name, as onnxruntime-node's InferenceSession.run takes them. */
@@ -240,6 +250,8 @@ export class PooledSession {
   // The pools whose iterations are this session's runs: the session's, and the process pool when it serves
   // ONNX Runtime (activations 'runtime' under `tensorpool run`).
   readonly #marked: { markIteration(): void }[];
+  // The growth of this thread's ArrayBuffers that makes a run collect first (0: never).
+  readonly #collectAfter: number;
   // Output shapes by input signature, learned from the first run with those inputs; null: data-dependent.
   readonly #outputShapes = new Map<string, Map<string, OutputShape> | null>();
   // Outputs ONNX Runtime allocated (onnxruntime-node's ArrayBuffers in the C heap), and those released.
@@ -250,12 +262,13 @@ export class PooledSession {
   readonly #releasing = new WeakSet<ArrayBufferLike>();
   #closed = false;
 
-  private constructor(session: InferenceSession, pool: TensorSource, ort: OnnxRuntime, poolOutputs: boolean, marked: { markIteration(): void }[]) {
+  private constructor(session: InferenceSession, pool: TensorSource, ort: OnnxRuntime, poolOutputs: boolean, marked: { markIteration(): void }[], collectAfter: number) {
     this.session = session;
     this.pool = pool;
     this.#ort = ort;
     this.#poolOutputs = poolOutputs;
     this.#marked = marked;
+    this.#collectAfter = collectAfter;
   }
 
   /**
@@ -268,7 +281,7 @@ export class PooledSession {
     if (typeof model !== 'string' && !(model instanceof Uint8Array)) {
       throw invalidArgument('type', `model must be a path or a Uint8Array, got ${describe(model)}`);
     }
-    const o = checkOptions<PooledSessionOptions>(options, 'options', ['ort', 'sessionOptions', 'activations', 'poolOutputs', 'markIterations']);
+    const o = checkOptions<PooledSessionOptions>(options, 'options', ['ort', 'sessionOptions', 'activations', 'poolOutputs', 'markIterations', 'collectAfter']);
     const ort = ortOf(o.ort);
     const whole = pool instanceof ProcessPool;
     const activations = o.activations === undefined ? (whole ? 'runtime' : 'pool') : checkOneOf(o.activations, 'options.activations', ['pool', 'runtime'] as const);
@@ -277,6 +290,7 @@ export class PooledSession {
     }
     const poolOutputs = o.poolOutputs === undefined ? true : checkBoolean(o.poolOutputs, 'options.poolOutputs');
     const markIterations = o.markIterations === undefined ? true : checkBoolean(o.markIterations, 'options.markIterations');
+    const collectBytes = checkCollectAfter(o.collectAfter);
     const given = o.sessionOptions ?? {};
     if (typeof given !== 'object' || given === null || Array.isArray(given)) {
       throw invalidArgument('type', `options.sessionOptions must be an object, got ${describe(given)}`);
@@ -300,7 +314,7 @@ export class PooledSession {
     Object.defineProperty(session, MARKED_ELSEWHERE, { value: true });
     const processAllocator = activations === 'runtime' && !whole ? processPool() : null;
     const marked = !markIterations ? [] : processAllocator ? [pool, processAllocator] : [pool];
-    return new PooledSession(session, pool, ort, poolOutputs, marked);
+    return new PooledSession(session, pool, ort, poolOutputs, marked, collectBytes);
   }
 
   /** A tensor over a fresh pool block (see pooledTensor). */
@@ -323,6 +337,8 @@ export class PooledSession {
     if (this.#closed) throw new TensorPoolError('ERR_TP_CLOSED', 'the session is closed');
     const key = this.#signature(feeds);
     if (outputs !== undefined) this.#checkOutputs(outputs, key);
+    // Before the mark, as the Node hook does: what the collection frees belongs to the iterations before.
+    if (this.#collectAfter > 0) collectIfGrown(this.#collectAfter);
     for (const pool of this.#marked) pool.markIteration();
     const preallocated = outputs === undefined && this.#poolOutputs ? this.#allocateOutputs(key) : undefined;
     const fetches = outputs ?? preallocated;
@@ -501,6 +517,25 @@ export class PooledSession {
     }
     this.#outputShapes.set(key, shapes);
   }
+}
+
+/** options.collectAfter as bytes (0: off); unset, TENSORPOOL_COLLECT_AFTER's (as the Node hook reads it) or the default. */
+function checkCollectAfter(value: unknown): number {
+  if (value === 'off') return 0;
+  if (value === undefined) {
+    try {
+      return collectAfter(process.env);
+    } catch (error) {
+      throw invalidArgument('range', `${(error as Error).message}: options.collectAfter is unset, so PooledSession reads it`);
+    }
+  }
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw invalidArgument(
+      typeof value === 'number' ? 'range' : 'type',
+      `options.collectAfter must be a number of bytes (a positive integer, such as ${DEFAULT_COLLECT_AFTER}) or 'off', got ${describe(value)}`,
+    );
+  }
+  return value;
 }
 
 /**

@@ -256,6 +256,41 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     });
   });
 
+  /** test/onnxruntime/dropped-inputs.js: 40 runs of batch 64, each input made in a 2 MiB Float32Array and dropped; `runArgs` null: without `tensorpool run`. */
+  function droppedInputs(source: 'pool' | 'process', collectAfter: string, runArgs: string[] | null = null): { sums: number[]; buffers: number } {
+    const child = [path.resolve(__dirname, 'onnxruntime/dropped-inputs.js'), modelFile, '40', '64', source, collectAfter];
+    const command = runArgs === null ? child : [path.resolve(__dirname, '../dist/cli/main.js'), 'run', ...runArgs, '--', process.execPath, ...child];
+    const env = { ...process.env };
+    delete env.TENSORPOOL_COLLECT_AFTER;
+    const r = spawnSync(process.execPath, command, { encoding: 'utf8', env, timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).not.toMatch(/warning/i);
+    return JSON.parse(r.stdout.trim().split('\n').pop()!);
+  }
+
+  // V8 on its own collects dropped ArrayBuffers only after tens of MiB (31-36 MiB held here at most on Node
+  // 20); before a run, a PooledSession has it collect once they have grown by options.collectAfter (4 MiB).
+  it("frees the input arrays an app drops before a run (options.collectAfter, default 4 MiB): the outputs stay the same", () => {
+    const collected = droppedInputs('pool', 'unset');
+    const off = droppedInputs('pool', 'off');
+    expect(collected.sums).toHaveLength(40);
+    expect(collected.sums).toEqual(off.sums);
+    expect(collected.buffers).toBeLessThan(16 * 2 ** 20);
+    expect(off.buffers).toBeGreaterThan(2 * collected.buffers);
+  });
+
+  it("under `tensorpool run` a PooledSession collects as its option says, else as --collect-after does; the hook leaves its runs alone", () => {
+    const byDefault = droppedInputs('process', 'unset', []);
+    expect(byDefault.buffers).toBeLessThan(16 * 2 ** 20);
+    // Off for this session: the hook, which collects before its own sessions' runs, does not before these.
+    const off = droppedInputs('process', 'off', []);
+    expect(off.buffers).toBeGreaterThan(2 * byDefault.buffers);
+    expect(off.sums).toEqual(byDefault.sums);
+    // Unset, the option is the process's setting; set, it wins over it.
+    expect(droppedInputs('process', 'unset', ['--collect-after', 'off']).buffers).toBeGreaterThan(2 * byDefault.buffers);
+    expect(droppedInputs('process', String(4 * 2 ** 20), ['--collect-after', 'off']).buffers).toBeLessThan(16 * 2 ** 20);
+  });
+
   it('misuse gives clear errors: a released input, an output of the wrong shape, close() during a run', async () => {
     const pool = new Pool();
     const session = await PooledSession.create(pool, modelFile, { activations: 'runtime' });
@@ -291,6 +326,19 @@ describe('onnxruntime-node on the pool (tensorpool/onnxruntime)', () => {
     expect(() => lendToOnnxRuntime(pool, { ort: {} as never })).toThrow(/options.ort must be the onnxruntime-node module/);
     await expect(PooledSession.create(pool, modelFile, { activations: 'gpu' as never })).rejects.toThrow(/options.activations must be one of/);
     await expect(PooledSession.create(pool, modelFile, { pooling: true } as never)).rejects.toThrow(/has no option 'pooling'/);
+    for (const wrong of [0, -1, 1.5, Infinity, '4M', 'on', null]) {
+      await expect(PooledSession.create(pool, modelFile, { collectAfter: wrong as never })).rejects.toThrow(
+        /^options.collectAfter must be a number of bytes \(a positive integer, such as 4194304\) or 'off', got /,
+      );
+    }
+    process.env.TENSORPOOL_COLLECT_AFTER = '4M';
+    try {
+      await expect(PooledSession.create(pool, modelFile)).rejects.toThrow(/TENSORPOOL_COLLECT_AFTER=4M is not a number of bytes .*options.collectAfter is unset/);
+      const explicit = await PooledSession.create(pool, modelFile, { activations: 'runtime', collectAfter: 'off' }); // the option wins
+      await explicit.close();
+    } finally {
+      delete process.env.TENSORPOOL_COLLECT_AFTER;
+    }
     const empty = pooledTensor(pool, 'float32', [0, 3]);
     expect(empty.size).toBe(0);
     pool.release(empty.data as Float32Array);

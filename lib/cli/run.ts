@@ -45,7 +45,8 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    in Node, before a run of a hooked session, where the thread's ArrayBuffers have grown by
                    SIZE since the last collection, V8 collects its young generation: the dead input and
                    output tensors' memory goes back to the pool instead of waiting for V8 to collect on its
-                   own, about 64 MiB later (TENSORPOOL_COLLECT_AFTER; default 4M; off: never)
+                   own, about 64 MiB later (TENSORPOOL_COLLECT_AFTER; default 4M; off: never). Also the
+                   default of a PooledSession's collectAfter option
   --stats          print the pool's counters on stderr at exit (also from the processes the command
                    starts whose pool served something)
   --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook

@@ -20,7 +20,9 @@
  * BroadcastChannel message a run), which marks when its event loop gets to them.
  *
  * The hook never throws into the app: whatever fails disables it with one warning.
- * Sessions of a PooledSession (tensorpool/onnxruntime) are left alone: it marks its runs itself.
+ * Sessions of a PooledSession (tensorpool/onnxruntime) are left alone: it marks its runs and collects
+ * before them itself (its option collectAfter, by default TENSORPOOL_COLLECT_AFTER), so a run never
+ * collects twice.
  */
 import Module from 'node:module';
 import { BroadcastChannel, isMainThread } from 'node:worker_threads';
