@@ -14,6 +14,10 @@
  *   tensorpool-adaptive  `tensorpool run --adaptive -- node server.cjs`
  *   tensorpool-planned `tensorpool run --plan plan.json`, the plan trained ('tensorpool train', order auto) from
  *                      `tensorpool run --record` of the same server under --record-requests requests
+ *   in-process         no launcher: each worker a PooledSession over a Pool of its own (SERVICE_POOLED=1), the
+ *                      request's input array copied into a pooled tensor, dead arrays collected before a run
+ *                      (collectAfter's default)
+ *   in-process-no-collect  the same with collectAfter 'off'
  *
  * Rounds interleave the configurations (one server each, in turn). Reported per configuration (medians over
  * rounds): throughput (requests/s), p50 and p99 latency, the server's peak RSS (VmHWM) and RSS at the end,
@@ -55,7 +59,10 @@ const usage = `usage: npx tsx bench/service.ts [options]   (npm run build first)
   --seed N             the request sequence's seed (default 1)
   --json FILE, --html FILE   write the results`;
 
-const CONFIGS = ['arena', 'arena-no-pattern', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-planned'] as const;
+const CONFIGS = [
+  'arena', 'arena-no-pattern', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-planned',
+  'in-process', 'in-process-no-collect',
+] as const;
 type ConfigName = (typeof CONFIGS)[number];
 const PEERS: Partial<Record<ConfigName, string>> = { jemalloc: 'libjemalloc.so.2', mimalloc: 'libmimalloc.so.2', tcmalloc: 'libtcmalloc_minimal.so.4' };
 
@@ -144,12 +151,14 @@ interface Command {
 }
 function command(name: ConfigName, plan: string | null, recordTo?: string): Command | string {
   const env: NodeJS.ProcessEnv = { ...process.env, SERVICE_MODEL: modelFile, SERVICE_WORKERS: String(workers) };
-  for (const key of ['LD_PRELOAD', 'NODE_OPTIONS', 'ORT_ARENA', 'ORT_MEM_PATTERN']) delete env[key];
+  for (const key of ['LD_PRELOAD', 'NODE_OPTIONS', 'ORT_ARENA', 'ORT_MEM_PATTERN', 'SERVICE_POOLED', 'SERVICE_COLLECT_AFTER']) delete env[key];
   for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_')) delete env[key];
   const node = [process.execPath, server];
   if (name === 'arena') return { argv: node, env };
   if (name === 'arena-no-pattern') return { argv: node, env: { ...env, ORT_MEM_PATTERN: '0' } };
   if (name === 'glibc') return { argv: node, env: { ...env, ORT_ARENA: '0' } };
+  if (name === 'in-process') return { argv: node, env: { ...env, SERVICE_POOLED: '1' } };
+  if (name === 'in-process-no-collect') return { argv: node, env: { ...env, SERVICE_POOLED: '1', SERVICE_COLLECT_AFTER: 'off' } };
   const peer = PEERS[name];
   if (peer) {
     const library = findLibrary(peer);
