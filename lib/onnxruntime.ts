@@ -250,8 +250,8 @@ export class PooledSession {
   // The pools whose iterations are this session's runs: the session's, and the process pool when it serves
   // ONNX Runtime (activations 'runtime' under `tensorpool run`).
   readonly #marked: { markIteration(): void }[];
-  // The growth of this thread's ArrayBuffers that makes a run collect first (0: never).
-  readonly #collectAfter: number;
+  // The growth of this thread's ArrayBuffers that makes a run collect first (0: never, or no longer).
+  #collectAfter: number;
   // Output shapes by input signature, learned from the first run with those inputs; null: data-dependent.
   readonly #outputShapes = new Map<string, Map<string, OutputShape> | null>();
   // Outputs ONNX Runtime allocated (onnxruntime-node's ArrayBuffers in the C heap), and those released.
@@ -317,6 +317,16 @@ export class PooledSession {
     return new PooledSession(session, pool, ort, poolOutputs, marked, collectBytes);
   }
 
+  // A failure (V8 refusing a flag) costs the runs only the early frees: one warning, and no more tries.
+  #collectIfGrown(): void {
+    try {
+      collectIfGrown(this.#collectAfter);
+    } catch (error) {
+      this.#collectAfter = 0;
+      process.emitWarning(`tensorpool: this PooledSession no longer frees dead tensors early (${(error as Error)?.message ?? String(error)})`);
+    }
+  }
+
   /** A tensor over a fresh pool block (see pooledTensor). */
   tensor(type: PooledTensorType, dims: readonly number[]): Tensor {
     return tensorIn(this.pool, this.#ort, type, dims);
@@ -338,7 +348,7 @@ export class PooledSession {
     const key = this.#signature(feeds);
     if (outputs !== undefined) this.#checkOutputs(outputs, key);
     // Before the mark, as the Node hook does: what the collection frees belongs to the iterations before.
-    if (this.#collectAfter > 0) collectIfGrown(this.#collectAfter);
+    if (this.#collectAfter > 0) this.#collectIfGrown();
     for (const pool of this.#marked) pool.markIteration();
     const preallocated = outputs === undefined && this.#poolOutputs ? this.#allocateOutputs(key) : undefined;
     const fetches = outputs ?? preallocated;
