@@ -98,7 +98,7 @@ function collectBeforeRun(): void {
       if (marker === undefined) marker = findMarker();
       collectBytes = marker === null ? 0 : collectAfter(process.env);
     }
-    if (collectBytes > 0) collectIfGrown(collectBytes);
+    if (collectBytes > 0) collectIfGrown(collectBytes, inFlight);
   } catch (error) {
     collectBytes = 0;
     process.emitWarning(`tensorpool: the onnxruntime-node hook no longer frees dead tensors early (${(error as Error)?.message ?? String(error)})`);
