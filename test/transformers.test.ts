@@ -20,23 +20,21 @@ describe.skipIf(!installed)('transformers.js pipelines under tensorpool run (nee
   afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
   writeTextEncoder(tmp, 'text-encoder');
 
-  /** The app under `tensorpool run --stats <runArgs>`: its outputs' hash and the pool's counters. */
+  /** The app under `tensorpool run --stats <runArgs>`: its outputs' hash and the iterations the pool counted. */
   function underRun(runArgs: string[]) {
     const env = { ...process.env, TRANSFORMERS_DIR: installed, TRANSFORMERS_MODELS: tmp, TRANSFORMERS_MODEL: 'text-encoder', APP_RUNS: String(RUNS) };
     const r = spawnSync(process.execPath, [cli, 'run', '--stats', ...runArgs, '--', process.execPath, path.resolve(__dirname, '../bench/transformers-app.mjs')], { encoding: 'utf8', env, timeout: 120_000 });
     expect(r.status, r.stderr).toBe(0);
-    const stats = /allocs (\d+),.*iterations (\d+)/.exec(r.stderr);
+    const stats = /iterations (\d+)/.exec(r.stderr);
     expect(stats, r.stderr).not.toBeNull();
-    return { outputs: JSON.parse(r.stdout.trim().split('\n').pop()!).outputs as string, allocs: Number(stats![1]), iterations: Number(stats![2]) };
+    return { outputs: JSON.parse(r.stdout.trim().split('\n').pop()!).outputs as string, iterations: Number(stats![1]) };
   }
 
-  it('each pipeline call is an iteration, ONNX Runtime allocates from the pool (its arena off), and the outputs are those of the unhooked app', () => {
+  it('the hook finds onnxruntime-node under the pipeline: each call is an iteration, and the outputs are those of the unhooked app', () => {
     const hooked = underRun([]);
     const unhooked = underRun(['--no-hooks']);
     expect(hooked.iterations).toBe(RUNS);
     expect(unhooked.iterations).toBe(0);
-    // With its arena on, ONNX Runtime asks malloc for a few large chunks; with it off, for each tensor of every run.
-    expect(hooked.allocs).toBeGreaterThan(unhooked.allocs + 10 * RUNS);
     expect(hooked.outputs).toBe(unhooked.outputs);
   }, 240_000);
 });
