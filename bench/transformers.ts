@@ -8,6 +8,7 @@
  *   tensorpool             `tensorpool run -- node app.mjs`: zero configuration (the Node hook turns the
  *                          arena and the memory pattern off and marks each session.run())
  *   tensorpool-adaptive    `tensorpool run --adaptive -- node app.mjs`
+ *   tensorpool-decay-off   `tensorpool run --decay off -- node app.mjs`: free memory is never given back
  *   jemalloc, mimalloc,    node app.mjs with the peer LD_PRELOADed (the arena stays on: the app is unchanged;
  *   tcmalloc               bench/install-peers.sh installs them)
  *
@@ -36,8 +37,10 @@ import { median, medianInterval, pairedRatios, type MedianInterval } from '../di
 import { benchArgs, printHeader, writeJson } from './harness.js';
 import { writeTextEncoder } from './transformers-model.js';
 
-const CONFIGS = ['arena', 'tensorpool', 'tensorpool-adaptive', 'jemalloc', 'mimalloc', 'tcmalloc'] as const;
+const CONFIGS = ['arena', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-decay-off', 'jemalloc', 'mimalloc', 'tcmalloc'] as const;
 type ConfigName = (typeof CONFIGS)[number];
+/** The configurations under `tensorpool run`, and its options. */
+const RUN_OPTIONS: Partial<Record<ConfigName, string[]>> = { tensorpool: [], 'tensorpool-adaptive': ['--adaptive'], 'tensorpool-decay-off': ['--decay', 'off'] };
 const INSTALL = 'npm install --ignore-scripts --prefix DIR @huggingface/transformers@4';
 
 const args = benchArgs(1, {
@@ -90,11 +93,12 @@ function command(name: ConfigName): { argv: string[]; env: NodeJS.ProcessEnv } |
   });
   const node = [process.execPath, app];
   if (name === 'arena') return { argv: node, env };
-  if (name === 'tensorpool' || name === 'tensorpool-adaptive') {
+  const options = RUN_OPTIONS[name];
+  if (options) {
     if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary})`;
-    return { argv: [process.execPath, cli, 'run', '--stats', ...(name === 'tensorpool-adaptive' ? ['--adaptive'] : []), '--', ...node], env };
+    return { argv: [process.execPath, cli, 'run', '--stats', ...options, '--', ...node], env };
   }
-  const spec = resolveAllocator(name);
+  const spec = resolveAllocator(name as 'jemalloc' | 'mimalloc' | 'tcmalloc');
   return spec.library ? { argv: node, env: { ...env, LD_PRELOAD: spec.library } } : missingMessage(spec);
 }
 
@@ -193,7 +197,7 @@ async function main(): Promise<void> {
     const med = (pick: (o: Outcome) => number) => median(done.map(pick));
     const sameOutputs = done.every((o) => o.outputs === reference);
     if (!sameOutputs) problems.push(`${name}: outputs differ from ${referenceName}'s (first round)`);
-    const iterations = name.startsWith('tensorpool') ? done.map((o) => o.iterations) : null;
+    const iterations = RUN_OPTIONS[name] ? done.map((o) => o.iterations) : null;
     if (iterations?.some((n) => n !== runs)) problems.push(`${name}: the pool counted ${iterations.join(', ')} iterations, not ${runs} (one a run): the hook did not mark every run`);
     return {
       name,
@@ -232,7 +236,10 @@ async function main(): Promise<void> {
         ],
   );
   console.log(formatTable(headers, rows));
-  console.log(`# medians over rounds; ratios: each round paired with the arena's of the same round, median (95% interval); ms, faults (minor, the app's process) and growth after the first ${warmup} runs; iterations: tensorpool run --stats (must be ${runs})`);
+  // Too few rounds for 95% (fewer than 6): the interval is the whole range, at the confidence it has.
+  const confidence = medianInterval(new Array<number>(rounds).fill(0)).confidence;
+  const interval = confidence < 0.95 ? `the range of the ${rounds} rounds: ${(100 * confidence).toFixed(1)}% confidence` : '95% interval';
+  console.log(`# medians over rounds; ratios: each round paired with the arena's of the same round, median (${interval}); ms, faults (minor, the app's process) and growth after the first ${warmup} runs; iterations: tensorpool run --stats (must be ${runs})`);
   writeJson(args.json, { machine, transformers: version, onnxruntimeNode: ortVersion, runs, warmup, rounds, seed, results });
   for (const problem of problems) console.error(`transformers bench: FAILED: ${problem}`);
   if (problems.length || !arena.some((o) => o)) process.exitCode = 1;
