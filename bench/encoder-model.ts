@@ -2,7 +2,8 @@
  * A small BERT-like text encoder for the benches, built with onnx-proto (random weights, fixed seed): token
  * ids int64 [batch, sequence] -> an embedding Gather, then `layers` blocks of single-head self-attention
  * (Q, K, V and output MatMuls, a scaled Softmax over the sequence) and a ReLU feed-forward, each with a
- * residual Add and a LayerNormalization -> hidden states float [batch, sequence, width]. Every activation's
+ * residual Add and a LayerNormalization -> hidden states float [batch, sequence, width] (the output `output`, by
+ * default 'hidden'; transformers.js's feature-extraction pipeline reads 'last_hidden_state'). Every activation's
  * size follows (batch, sequence), so requests of varied shapes make ONNX Runtime's memory vary as a real
  * encoder's does.
  */
@@ -25,7 +26,7 @@ function weights(count: number, seed: number, scale: number): number[] {
   return out;
 }
 
-export function encoderModel(shape: EncoderShape = ENCODER): Uint8Array {
+export function encoderModel(shape: EncoderShape = ENCODER, output = 'hidden'): Uint8Array {
   const { vocabulary, width, layers } = shape;
   const FLOAT = onnx.TensorProto.DataType.FLOAT;
   const initializer: onnx.ITensorProto[] = [];
@@ -60,13 +61,13 @@ export function encoderModel(shape: EncoderShape = ENCODER): Uint8Array {
     const a = norm(op('Add', [h, mixed], `residual${l}`), `a${l}`);
     const up = op('Relu', [op('MatMul', [a, tensor(`up${l}`, [width, 4 * width], w)], `up${l}_out`)], `relu${l}`);
     const down = op('MatMul', [up, tensor(`down${l}`, [4 * width, width], w / 2)], `down${l}_out`);
-    h = norm(op('Add', [a, down], `ffn${l}`), l === layers - 1 ? 'hidden' : `h${l + 1}`);
+    h = norm(op('Add', [a, down], `ffn${l}`), l === layers - 1 ? output : `h${l + 1}`);
   }
   const dims = (d: (number | string)[]) => ({ dim: d.map((x) => (typeof x === 'string' ? { dimParam: x } : { dimValue: x })) });
   const graph: onnx.IGraphProto = {
     name: 'tensorpool-bench-encoder',
     input: [{ name: 'input_ids', type: { tensorType: { elemType: onnx.TensorProto.DataType.INT64, shape: dims(['batch', 'sequence']) } } }],
-    output: [{ name: 'hidden', type: { tensorType: { elemType: FLOAT, shape: dims(['batch', 'sequence', width]) } } }],
+    output: [{ name: output, type: { tensorType: { elemType: FLOAT, shape: dims(['batch', 'sequence', width]) } } }],
     initializer,
     node,
   };
