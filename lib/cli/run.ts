@@ -43,7 +43,8 @@ MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
                    where memory given back is soon used again, the period doubles (up to 64 times)
   --collect-after SIZE
                    in Node, before a run of a hooked session, where the thread's ArrayBuffers have grown by
-                   SIZE since the last collection, V8 collects its young generation: the dead input and
+                   SIZE (or by twice what its runs in flight make, where more; at most 64 MiB) since the
+                   last collection, V8 collects its young generation: the dead input and
                    output tensors' memory goes back to the pool instead of waiting for V8 to collect on its
                    own, about 64 MiB later (TENSORPOOL_COLLECT_AFTER; default 4M; off: never). Also the
                    default of a PooledSession's collectAfter option
