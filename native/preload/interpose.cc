@@ -38,8 +38,11 @@ constexpr uint64_t kTagMask = uint64_t{0xFFFF} << 48;
 // reaches another thread through the program's own synchronisation, which carries this store with it.)
 std::atomic<bool> anyShifted{false};
 
+// Another allocator's memalign is asked for one byte at least: jemalloc's memalign(a, 0) returns a block
+// aligned to 8 only (its posix_memalign and aligned_alloc, which programs call, are right).
 void* nextAligned(size_t bytes, size_t alignment) {
-  if (alignment > tp::kBlockAlign || !nextIsGlibcMalloc()) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes);
+  if (!nextIsGlibcMalloc()) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes ? bytes : 1);
+  if (alignment > tp::kBlockAlign) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes);
   size_t padded;
   if (__builtin_add_overflow(bytes, alignment - 16, &padded)) {
     errno = ENOMEM;
@@ -84,11 +87,14 @@ size_t nextUsable(void* q) {
 
 // A block for a request the pool may serve, or the next allocator's when it may not (or the pool has none).
 // Out of line: malloc's own path, below the threshold, is a compare and a jump to the next allocator.
+// Its malloc aligns every block to 16 only where it is glibc's: jemalloc, tcmalloc and mimalloc align one of
+// 8 bytes or less to 8 (posix_memalign(&p, 16, 1) came back 8-aligned).
 __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
     if (void* p = poolAlloc(bytes)) return p;
   }
-  return alignment <= 16 ? next.malloc.load(std::memory_order_relaxed)(bytes) : nextAligned(bytes, alignment);
+  const bool mallocAligns = alignment <= 8 || (alignment <= 16 && nextIsGlibcMalloc());
+  return mallocAligns ? next.malloc.load(std::memory_order_relaxed)(bytes) : nextAligned(bytes, alignment);
 }
 
 // realloc to another home (pool to next allocator, or either to the other side of the threshold, or out of
