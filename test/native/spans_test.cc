@@ -283,6 +283,48 @@ TEST(trim_leaves_what_a_plan_names_resident) {
   CHECK(residentPages(a.data, 1 << 20) + 1 >= (1 << 20) / os::pageSize());  // pre-faulted, and kept
 }
 
+TEST(a_span_reserve_is_resident_from_the_start_and_decay_and_trim_leave_it_but_give_back_what_is_beyond) {
+  constexpr uint64_t kReserve = 8 << 20, kThird = 3 << 20, kBeyond = 4 << 20;
+  PlanSpec plan = defaultPlan();
+  plan.spanReserve = kReserve;
+  PoolOptions options;
+  options.growth = Growth::Spans;
+  options.growReserve = uint64_t{1} << 30;
+  options.decayMs = 20;
+  std::string error;
+  auto pool = Pool::create(plan, options, &error);
+  CHECK(pool != nullptr);
+  CHECK(pool->stats().arenaBytes >= kReserve);
+  // Requests within the reserve come from its pre-faulted pages: resident before they are written.
+  Allocation a = pool->alloc(kThird), b = pool->alloc(kThird);
+  CHECK(a.status == AllocStatus::Ok && b.status == AllocStatus::Ok && !a.zeroed);
+  char* const reserve = static_cast<char*>(a.data);  // the first span: the reserve's start
+  CHECK(residentPages(reserve, kReserve) == kReserve / os::pageSize());
+  // One larger than what is left of it reaches beyond (faults in where written): what decay and trim give back.
+  Allocation c = pool->alloc(kBeyond);
+  CHECK(c.status == AllocStatus::Ok && c.route == Route::Grown);
+  char* const cEnd = static_cast<char*>(c.data) + kBeyond;
+  CHECK(cEnd > reserve + kReserve);
+  std::memset(a.data, 1, kThird);
+  std::memset(b.data, 2, kThird);
+  std::memset(c.data, 3, kBeyond);
+  for (void* p : {a.data, b.data, c.data}) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  const uint64_t start = os::monotonicNs();
+  while (os::monotonicNs() - start < 300ull * 1000 * 1000) {  // epochs end, idle spans come due
+    Allocation small = pool->alloc(64 << 10);
+    CHECK(pool->release(small.data) == ReleaseStatus::Ok);
+    pause(2);
+  }
+  pool->trim();
+  const uint64_t beyond = static_cast<uint64_t>(cEnd - (reserve + kReserve));
+  CHECK(pool->stats().purgedBytes >= beyond);
+  CHECK(residentPages(reserve, kReserve) == kReserve / os::pageSize());
+  CHECK(residentPages(reserve + kReserve, beyond) == 0);
+  // A reserve the pool has no room for is refused, with the reason.
+  options.growReserve = kReserve / 2;
+  CHECK(Pool::create(plan, options, &error) == nullptr && error.find("span reserve") != std::string::npos);
+}
+
 TEST(realloc_in_place_grows_a_span_into_the_free_span_after_it_or_the_arenas_end) {
   auto pool = spanPool();
   constexpr uint64_t kBytes = 256 << 10;
