@@ -84,7 +84,9 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
   pool->schedules_ = Schedules(plan);
   pool->growth_ = growth;
   pool->shared_ = !plan.layout.empty();
-  pool->arena_ = Arena::create(planned + extra, planned, arenaOptions, error);
+  // The span reserve is carved right after the planned blocks: committed (and checked against the machine's
+  // memory) with them.
+  pool->arena_ = Arena::create(planned + extra, planned + spanReserve, arenaOptions, error);
   if (!pool->arena_) return nullptr;
 
   const size_t classes = pool->table_.count();

@@ -37,6 +37,18 @@ if (task === 'float32') {
   });
   Object.assign(out, { faults, allocs, served });
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
+} else if (task === 'first-touch') {
+  // Four arrays of 16 MiB made and written for the first time in the process: each page faults in unless the
+  // pool's memory under them was resident already (a plan's pre-faulted reserve).
+  const before = pool.stats();
+  out.faults = measureFaults(() => {
+    for (let k = 0; k < 4; k++) touchPages(new Float32Array(4 << 20));
+    global.gc();
+  }).minor;
+  const after = pool.stats();
+  out.allocs = after.allocs - before.allocs;
+  out.served = after.hits + after.borrows - before.hits - before.borrows;
+  out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
 } else if (task === 'alloc') {
   // processPool().alloc(): 16 MiB ArrayBuffers from malloc, released at once (no garbage collection here).
   const live = () => pool.stats().liveBlocks;
