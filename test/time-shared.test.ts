@@ -9,7 +9,7 @@ import { Plan, Pool, readTrace, repeatIteration, syntheticTrainingTrace, train, 
 import { keepsChanging, outlivesIteration, repeatingPeriod, repeatIterations, wrapAroundConflicts } from '../lib/trace/repeat.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
 import { trainTimeSharedEach } from '../lib/plan/train.js';
-import { replayThroughSpans } from '../lib/plan/spans.js';
+import { replayThroughSpans, servingPart } from '../lib/plan/spans.js';
 import { fixture, runTrace, seededRandom, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-shared-'));
@@ -371,9 +371,12 @@ describe('the spans kind: chosen by replaying the recording through the spans', 
     const plan = train(recorded, { order: 'auto' });
     expect(plan.serve).toBe('spans');
     const reserve = plan.spans!.reserve;
-    expect(plan.training.spans).toEqual({ carvedBytes: reserve, classArenaBytes: plan.arenaBytes, chosen: true });
-    expect(reserve).toBeGreaterThanOrEqual(plan.lowerBound!);
-    expect(reserve).toBeLessThan(plan.arenaBytes);
+    const choice = plan.training.spans as { carvedBytes: number; servingBytes: number; classArenaBytes: number; chosen: boolean };
+    expect(choice).toEqual({ carvedBytes: choice.carvedBytes, servingBytes: reserve, classArenaBytes: plan.arenaBytes, chosen: true });
+    expect(choice.carvedBytes).toBeLessThan(plan.arenaBytes);
+    // The reserve: what serving needs, start-up's passing peak (the session's creation, 1 MiB) left out.
+    expect(reserve).toBeGreaterThan(0);
+    expect(reserve).toBeLessThanOrEqual(choice.carvedBytes);
     // Requests it was not trained on: the plan's blocks, growing where they run out (as `tensorpool run
     // --plan` grows them), against the spans.
     const later = requests(random(2, 60, true));
@@ -390,6 +393,26 @@ describe('the spans kind: chosen by replaying the recording through the spans', 
     expect(Plan.read(file).toJSON()).toEqual(plan.toJSON());
     // Asked for blocks, blocks.
     expect(train(recorded, { order: 'auto', serve: 'classes' }).serve).toBe('classes');
+  });
+
+  it("sizes the reserve by the serving part: start-up's passing peak left out, what start-up keeps live allocated first", () => {
+    const builder = new TraceBuilder();
+    const weights = builder.alloc(8 << 20, 0);
+    builder.free(builder.alloc(64 << 20, 0), 0); // model loading: gone before the first run
+    for (let k = 0; k < 3; k++) {
+      builder.mark();
+      builder.free(builder.alloc(4 << 20, 0), 0);
+    }
+    builder.free(weights, 0);
+    const trace = builder.build('start-up', 'tensorpool-csv');
+    const serving = servingPart(trace);
+    expect(Array.from(serving.sizes)).toEqual([8 << 20, 4 << 20, 4 << 20, 4 << 20]);
+    expect(serving.iterations).toBe(trace.iterations);
+    expect(serving.lowerBound()).toBe(12 << 20);
+    const carved = replayThroughSpans(serving).carvedBytes;
+    expect(carved).toBeGreaterThanOrEqual(12 << 20);
+    expect(carved).toBeLessThan(replayThroughSpans(trace).carvedBytes);
+    expect(train(trace, { serve: 'spans' }).spans!.reserve).toBe(carved);
   });
 
   it('keeps the blocks of a repeating loop: one shape again and again, a cycle of shapes, shapes in any order, a recorded cycle', () => {

@@ -5,7 +5,7 @@
  * carries the spans' working set as the bytes `tensorpool run --plan` carves and pre-faults up front.
  */
 import { native } from '../native.js';
-import type { Trace } from '../trace/trace.js';
+import { EventOp, TraceBuilder, type Trace } from '../trace/trace.js';
 
 /** What the spans held serving a trace. */
 export interface SpansReplay {
@@ -45,4 +45,32 @@ export function replayThroughSpans(trace: Trace): SpansReplay {
   } finally {
     pool.close();
   }
+}
+
+/**
+ * The trace as served once its start-up is over: what was allocated before the first iteration mark (a
+ * session's creation) and is still live at it, allocated first, then every event from that mark on. Its
+ * replay carves what serving needs beside what start-up keeps, without start-up's passing peak (model
+ * loading), which the Node hook gives back with a trim once the session is made. A trace with no mark is
+ * returned as it is.
+ */
+export function servingPart(trace: Trace): Trace {
+  const ops = trace.ops;
+  const firstMark = ops.indexOf(EventOp.Iteration);
+  if (firstMark < 0) return trace;
+  const builder = new TraceBuilder();
+  const mapped = new Map<number, number>();
+  const freedBefore = new Set<number>();
+  for (let e = 0; e < firstMark; e++) if (ops[e] === EventOp.Free) freedBefore.add(trace.eventBuffer[e]);
+  for (let e = 0; e < firstMark; e++) {
+    const b = trace.eventBuffer[e];
+    if (ops[e] === EventOp.Alloc && !freedBefore.has(b)) mapped.set(b, builder.alloc(trace.sizes[b], trace.eventStream[e]));
+  }
+  for (let e = firstMark; e < ops.length; e++) {
+    const b = trace.eventBuffer[e];
+    if (ops[e] === EventOp.Iteration) builder.mark();
+    else if (ops[e] === EventOp.Alloc) mapped.set(b, builder.alloc(trace.sizes[b], trace.eventStream[e]));
+    else if (mapped.has(b)) builder.free(mapped.get(b)!, trace.eventStream[e]);
+  }
+  return builder.build(`${trace.name} (serving)`, trace.format);
 }

@@ -6,7 +6,7 @@ import { TensorPoolError } from '../errors.js';
 import { native } from '../native.js';
 import { Plan } from './plan.js';
 import { arenaBytesOf, classBytesOf, PLAN_SERVES, toNativePlan, type PlanServe, type PlanSpec } from './plan-spec.js';
-import { replayThroughSpans } from './spans.js';
+import { replayThroughSpans, servingPart } from './spans.js';
 import { keepsChanging, outlivesIteration, repeatingPeriod, repeatIteration, repeatIterations, wrapAroundConflicts } from '../trace/repeat.js';
 import { MAX_SYNTHETIC_EVENTS } from '../trace/synthetic.js';
 import { Trace } from '../trace/trace.js';
@@ -322,8 +322,13 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
 
 /** What training learnt of the spans, for the plan file's `training.spans`. */
 export interface SpansChoice {
-  /** Bytes the spans carved replaying the trace (the spans kind's reserve). */
+  /** Bytes the spans carved replaying the trace, compared with the blocks' arena. */
   carvedBytes: number;
+  /**
+   * Bytes they carved replaying its serving part (servingPart: start-up's passing peak left out, as the Node
+   * hook's trim gives it back): the spans kind's reserve.
+   */
+  servingBytes: number;
   /** The arena of the best plan of blocks, for comparison. */
   classArenaBytes: number;
   /** Whether the plan is of the spans kind. */
@@ -333,7 +338,8 @@ export interface SpansChoice {
 /**
  * The plan of the spans kind, when the spans hold less on the trace than the best plan of blocks (or when
  * asked for): that plan of blocks whole (what a pool made in-process serves, as before), saying that the
- * process pool serves from spans, with the bytes the spans carved replaying the trace as their reserve.
+ * process pool serves from spans, with the bytes the spans carved replaying the trace's serving part as
+ * their reserve (what stays resident: start-up's passing peak is given back after it, as with no plan).
  * Otherwise no spec, with `why` saying what was compared.
  */
 function spansInstead(set: Trace, best: TrainRun, forced: boolean): { spec?: PlanSpec; why: SpansChoice } {
@@ -342,9 +348,11 @@ function spansInstead(set: Trace, best: TrainRun, forced: boolean): { spec?: Pla
   // Not served in full (a reservation spent): no measure, no spans plan unless asked for.
   const measured = replay.osFallbacks === 0;
   const chosen = forced || (measured && replay.carvedBytes < classArenaBytes);
-  const why: SpansChoice = { carvedBytes: replay.carvedBytes, classArenaBytes, chosen };
+  const serving = chosen ? replayThroughSpans(servingPart(set)) : undefined;
+  const servingBytes = serving && serving.osFallbacks === 0 ? serving.carvedBytes : 0;
+  const why: SpansChoice = { carvedBytes: replay.carvedBytes, servingBytes, classArenaBytes, chosen };
   if (!chosen) return { why };
-  return { spec: { ...best.spec, serve: 'spans', spans: { reserve: replay.carvedBytes } }, why };
+  return { spec: { ...best.spec, serve: 'spans', spans: { reserve: servingBytes } }, why };
 }
 
 /**
