@@ -109,26 +109,27 @@ describe('the preload library: the process allocator', () => {
     expect(planned.out.osFallbacks).toBeLessThanOrEqual(planned.out.liveBefore);
   });
 
-  it('a plan of the spans kind serves from spans, its reserve resident from the start: first touches fault nothing', () => {
-    // The plan's blocks (two of 16 MiB) are not what serves: the default classes' spans are, their reserve
-    // of 80 MiB carved and pre-faulted when the pool is made.
+  it('a plan of the spans kind serves from spans, and what it wrote within its reserve stays resident through malloc_trim', () => {
+    // The plan's blocks (two of 16 MiB) are not what serves: the default classes' spans are, 80 MiB of
+    // them kept once written.
     const plan = path.join(tmp, 'spans.plan.json');
     const classes = [{ size: 16 << 20, blocks: 2 }];
     fs.writeFileSync(plan, JSON.stringify({ format: 'tensorpool-plan', version: 3, interval: 4096, classes, serve: 'spans', spans: { reserve: 80 << 20 } }));
-    const spans = underPool(['--plan', plan, '--stats'], ['first-touch']);
+    const spans = underPool(['--plan', plan, '--stats'], ['after-trim']);
     expect(spans.code, spans.stderr).toBe(0);
     expect(spans.out.pool.mode).toBe('planned');
     expect(spans.stderr).toMatch(/process pool \(pid \d+, planned, .*served from spans \(the plan's kind\)/);
     expect(spans.out.allocs).toBeGreaterThanOrEqual(4);
     expect(spans.out.served).toBe(spans.out.allocs);
     expect(spans.out.osFallbacks).toBe(0);
-    // 4 x 4096 pages written; V8's own heap faults a few hundred.
+    // 4 x 4096 pages written again; V8's own heap faults a few hundred.
     expect(spans.out.faults).toBeLessThan(2000);
-    // The same with no plan: the pages of the arrays (those V8 did not collect before the next was made:
-    // at least one array's) are first touches.
-    const none = underPool([], ['first-touch']);
+    // The same with no plan: the trim gave the arrays' memory back (those V8 collected: at least one
+    // array's), and it faults in again.
+    const none = underPool([], ['after-trim']);
     expect(none.code, none.stderr).toBe(0);
     expect(none.out.served).toBe(none.out.allocs);
+    expect(none.out.trimmed).toBeGreaterThan(16 << 20);
     expect(none.out.faults).toBeGreaterThan(4096);
   });
 

@@ -84,9 +84,7 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
   pool->schedules_ = Schedules(plan);
   pool->growth_ = growth;
   pool->shared_ = !plan.layout.empty();
-  // The span reserve is carved right after the planned blocks: committed (and checked against the machine's
-  // memory) with them.
-  pool->arena_ = Arena::create(planned + extra, planned + spanReserve, arenaOptions, error);
+  pool->arena_ = Arena::create(planned + extra, planned, arenaOptions, error);
   if (!pool->arena_) return nullptr;
 
   const size_t classes = pool->table_.count();
@@ -116,11 +114,13 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
 }
 
 bool SizeClassPool::reserveSpan(uint64_t bytes, std::string* error) {
-  char* start = arena_->carve(bytes, error, true);
+  // Not pre-faulted: a program need not write all of what it asks for (onnxruntime's buffers sized for the
+  // largest shape), and pages it never writes must not be resident on its account.
+  char* start = arena_->carve(bytes, error, false);
   if (!start) return false;
   char* absorbed[2];  // nothing is free beside it: nothing is absorbed
   try {
-    spans_.give({start, bytes, false}, spanEpoch_, absorbed);
+    spans_.give({start, bytes, true}, spanEpoch_, absorbed);
   } catch (const std::bad_alloc&) {
     *error = "no memory to index the span reserve";
     return false;
@@ -468,7 +468,9 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
     }
     return nullptr;
   }
-  if (found && span.zero) rewarmed_ += span.bytes;  // a free span reads as zero only once purged
+  // A free span reads as zero only once purged, or in the span reserve before its first use (not memory
+  // given back, so not counted).
+  if (found && span.zero && !spans_.kept(span.start)) rewarmed_ += span.bytes;
   writeHeader(header, cls, 0, BlockState::Free, 0);
   header->capacity = span.bytes;
   header->span = 1;

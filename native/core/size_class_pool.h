@@ -170,7 +170,7 @@ class SizeClassPool {
   // Gives the whole pages of [data, data + bytes) back and zeroes the partial pages at either end, so that
   // the range reads as zero. False when the kernel refused (the range then holds what it held).
   bool zeroRange(char* data, uint64_t bytes);
-  // Growth::Spans: carves `bytes` (whole pages), pre-faulted per the arena's options, as one free span that
+  // Growth::Spans: carves `bytes` (whole pages) as one free span (not pre-faulted) whose pages, once written,
   // decay and trim leave resident (PlanSpec::spanReserve; SpanHeap::keepBelow).
   bool reserveSpan(uint64_t bytes, std::string* error);
   // Carves a block of class `cls`, pre-faulted when `commit` (what a plan names) or left to fault in.

@@ -54,6 +54,7 @@ class SpanHeap {
 
   // Memory below `fence` is kept (a trained plan's span reserve): free spans there never merge with those at
   // or above it (a span given that reaches across is kept as two), and decay never lists them (idleSince).
+  // (A span there that reads as zero was never written since it was carved: nothing of it was given back.)
   // Pre: no free span reaches across `fence` now.
   void keepBelow(const char* fence) { fence_ = reinterpret_cast<uintptr_t>(fence); }
   bool kept(const char* start) const { return reinterpret_cast<uintptr_t>(start) < fence_; }

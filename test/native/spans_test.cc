@@ -283,7 +283,7 @@ TEST(trim_leaves_what_a_plan_names_resident) {
   CHECK(residentPages(a.data, 1 << 20) + 1 >= (1 << 20) / os::pageSize());  // pre-faulted, and kept
 }
 
-TEST(a_span_reserve_is_resident_from_the_start_and_decay_and_trim_leave_it_but_give_back_what_is_beyond) {
+TEST(a_span_reserve_written_stays_resident_through_decay_and_trim_and_what_is_beyond_is_given_back) {
   constexpr uint64_t kReserve = 8 << 20, kThird = 3 << 20, kBeyond = 4 << 20;
   PlanSpec plan = defaultPlan();
   plan.spanReserve = kReserve;
@@ -295,11 +295,11 @@ TEST(a_span_reserve_is_resident_from_the_start_and_decay_and_trim_leave_it_but_g
   auto pool = Pool::create(plan, options, &error);
   CHECK(pool != nullptr);
   CHECK(pool->stats().arenaBytes >= kReserve);
-  // Requests within the reserve come from its pre-faulted pages: resident before they are written.
+  // Requests within the reserve: fresh memory, resident only once written, and not memory given back.
   Allocation a = pool->alloc(kThird), b = pool->alloc(kThird);
-  CHECK(a.status == AllocStatus::Ok && b.status == AllocStatus::Ok && !a.zeroed);
+  CHECK(a.status == AllocStatus::Ok && b.status == AllocStatus::Ok && a.zeroed && b.zeroed);
   char* const reserve = static_cast<char*>(a.data);  // the first span: the reserve's start
-  CHECK(residentPages(reserve, kReserve) == kReserve / os::pageSize());
+  CHECK(residentPages(reserve, kReserve) == 0);
   // One larger than what is left of it reaches beyond (faults in where written): what decay and trim give back.
   Allocation c = pool->alloc(kBeyond);
   CHECK(c.status == AllocStatus::Ok && c.route == Route::Grown);
@@ -318,7 +318,7 @@ TEST(a_span_reserve_is_resident_from_the_start_and_decay_and_trim_leave_it_but_g
   pool->trim();
   const uint64_t beyond = static_cast<uint64_t>(cEnd - (reserve + kReserve));
   CHECK(pool->stats().purgedBytes >= beyond);
-  CHECK(residentPages(reserve, kReserve) == kReserve / os::pageSize());
+  CHECK(residentPages(reserve, 2 * kThird) == 2 * kThird / os::pageSize());  // written: kept
   CHECK(residentPages(reserve + kReserve, beyond) == 0);
   // A reserve the pool has no room for is refused, with the reason.
   options.growReserve = kReserve / 2;
