@@ -38,11 +38,12 @@ if (task === 'float32') {
   Object.assign(out, { faults, allocs, served });
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
 } else if (task === 'after-trim') {
-  // Four arrays of 16 MiB made, written and collected; the pool trimmed (malloc_trim); four more made and
-  // written: their pages fault in again unless the trim left the first ones' memory resident.
+  // Four buffers of 16 MiB from malloc (processPool().alloc()), written and released; the pool trimmed
+  // (malloc_trim); four more: their pages fault in again unless the trim left the first ones' memory resident.
   const round = () => {
-    for (let k = 0; k < 4; k++) touchPages(new Float32Array(4 << 20));
-    global.gc();
+    const buffers = [0, 1, 2, 3].map(() => new Float32Array(pool.alloc(16 << 20)));
+    for (const x of buffers) touchPages(x);
+    for (const x of buffers) pool.release(x);
   };
   round();
   out.trimmed = pool.trim();
