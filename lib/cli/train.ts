@@ -31,7 +31,7 @@ serves each of their patterns.
                       given up: the size-class plan is kept
   --serve             how 'tensorpool run --plan' serves the plan: classes, from its blocks; spans, from the
                       default classes' spans (as with no plan) with the bytes they carved replaying the trace
-                      pre-faulted at start and kept resident; auto: replay the trace through the spans and
+                      carved at start and kept resident once written; auto: replay the trace through the spans and
                       keep spans when they carve less than the plan's blocks hold (requests overlapping at
                       random, each busy period a new mix of sizes), else classes (default auto). A pool made
                       in-process (new Pool({ plan })) serves the blocks either way
@@ -95,7 +95,7 @@ export const trainCommand: Command = {
     if (t.notTimeShared) console.log(`time-shared  not kept: ${t.notTimeShared as string}`);
     const spans = t.spans as SpansChoice | undefined;
     if (plan.serve === 'spans') {
-      console.log(`serve        spans: 'tensorpool run --plan' serves from the default classes' spans, ${formatBytes(plan.spans!.reserve)} pre-faulted`);
+      console.log(`serve        spans: 'tensorpool run --plan' serves from the default classes' spans, ${formatBytes(plan.spans!.reserve)} kept once written`);
       if (spans) console.log(`             (replaying the trace, the spans carved ${formatBytes(spans.carvedBytes)}; the plan's blocks hold ${formatBytes(spans.classArenaBytes)})`);
     } else if (spans) {
       console.log(`serve        classes: the plan's blocks (replaying the trace, the default classes' spans carved ${formatBytes(spans.carvedBytes)})`);

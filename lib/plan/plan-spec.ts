@@ -55,7 +55,7 @@ export interface PlanLayout {
 /**
  * How the process pool (`tensorpool run --plan`) serves a plan: 'classes' (the default), from the plan's
  * blocks; 'spans', from the default classes' spans, as with no plan, with `spans.reserve` bytes carved and
- * pre-faulted up front and kept resident through decay and trim (train() chooses it where a replay of the
+ * carved up front and, once written, kept resident through decay and trim (train() chooses it where a replay of the
  * recording shows the spans hold less than any plan of blocks: requests that overlap at random, each busy
  * period a new mix of sizes). A pool made in-process (new Pool(plan)) serves the classes either way.
  */
@@ -64,7 +64,7 @@ export const PLAN_SERVES: readonly PlanServe[] = ['classes', 'spans'];
 
 /** What a plan of the spans kind carries. */
 export interface PlanSpans {
-  /** Bytes carved and pre-faulted at start, kept resident: the spans' working set when they served the recording. */
+  /** Bytes carved at start and kept resident once written: the spans' working set when they served the recording. */
   reserve: number;
 }
 

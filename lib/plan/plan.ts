@@ -14,7 +14,7 @@
  * schedule, `blocks` (per allocation its block), `iterations` (where each trained iteration's entries
  * begin) and `cycle` (how many of the last iterations repeat in turn past the last, default 1). Version 3
  * adds `serve` ("classes" or "spans": how `tensorpool run --plan` serves it, PlanServe) and, for "spans",
- * `spans` ({ reserve }: the bytes pre-faulted up front); it is written only for a plan of the spans kind, so
+ * `spans` ({ reserve }: the bytes carved up front and kept); it is written only for a plan of the spans kind, so
  * that a plan of blocks stays readable by a tensorpool that reads version 2. A reader accepts versions 1 to
  * 3 and rejects any other with a message that says which it reads.
  */

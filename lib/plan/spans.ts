@@ -2,7 +2,7 @@
  * The spans kind of plan: what the default classes' spans (the process pool's zero-config route,
  * native/core/span_heap.h) hold when they serve a recording, measured by replaying it through them. train()
  * compares that with what a plan of blocks holds and keeps whichever holds less; a plan of this kind
- * carries the spans' working set as the bytes `tensorpool run --plan` carves and pre-faults up front.
+ * carries the spans' working set as the bytes `tensorpool run --plan` carves up front and keeps once written.
  */
 import { native } from '../native.js';
 import { EventOp, TraceBuilder, type Trace } from '../trace/trace.js';

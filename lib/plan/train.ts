@@ -71,7 +71,7 @@ export interface TrainOptions {
   share?: boolean | 'auto';
   /**
    * How `tensorpool run --plan` is to serve the plan (PlanServe): 'classes', its blocks; 'spans', the default
-   * classes' spans with their working set on the trace pre-faulted; 'auto' (the default) replays the trace
+   * classes' spans with their working set on the trace kept resident; 'auto' (the default) replays the trace
    * through the spans and keeps the spans kind when they carve less than the best plan of blocks holds
    * (requests that overlap at random, each busy period a new mix of sizes), else the blocks.
    */
@@ -295,7 +295,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     },
     training: {
       method: spans?.spec
-        ? "spans: the default classes' spans, their working set on the trace pre-faulted (a plan of blocks would hold more)"
+        ? "spans: the default classes' spans, their working set on the trace kept resident (a plan of blocks would hold more)"
         : timeShared
         ? best!.candidate.order === 'time-shared-repeating'
           ? 'time-shared size-class blocks (layout over the conflict graph of the trace with its last iterations repeated)'

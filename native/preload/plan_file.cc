@@ -287,7 +287,7 @@ bool scheduleExtrasFromJson(const Json& schedule, PlanSpec* plan, std::string* e
 }
 
 // Version 3's `serve`: "classes" (absent: the plan's blocks) or "spans" (the default classes' spans, with
-// `spans.reserve` bytes carved and pre-faulted up front: PlanSpec::spanReserve).
+// `spans.reserve` bytes carved up front and kept once written: PlanSpec::spanReserve).
 bool serveFromJson(const Json& root, double version, PlanSpec* plan, bool* spans, std::string* error) {
   const Json* serve = root.get("serve");
   *spans = false;

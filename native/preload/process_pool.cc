@@ -107,7 +107,7 @@ struct Settings {
   std::string program;  // thisProgram(), with a plan or a recording: written into recordings, matched against a plan's
   std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
   std::string run;      // runOf(), with a recording
-  bool spans = false;   // the plan is of the spans kind: the default classes' spans serve, its reserve pre-faulted
+  bool spans = false;   // the plan is of the spans kind: the default classes' spans serve, its reserve kept
 };
 Settings* settings = nullptr;
 
@@ -397,7 +397,7 @@ void initialise() {
     } else if (spans) {
       // Training found that the recording's spans hold less than any plan of blocks would (requests that
       // overlap at random, each busy period a new mix of sizes): the default classes' spans serve, the
-      // recorded working set carved and pre-faulted up front and kept resident through decay and trim.
+      // recorded working set carved up front and, once written, kept resident through decay and trim.
       plan.spanReserve = planned.spanReserve;
       s->planPath = planPath;
       s->mode = "planned";
