@@ -49,9 +49,10 @@ struct PlanSpec {
   // blocks are carved one after another and never share memory.
   std::vector<PlacedBlock> layout;
   // Growth::Spans (a trained plan of the spans kind, lib/plan/train.ts): bytes carved at creation as one free
-  // span, whose pages decay and trim leave resident once written: the recording's working set as the spans
-  // held it, so that the run does not fault it in again after an idle while. Not pre-faulted: what the
-  // program never writes stays out of its RSS. 0: none. Other growth modes ignore it.
+  // span, whose pages decay and trim leave resident once written after the first iteration mark (start-up's
+  // passing buffers are given back as ever): the recording's working set as the spans held it, so that the
+  // run does not fault it in again after an idle while. Not pre-faulted: what the program never writes stays
+  // out of its RSS. 0: none. Other growth modes ignore it.
   uint64_t spanReserve = 0;
 };
 

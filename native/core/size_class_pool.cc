@@ -125,7 +125,7 @@ bool SizeClassPool::reserveSpan(uint64_t bytes, std::string* error) {
     *error = "no memory to index the span reserve";
     return false;
   }
-  spans_.keepBelow(start + bytes);
+  spans_.fenceAt(start + bytes);
   return true;
 }
 

@@ -109,6 +109,10 @@ class SizeClassPool {
   // up: a class's list is its resident free blocks above its purged ones, and the purged are handed out
   // last. A block handed out in every epoch is never purged. The pool decides when an epoch ends.
   bool decays() const { return decays_; }
+  // From now on decay and trim leave the span reserve's pages resident (PlanSpec::spanReserve). Until then
+  // (the program's start-up: a model loaded, its passing buffers given back by a trim) they give it back
+  // as any other span.
+  void keepSpanReserve() { spans_.keep(); }
   void endDecayEpoch();
   bool hasDuePurges() const { return duePurges_; }
   // Bytes of given-back memory handed out again since the last call (a purged block or span served).
@@ -171,7 +175,7 @@ class SizeClassPool {
   // the range reads as zero. False when the kernel refused (the range then holds what it held).
   bool zeroRange(char* data, uint64_t bytes);
   // Growth::Spans: carves `bytes` (whole pages) as one free span (not pre-faulted) whose pages, once written,
-  // decay and trim leave resident (PlanSpec::spanReserve; SpanHeap::keepBelow).
+  // decay and trim leave resident from keepSpanReserve() on (PlanSpec::spanReserve; SpanHeap::fenceAt).
   bool reserveSpan(uint64_t bytes, std::string* error);
   // Carves a block of class `cls`, pre-faulted when `commit` (what a plan names) or left to fault in.
   BlockHeader* carveBlock(size_t cls, bool commit, std::string* error);

@@ -131,7 +131,7 @@ int SpanHeap::merge(uintptr_t start, Entry merged, char* absorbed[2]) {
 std::vector<SpanHeap::Span> SpanHeap::idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const {
   std::vector<Span> idle;
   uint64_t bytes = 0;
-  for (auto at = byStart_.lower_bound(fence_); at != byStart_.end(); ++at) {
+  for (auto at = byStart_.lower_bound(keeping_ ? fence_ : 0); at != byStart_.end(); ++at) {
     const auto& [start, entry] = *at;
     if (idle.size() >= maxSpans || bytes >= maxBytes) break;
     if (entry.epoch >= before || entry.zero) continue;

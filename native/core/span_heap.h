@@ -52,12 +52,13 @@ class SpanHeap {
   // with, are then in no index (lost to the heap, never handed out), and every index still agrees.
   int give(Span span, uint64_t epoch, char* absorbed[2]);
 
-  // Memory below `fence` is kept (a trained plan's span reserve): free spans there never merge with those at
-  // or above it (a span given that reaches across is kept as two), and decay never lists them (idleSince).
-  // (A span there that reads as zero was never written since it was carved: nothing of it was given back.)
-  // Pre: no free span reaches across `fence` now.
-  void keepBelow(const char* fence) { fence_ = reinterpret_cast<uintptr_t>(fence); }
-  bool kept(const char* start) const { return reinterpret_cast<uintptr_t>(start) < fence_; }
+  // Memory below `fence` is a trained plan's span reserve: free spans there never merge with those at or
+  // above it (a span given that reaches across is kept as two); once keep() is called, decay never lists
+  // them (idleSince). Pre: no free span reaches across `fence` now.
+  void fenceAt(const char* fence) { fence_ = reinterpret_cast<uintptr_t>(fence); }
+  void keep() { keeping_ = true; }
+  // Whether the span at `start` lies in the reserve, kept.
+  bool kept(const char* start) const { return keeping_ && reinterpret_cast<uintptr_t>(start) < fence_; }
   // Decay: the free spans at or above the fence last freed before epoch `before` that do not read as zero, in
   // address order, until `maxSpans` of them or `maxBytes` (at least one span while the bytes last).
   std::vector<Span> idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const;
@@ -96,7 +97,8 @@ class SpanHeap {
   Starts byStart_;
   std::set<std::pair<uint64_t, uintptr_t>> bySize_;  // (bytes, start) of every free span
   uint64_t freeBytes_ = 0;
-  uintptr_t fence_ = 0;  // keepBelow()
+  uintptr_t fence_ = 0;  // fenceAt()
+  bool keeping_ = false;  // keep()
 };
 
 }  // namespace tp
