@@ -319,7 +319,9 @@ async function preparePlan(): Promise<string | null> {
     console.log(`# tensorpool train failed: ${trained.stderr.trim().split('\n')[0]}`);
     return null;
   }
-  const line = trained.stdout.split('\n').find((l) => /arena/i.test(l))?.trim() ?? plan;
+  const lines = trained.stdout.split('\n');
+  // The blocks' arena, and how `tensorpool run --plan` serves the plan (its blocks, or the spans with a reserve).
+  const line = [lines.find((l) => /^arena/.test(l)), lines.find((l) => /^serve/.test(l))].filter(Boolean).map((l) => l!.trim()).join('; ') || plan;
   const timing = `recorded in ${((recorded - started) / 1000).toFixed(0)} s, trained in ${((performance.now() - recorded) / 1000).toFixed(0)} s`;
   console.log(`# plan for tensorpool-planned (${recordRequests} requests ${timing}): ${line}`);
   return plan;

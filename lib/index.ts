@@ -20,7 +20,7 @@ export type { TraceFormat, TraceSummary, TraceAnomalies } from './trace/trace.js
 export { problemToTrace, problemFromTrace, parseProblemCsv } from './trace/problem.js';
 export type { Problem } from './trace/problem.js';
 export { train, AUTO_INTERVALS, SMALL_AUTO_INTERVALS, TRAIN_ORDERS } from './plan/train.js';
-export type { TrainOptions, TrainOrder, TrainCandidate } from './plan/train.js';
+export type { TrainOptions, TrainOrder, TrainCandidate, SpansChoice } from './plan/train.js';
 export { syntheticTrainingTrace } from './trace/synthetic.js';
 export { repeatIteration } from './trace/repeat.js';
 export type { SyntheticOptions } from './trace/synthetic.js';
@@ -34,7 +34,7 @@ export { OffsetPlan, OFFSET_PLAN_FORMAT, OFFSET_PLAN_VERSION } from './offsets/o
 export type { OffsetPlanOptions, OffsetPlanSource } from './offsets/offset-plan.js';
 export { Stream, StreamEvent } from './pool/stream.js';
 // Types the API above refers to (in its signatures and results).
-export type { PlanSchedule, PlanLayout } from './plan/plan-spec.js';
+export type { PlanSchedule, PlanLayout, PlanServe, PlanSpans } from './plan/plan-spec.js';
 export type { PoolStats as ProcessPoolStats } from './pool/pool-control.js';
 export type { RepetitionRecord, PoolCounters as ReplayPoolCounters } from './replay/protocol.js';
 export type { MedianInterval } from './report/stats.js';

@@ -150,6 +150,8 @@ export interface NativePoolOptions {
   hugePages: boolean;
   lock: boolean;
   grow: boolean;
+  /** With no plan (the default classes) and `grow`: large requests served from spans, as the process pool serves them. */
+  spans?: boolean;
   growReserve: number;
   osMapThreshold: number;
   /** The front cache's log capacity in entries; 0 or absent: no front cache. */

@@ -153,6 +153,8 @@ describe('examples', () => {
       expect(scores).toEqual(Array(4).fill(await expectedScores([2, 3, 128, 128])));
       const plan = Plan.read(outputs[1]);
       expect(plan.arenaBytes).toBeGreaterThan(0);
+      // A loop that repeats keeps its blocks: replayed, the default classes' spans carve more.
+      expect(plan.serve).toBe('classes');
       // The planned run's pool line (--stats, on stderr): planned, nothing from the OS.
       expect(r.stderr).toMatch(/tensorpool: process pool \(pid \d+, planned, [^)]*\): allocs [1-9]\d*, .*OS fallbacks 0, OS oversize 0;/);
       // Fewer faults with the plan than on the default classes: measured 8.9-9.5 a run planned against

@@ -109,6 +109,30 @@ describe('the preload library: the process allocator', () => {
     expect(planned.out.osFallbacks).toBeLessThanOrEqual(planned.out.liveBefore);
   });
 
+  it('a plan of the spans kind serves from spans, and what it wrote within its reserve stays resident through malloc_trim', () => {
+    // The plan's blocks (two of 16 MiB) are not what serves: the default classes' spans are, 80 MiB of
+    // them kept once written.
+    const plan = path.join(tmp, 'spans.plan.json');
+    const classes = [{ size: 16 << 20, blocks: 2 }];
+    fs.writeFileSync(plan, JSON.stringify({ format: 'tensorpool-plan', version: 3, interval: 4096, classes, serve: 'spans', spans: { reserve: 80 << 20 } }));
+    const spans = underPool(['--plan', plan, '--stats'], ['after-trim']);
+    expect(spans.code, spans.stderr).toBe(0);
+    expect(spans.out.pool.mode).toBe('planned');
+    expect(spans.stderr).toMatch(/process pool \(pid \d+, planned, .*served from spans \(the plan's kind\)/);
+    expect(spans.out.allocs).toBeGreaterThanOrEqual(4);
+    expect(spans.out.served).toBe(spans.out.allocs);
+    expect(spans.out.osFallbacks).toBe(0);
+    // 4 x 4096 pages written again; V8's own heap faults a few hundred.
+    expect(spans.out.faults).toBeLessThan(2000);
+    // The same with no plan: the trim gave the buffers' memory back, and it faults in again.
+    const none = underPool([], ['after-trim']);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.out.served).toBe(none.out.allocs);
+    expect(none.out.trimmed).toBeGreaterThanOrEqual(64 << 20);
+    expect(none.out.faults).toBeGreaterThan(4 * 4096);
+    expect(spans.out.trimmed).toBe(0);
+  });
+
   it('tensorpool run --adaptive: a worker thread trains the plan while malloc goes on serving; no OS fallback once it serves', () => {
     const r = underPool(['--adaptive'], ['adaptive', transformer]);
     expect(r.code).toBe(0);
@@ -421,6 +445,17 @@ describe('the preload library: the process allocator', () => {
     const tib = machine('tib-class', { classes: [{ size: 2 ** 40, blocks: 1 }] });
     const far = machine('far-offset', { classes: [{ size: 4096, blocks: 1 }], layout: { classes: [0], offsets: [2 ** 46] } });
     const larger = /the plan's arena of \d+ bytes is larger than this machine's memory/;
+    // The spans kind's fields, wrong.
+    const servedV2 = machine('served-v2', { classes: [{ size: 4096, blocks: 1 }], serve: 'spans', spans: { reserve: 4096 } });
+    const spansPlan = (name: string, fields: object) => {
+      const file = path.join(tmp, `${name}.plan.json`);
+      fs.writeFileSync(file, JSON.stringify({ format: 'tensorpool-plan', version: 3, interval: 4096, classes: [{ size: 4096, blocks: 1 }], ...fields }));
+      return file;
+    };
+    const servedHow = spansPlan('served-how', { serve: 'blocks' });
+    const noReserve = spansPlan('no-reserve', { serve: 'spans', spans: { reserve: -4096 } });
+    const noSpans = spansPlan('no-spans', { serve: 'spans' });
+    const strayReserve = spansPlan('stray-reserve', { spans: { reserve: 4096 } });
     // Files that are no plan: read until the allocator gave up (/dev/zero: std::bad_alloc, SIGABRT), or
     // forever (a FIFO nobody writes); a sparse file above the bound.
     const fifo = path.join(tmp, 'plan.fifo');
@@ -441,6 +476,11 @@ describe('the preload library: the process allocator', () => {
       [{ TENSORPOOL_PLAN: malformed }, /malformed\.plan\.json: classes\[0\]\.blocks must be a whole number/],
       [{ TENSORPOOL_PLAN: longCycle }, /the cycle of iterations that repeat \(3\) must be 1 to the 2 iterations/],
       [{ TENSORPOOL_PLAN: tooLarge }, /too-large\.plan\.json: class 0: size must be between 1 byte and 1 TiB/],
+      [{ TENSORPOOL_PLAN: servedV2 }, /served-v2\.plan\.json: serve: a version 2 plan has no serve field \(it came with version 3\)/],
+      [{ TENSORPOOL_PLAN: servedHow }, /served-how\.plan\.json: serve must be "classes" or "spans"/],
+      [{ TENSORPOOL_PLAN: noReserve }, /no-reserve\.plan\.json: spans\.reserve must be a whole number from 0 to 2\^47/],
+      [{ TENSORPOOL_PLAN: noSpans }, /no-spans\.plan\.json: spans must be an object \{ reserve \}/],
+      [{ TENSORPOOL_PLAN: strayReserve }, /stray-reserve\.plan\.json: spans: only a plan that says "serve": "spans" has it/],
       [{ TENSORPOOL_RECORD: path.join(tmp, 'no/such/dir/x.csv') }, /TENSORPOOL_RECORD=.*No such file or directory/],
       // A FIFO hung the program before main; a device failed at exit.
       [{ TENSORPOOL_RECORD: fifo }, /TENSORPOOL_RECORD=.*plan\.fifo: not a regular file/],

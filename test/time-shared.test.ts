@@ -9,6 +9,7 @@ import { Plan, Pool, readTrace, repeatIteration, syntheticTrainingTrace, train, 
 import { keepsChanging, outlivesIteration, repeatingPeriod, repeatIterations, wrapAroundConflicts } from '../lib/trace/repeat.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
 import { trainTimeSharedEach } from '../lib/plan/train.js';
+import { replayThroughSpans, servingPart } from '../lib/plan/spans.js';
 import { fixture, runTrace, seededRandom, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-shared-'));
@@ -300,36 +301,36 @@ describe('a recorded cycle of input shapes', () => {
   });
 });
 
-describe('iterations that keep changing (a service)', () => {
-  // Six request shapes, each a chain of layers (a layer's output allocated before its input is freed). An
-  // iteration is a busy period: one to three requests at once, their layers interleaved.
-  const shapes = Array.from({ length: 6 }, (_, k) => Array.from({ length: 8 }, (_, l) => 65536 * (1 + ((k * 5 + l * 3) % 11))));
-  function requests(periods: number[][], tail = false): Trace {
-    const builder = new TraceBuilder();
-    builder.free(builder.alloc(1 << 20, 0), 0); // the session's creation
-    for (const period of periods) {
-      builder.mark();
-      let inputs = period.map((k) => builder.alloc(shapes[k][0], 0));
-      for (let l = 1; l < 8; l++) {
-        const outputs = period.map((k) => builder.alloc(shapes[k][l], 0));
-        for (const input of inputs) builder.free(input, 0);
-        inputs = outputs;
-      }
+// Six request shapes, each a chain of layers (a layer's output allocated before its input is freed). An
+// iteration is a busy period: one to three requests at once, their layers interleaved.
+const shapes = Array.from({ length: 6 }, (_, k) => Array.from({ length: 8 }, (_, l) => 65536 * (1 + ((k * 5 + l * 3) % 11))));
+function requests(periods: number[][], tail = false): Trace {
+  const builder = new TraceBuilder();
+  builder.free(builder.alloc(1 << 20, 0), 0); // the session's creation
+  for (const period of periods) {
+    builder.mark();
+    let inputs = period.map((k) => builder.alloc(shapes[k][0], 0));
+    for (let l = 1; l < 8; l++) {
+      const outputs = period.map((k) => builder.alloc(shapes[k][l], 0));
       for (const input of inputs) builder.free(input, 0);
+      inputs = outputs;
     }
-    if (tail) {
-      builder.mark();
-      builder.free(builder.alloc(4096, 0), 0);
-    }
-    return builder.build('requests', 'tensorpool-csv');
+    for (const input of inputs) builder.free(input, 0);
   }
-  /** n busy periods of one request of a random shape each, or (overlapping) one to three. */
-  const random = (seed: number, n: number, overlapping: boolean) => {
-    const next = seededRandom(seed);
-    const shape = () => Math.floor(next() * shapes.length);
-    return Array.from({ length: n }, () => Array.from({ length: overlapping ? 1 + Math.floor(next() * 3) : 1 }, shape));
-  };
+  if (tail) {
+    builder.mark();
+    builder.free(builder.alloc(4096, 0), 0);
+  }
+  return builder.build('requests', 'tensorpool-csv');
+}
+/** n busy periods of one request of a random shape each, or (overlapping) one to three. */
+const random = (seed: number, n: number, overlapping: boolean) => {
+  const next = seededRandom(seed);
+  const shape = () => Math.floor(next() * shapes.length);
+  return Array.from({ length: n }, () => Array.from({ length: overlapping ? 1 + Math.floor(next() * 3) : 1 }, shape));
+};
 
+describe('iterations that keep changing (a service)', () => {
   it('is told from a training loop, a cycle of shapes and shapes in any order, a last iteration cut short or not', () => {
     expect(keepsChanging(requests(random(1, 60, true)))).toBe(true);
     expect(keepsChanging(requests(random(1, 60, true), true))).toBe(true);
@@ -361,6 +362,77 @@ describe('iterations that keep changing (a service)', () => {
     expect(shared.busy).toBeGreaterThan(0); // ...but later mixes find its blocks busy
     expect(shared.arenaBytes).toBeGreaterThan(classes.arenaBytes); // and it grows past the size classes
     expect(classes.busy + classes.os + shared.os).toBe(0);
+  });
+});
+
+describe('the spans kind: chosen by replaying the recording through the spans', () => {
+  it('keeps it for requests that overlap at random, where later requests too hold less in spans than in the blocks', () => {
+    const recorded = requests(random(1, 60, true));
+    const plan = train(recorded, { order: 'auto' });
+    expect(plan.serve).toBe('spans');
+    const reserve = plan.spans!.reserve;
+    const choice = plan.training.spans as { carvedBytes: number; servingBytes: number; classArenaBytes: number; chosen: boolean };
+    expect(choice).toEqual({ carvedBytes: choice.carvedBytes, servingBytes: reserve, classArenaBytes: plan.arenaBytes, chosen: true });
+    expect(choice.carvedBytes).toBeLessThan(plan.arenaBytes);
+    // The reserve: what serving needs, start-up's passing peak (the session's creation, 1 MiB) left out.
+    expect(reserve).toBeGreaterThan(0);
+    expect(reserve).toBeLessThanOrEqual(choice.carvedBytes);
+    // Requests it was not trained on: the plan's blocks, growing where they run out (as `tensorpool run
+    // --plan` grows them), against the spans.
+    const later = requests(random(2, 60, true));
+    const pool = new Pool({ plan: { interval: plan.interval, classes: plan.classes, schedule: plan.schedule }, prefault: false, grow: true });
+    expect(serve(pool, later).os).toBe(0);
+    const blocksHeld = pool.stats().arenaBytes;
+    pool.close();
+    expect(replayThroughSpans(later).carvedBytes).toBeLessThan(blocksHeld);
+    // Version 3 on file, read back whole.
+    const file = path.join(tmp, 'spans.plan.json');
+    plan.write(file);
+    const json = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(json).toMatchObject({ version: 3, serve: 'spans', spans: { reserve } });
+    expect(Plan.read(file).toJSON()).toEqual(plan.toJSON());
+    // Asked for blocks, blocks.
+    expect(train(recorded, { order: 'auto', serve: 'classes' }).serve).toBe('classes');
+  });
+
+  it("sizes the reserve by the serving part: start-up's passing peak left out, what start-up keeps live allocated first", () => {
+    const builder = new TraceBuilder();
+    const weights = builder.alloc(8 << 20, 0);
+    builder.free(builder.alloc(64 << 20, 0), 0); // model loading: gone before the first run
+    for (let k = 0; k < 3; k++) {
+      builder.mark();
+      builder.free(builder.alloc(4 << 20, 0), 0);
+    }
+    builder.free(weights, 0);
+    const trace = builder.build('start-up', 'tensorpool-csv');
+    const serving = servingPart(trace);
+    expect(Array.from(serving.sizes)).toEqual([8 << 20, 4 << 20, 4 << 20, 4 << 20]);
+    expect(serving.iterations).toBe(trace.iterations);
+    expect(serving.lowerBound()).toBe(12 << 20);
+    const carved = replayThroughSpans(serving).carvedBytes;
+    expect(carved).toBeGreaterThanOrEqual(12 << 20);
+    expect(carved).toBeLessThan(replayThroughSpans(trace).carvedBytes);
+    expect(train(trace, { serve: 'spans' }).spans!.reserve).toBe(carved);
+  });
+
+  it('keeps the blocks of a repeating loop: one shape again and again, a cycle of shapes, shapes in any order, a recorded cycle', () => {
+    const loops = [
+      requests(random(3, 40, false)),
+      requests(Array(40).fill([2])),
+      requests(Array.from({ length: 24 }, (_, i) => [i % 6])),
+      readTrace(fixture('traces', 'ocr_det_infer', 'ocr-cycle.csv.gz')),
+    ];
+    for (const trace of loops) {
+      const plan = train(trace, { order: 'auto' });
+      expect(plan.serve, trace.name).toBe('classes');
+      expect(plan.spans).toBeUndefined();
+      const spans = plan.training.spans as { carvedBytes: number; classArenaBytes: number; chosen: boolean };
+      expect(spans.chosen).toBe(false);
+      expect(spans.carvedBytes).toBeGreaterThanOrEqual(spans.classArenaBytes);
+      expect(plan.toJSON().version).toBe(2);
+    }
+    expect(train(loops[0], { serve: 'spans' }).serve).toBe('spans'); // asked for
+    expect(() => train(loops[0], { serve: 'blocks' as never })).toThrow(/options\.serve must be one of 'classes', 'spans', 'auto'/);
   });
 });
 

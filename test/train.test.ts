@@ -130,7 +130,7 @@ describe('train(): S0 size-class linked blocks', () => {
 
 describe('Plan JSON', () => {
   it('round-trips, and a pool takes a Plan, a spec or a file', () => {
-    const plan = train(worked, { share: false, interval: 4096 });
+    const plan = train(worked, { share: false, interval: 4096, serve: 'classes' });
     const file = path.join(tmp, 'worked.plan.json');
     plan.write(file);
     const json = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -147,9 +147,9 @@ describe('Plan JSON', () => {
   });
 
   it('rejects other versions and non-plans with a message that says why', () => {
-    const good = train(worked, { share: false, interval: 4096 }).toJSON();
+    const good = train(worked, { share: false, interval: 4096, serve: 'classes' }).toJSON();
     const cases: [unknown, RegExp][] = [
-      [{ ...good, version: 3 }, /version 3 is not supported: this tensorpool reads versions 1 and 2 \(the file was written by a newer tensorpool/],
+      [{ ...good, version: 4 }, /version 4 is not supported: this tensorpool reads versions 1, 2, 3 \(the file was written by a newer tensorpool/],
       [{ ...good, version: 1, layout: { classes: [0, 0, 1], offsets: [0, 0, 8192] } }, /a version 1 plan has no layout/],
       [{ ...good, layout: { classes: [0, 1], offsets: [0, 8192] } }, /layout: places 1 blocks of class 0 \(4096 bytes\), which has 2/],
       [{ ...good, layout: { classes: [0, 0, 1], offsets: [0, 100, 8192] } }, /layout\.offsets\[1\]: must be a multiple of 64/],
@@ -165,6 +165,12 @@ describe('Plan JSON', () => {
       [{ ...good, schedule: { sizes: [4096, 99999], classes: [0, 0] } }, /schedule\.classes\[1\]: class 0 \(4096 bytes\) cannot hold 99999 bytes/],
       [{ ...good, schedule: { sizes: [1], classes: [7] } }, /schedule\.classes\[0\]: must be a class index below 2/],
       [{ ...good, lowerBound: -1 }, /lowerBound/],
+      [{ ...good, serve: 'spans', spans: { reserve: 4096 } }, /a version 2 plan has no serve or spans field \(they came with version 3\)/],
+      [{ ...good, version: 3, serve: 'blocks' }, /serve: must be one of 'classes', 'spans', got the string "blocks"/],
+      [{ ...good, version: 3, serve: 'spans' }, /spans: must be an object \{ reserve \} in a plan that says serve: 'spans', got undefined/],
+      [{ ...good, version: 3, serve: 'spans', spans: { reserve: -1 } }, /spans\.reserve: must be an integer between 0 and 1099511627776, got -1/],
+      [{ ...good, version: 3, serve: 'spans', spans: { reserve: 2 ** 41 } }, /spans\.reserve: must be an integer between 0 and 1099511627776/],
+      [{ ...good, version: 3, spans: { reserve: 4096 } }, /spans: only a plan that says serve: 'spans' has it/],
     ];
     for (const [json, message] of cases) {
       const file = path.join(tmp, 'bad.plan.json');

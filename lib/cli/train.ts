@@ -1,10 +1,12 @@
 import { readTrace } from '../trace/read.js';
-import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type TrainCandidate, type TrainOrder } from '../plan/train.js';
+import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type SpansChoice, type TrainCandidate, type TrainOrder } from '../plan/train.js';
+import type { PlanServe } from '../plan/plan-spec.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
 import { CliError, bytesOption, integerOption, oneOf, parseCommand, writeJsonFile, type Command } from './common.js';
 
 const usage = `usage: tensorpool train <trace>... [-o plan.json] [--interval auto|BYTES] [--order alloc-time|size-desc|auto]
-                        [--refine on|off] [--share auto|on|off] [--iteration N|all] [--json FILE]
+                        [--refine on|off] [--share auto|on|off] [--serve auto|classes|spans] [--iteration N|all]
+                        [--json FILE]
 
 Trains a size-class plan from a trace (S0, and time-shared blocks) and prints the lower bound, the arena
 it needs, their ratio, the classes and blocks, the training time, and why no time-shared plan was kept
@@ -27,9 +29,15 @@ serves each of their patterns.
                       plan that serves; off: size classes only (default auto). A layout not done in
                       ${SHARE_LAYOUT_MS / 1000} s (hundreds of thousands of tensors, thousands of them live throughout) is
                       given up: the size-class plan is kept
+  --serve             how 'tensorpool run --plan' serves the plan: classes, from its blocks; spans, from the
+                      default classes' spans (as with no plan) with the bytes they carved replaying the trace
+                      carved at start and kept resident once written; auto: replay the trace through the spans and
+                      keep spans when they carve less than the plan's blocks hold (requests overlapping at
+                      random, each busy period a new mix of sizes), else classes (default auto). A pool made
+                      in-process (new Pool({ plan })) serves the blocks either way
   --iteration         train on iteration N (1-based) or on the whole trace (default all; one trace only)
   --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
-                      literalArenaBytes, timeShared, sharingPairs, iterationsKeepChanging, ... }`;
+                      literalArenaBytes, timeShared, sharingPairs, iterationsKeepChanging, serve, spans, ... }`;
 
 export const trainCommand: Command = {
   name: 'train',
@@ -45,6 +53,7 @@ export const trainCommand: Command = {
         refine: { type: 'string' },
         iteration: { type: 'string' },
         share: { type: 'string' },
+        serve: { type: 'string' },
         json: { type: 'string' },
       },
       usage,
@@ -55,6 +64,7 @@ export const trainCommand: Command = {
     const interval = values.interval === undefined || values.interval === 'auto' ? 'auto' : bytesOption(values.interval, '--interval');
     const order = oneOf<TrainOrder | 'auto'>(values.order, '--order', ['alloc-time', 'size-desc', 'auto'], 'alloc-time');
     const share = { auto: 'auto', on: true, off: false }[oneOf(values.share, '--share', ['auto', 'on', 'off'], 'auto')] as boolean | 'auto';
+    const serve = oneOf<PlanServe | 'auto'>(values.serve, '--serve', ['auto', 'classes', 'spans'], 'auto');
     const traces = positionals.map((path) => readTrace(path));
     const iteration = values.iteration === undefined || values.iteration === 'all' ? 'all' : integerOption(values.iteration, '--iteration', 1);
     if (iteration !== 'all' && traces.length > 1) throw new CliError('--iteration applies to one trace: with several, each is trained on whole');
@@ -62,7 +72,7 @@ export const trainCommand: Command = {
       throw new CliError(`--iteration ${iteration}: the trace has ${traces[0].iterations} iteration(s)`);
     }
     const refine = values.refine === undefined ? undefined : oneOf(values.refine, '--refine', ['on', 'off'], 'off') === 'on';
-    const plan = train(traces.length === 1 ? traces[0] : traces, { interval, order, iteration, refine, share });
+    const plan = train(traces.length === 1 ? traces[0] : traces, { interval, order, iteration, refine, share, serve });
     const t = plan.training;
     const candidates = (t.candidates as TrainCandidate[] | undefined) ?? [];
     const timeShared = plan.layout !== undefined;
@@ -83,7 +93,14 @@ export const trainCommand: Command = {
       console.log(`refined      from S0's ${formatBytes(literal)} (${round(literal / plan.lowerBound!, 3)}x the lower bound)`);
     }
     if (t.notTimeShared) console.log(`time-shared  not kept: ${t.notTimeShared as string}`);
-    if (t.iterationsKeepChanging) {
+    const spans = t.spans as SpansChoice | undefined;
+    if (plan.serve === 'spans') {
+      console.log(`serve        spans: 'tensorpool run --plan' serves from the default classes' spans, ${formatBytes(plan.spans!.reserve)} kept once written`);
+      if (spans) console.log(`             (replaying the trace, the spans carved ${formatBytes(spans.carvedBytes)}; the plan's blocks hold ${formatBytes(spans.classArenaBytes)})`);
+    } else if (spans) {
+      console.log(`serve        classes: the plan's blocks (replaying the trace, the default classes' spans carved ${formatBytes(spans.carvedBytes)})`);
+    }
+    if (t.iterationsKeepChanging && plan.serve === 'classes') {
       console.log('note         the iterations keep asking for new mixes of sizes (requests overlapping at random?): a plan');
       console.log('             holds its arena from the start, sized for the mixes recorded; the default classes (no --plan)');
       console.log('             follow what is live and may hold less: compare the two with `tensorpool run --stats`');
@@ -132,6 +149,8 @@ export const trainCommand: Command = {
       notTimeShared: t.notTimeShared ?? null,
       iterationsKeepChanging: t.iterationsKeepChanging ?? false,
       sharingPairs: plan.sharingPairs,
+      serve: plan.serve,
+      spans: spans ?? null,
       candidates,
     });
   },

@@ -53,8 +53,27 @@ export interface PlanLayout {
 }
 
 /**
+ * How the process pool (`tensorpool run --plan`) serves a plan: 'classes' (the default), from the plan's
+ * blocks; 'spans', from the default classes' spans, as with no plan, with `spans.reserve` bytes carved and
+ * carved up front and, once written, kept resident through decay and trim (train() chooses it where a replay of the
+ * recording shows the spans hold less than any plan of blocks: requests that overlap at random, each busy
+ * period a new mix of sizes). A pool made in-process (new Pool(plan)) serves the classes either way.
+ */
+export type PlanServe = 'classes' | 'spans';
+export const PLAN_SERVES: readonly PlanServe[] = ['classes', 'spans'];
+
+/** What a plan of the spans kind carries. */
+export interface PlanSpans {
+  /** Bytes carved at start and kept resident once written: the spans' working set when they served the recording. */
+  reserve: number;
+}
+
+/** The largest span reserve (a plan's classes hold no block above 1 TiB either). */
+export const MAX_SPAN_RESERVE = 2 ** 40;
+
+/**
  * What a Pool is built from: the interval, the classes and, from training, the schedule and a time-shared
- * layout.
+ * layout; and how the process pool serves it (`serve`, `spans`).
  */
 export interface PlanSpec {
   /** Sizes are rounded up to a multiple of this to name their class (S0). */
@@ -62,6 +81,10 @@ export interface PlanSpec {
   classes: PlanClass[];
   schedule?: PlanSchedule;
   layout?: PlanLayout;
+  /** Absent: 'classes'. */
+  serve?: PlanServe;
+  /** With serve 'spans' (only then). */
+  spans?: PlanSpans;
 }
 
 const MAX_BYTES = 2 ** 47;
@@ -107,7 +130,23 @@ export function checkPlanSpec(value: unknown, where = 'plan'): PlanSpec {
   const scheduleValue = (spec as { schedule?: unknown }).schedule;
   const schedule =
     scheduleValue === undefined ? undefined : checkSchedule(scheduleValue, classes, newIndex, layout, `${where}.schedule`);
-  return { interval, classes: sorted, ...(schedule && { schedule }), ...(layout && { layout }) };
+  const served = checkServe(spec as { serve?: unknown; spans?: unknown }, where);
+  return { interval, classes: sorted, ...(schedule && { schedule }), ...(layout && { layout }), ...served };
+}
+
+/** The plan's `serve` and `spans`: absent, 'classes' without spans, or 'spans' with { reserve }. */
+function checkServe(spec: { serve?: unknown; spans?: unknown }, where: string): { serve?: PlanServe; spans?: PlanSpans } {
+  const { serve, spans } = spec;
+  if (serve === undefined || serve === 'classes') {
+    if (spans !== undefined) throw bad(`${where}.spans`, `only a plan that says serve: 'spans' has it (serve is ${describe(serve)})`);
+    return serve === undefined ? {} : { serve };
+  }
+  if (serve !== 'spans') throw bad(`${where}.serve`, `must be one of ${PLAN_SERVES.map((s) => `'${s}'`).join(', ')}, got ${describe(serve)}`);
+  if (spans === null || typeof spans !== 'object' || Array.isArray(spans)) {
+    throw bad(`${where}.spans`, `must be an object { reserve } in a plan that says serve: 'spans', got ${describe(spans)}`);
+  }
+  const reserve = integerIn((spans as { reserve?: unknown }).reserve, `${where}.spans.reserve`, 0, MAX_SPAN_RESERVE);
+  return { serve, spans: { reserve } };
 }
 
 function isArrayLike(value: unknown): value is ArrayLike<number> {

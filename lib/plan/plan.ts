@@ -12,22 +12,27 @@
  * Version 2 adds what time-shared plans need (issue 13): `layout` ({ classes, offsets }: every block's class
  * and offset; blocks whose ranges intersect share memory, and that is the record of which do) and, in the
  * schedule, `blocks` (per allocation its block), `iterations` (where each trained iteration's entries
- * begin) and `cycle` (how many of the last iterations repeat in turn past the last, default 1). A reader
- * accepts versions 1 and 2 and rejects any other with a message that says which it reads.
+ * begin) and `cycle` (how many of the last iterations repeat in turn past the last, default 1). Version 3
+ * adds `serve` ("classes" or "spans": how `tensorpool run --plan` serves it, PlanServe) and, for "spans",
+ * `spans` ({ reserve }: the bytes carved up front and kept); it is written only for a plan of the spans kind, so
+ * that a plan of blocks stays readable by a tensorpool that reads version 2. A reader accepts versions 1 to
+ * 3 and rejects any other with a message that says which it reads.
  */
 
 import { TensorPoolError } from '../errors.js';
 import { readJsonFile, writeFileAtomic } from '../io/files.js';
 import { jsonPieces } from '../io/json-pieces.js';
-import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanLayout, type PlanSchedule, type PlanSpec } from './plan-spec.js';
+import { arenaBytesOf, checkPlanSpec, classBytesOf, type PlanClass, type PlanLayout, type PlanSchedule, type PlanServe, type PlanSpans, type PlanSpec } from './plan-spec.js';
 import { describe } from '../validate.js';
 
 /** The `format` field of a plan file. */
 export const PLAN_FORMAT = 'tensorpool-plan';
-/** The version of the plan files this package writes. */
+/** The version of the plan files this package writes: 2, or 3 for a plan of the spans kind (serve: 'spans'). */
 export const PLAN_VERSION = 2;
+/** The version a plan of the spans kind is written with. */
+export const SPANS_PLAN_VERSION = 3;
 /** Versions this reader accepts. */
-export const PLAN_VERSIONS: readonly number[] = [1, 2];
+export const PLAN_VERSIONS: readonly number[] = [1, 2, 3];
 
 /** Where a plan came from. Free-form beyond these fields. */
 export interface PlanSource {
@@ -56,6 +61,8 @@ export interface PlanJson {
   classes: PlanClass[];
   schedule?: { sizes: number[]; classes: number[]; blocks?: number[]; iterations?: number[]; cycle?: number };
   layout?: { classes: number[]; offsets: number[] };
+  serve?: PlanServe;
+  spans?: PlanSpans;
   totals: { blocks: number; classBytes: number; arenaBytes: number; sharingPairs?: number };
   lowerBound: number | null;
   source: PlanSource;
@@ -73,6 +80,10 @@ export class Plan implements PlanSpec {
   readonly schedule: PlanSchedule | undefined;
   /** Time-shared plans: every block's class and offset (see PlanLayout), or undefined. */
   readonly layout: PlanLayout | undefined;
+  /** How `tensorpool run --plan` serves it: 'classes' (its blocks) or 'spans' (see PlanServe). */
+  readonly serve: PlanServe;
+  /** Plans of the spans kind: what they carry (see PlanSpans), else undefined. */
+  readonly spans: PlanSpans | undefined;
   /** Max bytes live at once in the trace it was trained on (null when unknown). */
   readonly lowerBound: number | null;
   readonly source: PlanSource;
@@ -88,6 +99,8 @@ export class Plan implements PlanSpec {
     this.classes = checked.classes;
     this.schedule = checked.schedule;
     this.layout = checked.layout;
+    this.serve = checked.serve ?? 'classes';
+    this.spans = checked.spans;
     this.lowerBound = meta.lowerBound ?? null;
     this.source = meta.source ?? {};
     this.training = meta.training ?? {};
@@ -127,7 +140,7 @@ export class Plan implements PlanSpec {
   toJSON(): PlanJson {
     return {
       format: PLAN_FORMAT,
-      version: PLAN_VERSION,
+      version: this.serve === 'spans' ? SPANS_PLAN_VERSION : PLAN_VERSION,
       interval: this.interval,
       classes: this.classes.map((c) => ({ size: c.size, blocks: c.blocks })),
       schedule: this.schedule && {
@@ -138,6 +151,7 @@ export class Plan implements PlanSpec {
         ...(this.schedule.cycle !== undefined && { cycle: this.schedule.cycle }),
       },
       ...(this.layout && { layout: { classes: Array.from(this.layout.classes), offsets: Array.from(this.layout.offsets) } }),
+      ...(this.serve === 'spans' && { serve: this.serve, spans: { reserve: this.spans!.reserve } }),
       totals: {
         blocks: this.blocks,
         classBytes: this.classBytes,
@@ -163,7 +177,7 @@ export class Plan implements PlanSpec {
     if (!PLAN_VERSIONS.includes(o.version as number)) {
       const newer = typeof o.version === 'number' && o.version > PLAN_VERSION;
       throw bad(
-        `plan format version ${JSON.stringify(o.version) ?? 'missing'} is not supported: this tensorpool reads versions ${PLAN_VERSIONS.join(' and ')}` +
+        `plan format version ${JSON.stringify(o.version) ?? 'missing'} is not supported: this tensorpool reads versions ${PLAN_VERSIONS.join(', ')}` +
           (newer ? ' (the file was written by a newer tensorpool; upgrade to read it)' : ''),
       );
     }
@@ -178,6 +192,9 @@ export class Plan implements PlanSpec {
     }
     if (o.version === 1 && (o.layout !== undefined || (o.schedule as { blocks?: unknown } | undefined)?.blocks !== undefined)) {
       throw bad('a version 1 plan has no layout or schedule blocks (they came with version 2)');
+    }
+    if ((o.version as number) < SPANS_PLAN_VERSION && (o.serve !== undefined || o.spans !== undefined)) {
+      throw bad(`a version ${o.version as number} plan has no serve or spans field (they came with version ${SPANS_PLAN_VERSION})`);
     }
     let spec: PlanSpec;
     try {

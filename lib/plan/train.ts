@@ -5,7 +5,8 @@
 import { TensorPoolError } from '../errors.js';
 import { native } from '../native.js';
 import { Plan } from './plan.js';
-import { arenaBytesOf, classBytesOf, toNativePlan, type PlanSpec } from './plan-spec.js';
+import { arenaBytesOf, classBytesOf, PLAN_SERVES, toNativePlan, type PlanServe, type PlanSpec } from './plan-spec.js';
+import { replayThroughSpans, servingPart } from './spans.js';
 import { keepsChanging, outlivesIteration, repeatingPeriod, repeatIteration, repeatIterations, wrapAroundConflicts } from '../trace/repeat.js';
 import { MAX_SYNTHETIC_EVENTS } from '../trace/synthetic.js';
 import { Trace } from '../trace/trace.js';
@@ -68,6 +69,13 @@ export interface TrainOptions {
    * (the default); true keeps the smaller of the two that serves; false trains class plans only.
    */
   share?: boolean | 'auto';
+  /**
+   * How `tensorpool run --plan` is to serve the plan (PlanServe): 'classes', its blocks; 'spans', the default
+   * classes' spans with their working set on the trace kept resident; 'auto' (the default) replays the trace
+   * through the spans and keeps the spans kind when they carve less than the best plan of blocks holds
+   * (requests that overlap at random, each busy period a new mix of sizes), else the blocks.
+   */
+  serve?: PlanServe | 'auto';
 }
 
 /** 'auto' keeps a time-shared plan when its arena is at most this fraction of the class plan's. */
@@ -100,7 +108,7 @@ export function isTimeShared(candidate: TrainCandidate): boolean {
   return candidate.order === 'time-shared' || candidate.order === 'time-shared-repeating';
 }
 
-const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates', 'refine', 'share'] as const;
+const TRAIN_OPTIONS = ['interval', 'order', 'iteration', 'candidates', 'refine', 'share', 'serve'] as const;
 
 /** The buffers S0 trains on: those of one iteration or of the whole trace. */
 function trainingSet(trace: Trace, iteration: number | 'all'): Trace {
@@ -230,6 +238,7 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
   }
   const refine = o.refine === undefined ? order === 'auto' : checkBoolean(o.refine, 'options.refine');
   const share = o.share === undefined || o.share === 'auto' ? 'auto' : checkBoolean(o.share, 'options.share');
+  const serve = o.serve === undefined ? 'auto' : checkOneOf(o.serve, 'options.serve', [...PLAN_SERVES, 'auto'] as const);
   if (set.bufferCount === 0) {
     throw new TensorPoolError('ERR_TP_BAD_TRACE', `${trace.name}: nothing to train on: the trace has no allocations`);
   }
@@ -272,9 +281,10 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
     if (shared && shared.candidate.arenaBytes > limit) notShared = share === true ? 'larger than the size classes' : `not ${Math.round((1 - SHARE_GAIN) * 100)}% smaller than the size classes`;
     if (shared && shared.candidate.arenaBytes <= limit) best = shared;
   }
+  const spans = serve === 'classes' ? undefined : spansInstead(set, best!, serve === 'spans');
   const trainMs = performance.now() - started;
   const timeShared = isTimeShared(best!.candidate);
-  return new Plan(best!.spec, {
+  return new Plan(spans?.spec ?? best!.spec, {
     lowerBound: set.lowerBound(),
     source: {
       trace: trace.name,
@@ -284,7 +294,9 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
       ...programOf(input),
     },
     training: {
-      method: timeShared
+      method: spans?.spec
+        ? "spans: the default classes' spans, their working set on the trace kept resident (a plan of blocks would hold more)"
+        : timeShared
         ? best!.candidate.order === 'time-shared-repeating'
           ? 'time-shared size-class blocks (layout over the conflict graph of the trace with its last iterations repeated)'
           : 'time-shared size-class blocks (greedy-by-size layout)'
@@ -303,8 +315,44 @@ export function train(input: Trace | readonly Trace[], options?: TrainOptions): 
       candidates: candidates.length > 1 ? candidates : undefined,
       notTimeShared: notShared,
       iterationsKeepChanging: changing,
+      ...(spans && { spans: spans.why }),
     },
   });
+}
+
+/** What training learnt of the spans, for the plan file's `training.spans`. */
+export interface SpansChoice {
+  /** Bytes the spans carved replaying the trace, compared with the blocks' arena. */
+  carvedBytes: number;
+  /**
+   * Bytes they carved replaying its serving part (servingPart: start-up's passing peak left out, as the Node
+   * hook's trim gives it back): the spans kind's reserve.
+   */
+  servingBytes: number;
+  /** The arena of the best plan of blocks, for comparison. */
+  classArenaBytes: number;
+  /** Whether the plan is of the spans kind. */
+  chosen: boolean;
+}
+
+/**
+ * The plan of the spans kind, when the spans hold less on the trace than the best plan of blocks (or when
+ * asked for): that plan of blocks whole (what a pool made in-process serves, as before), saying that the
+ * process pool serves from spans, with the bytes the spans carved replaying the trace's serving part as
+ * their reserve (what stays resident: start-up's passing peak is given back after it, as with no plan).
+ * Otherwise no spec, with `why` saying what was compared.
+ */
+function spansInstead(set: Trace, best: TrainRun, forced: boolean): { spec?: PlanSpec; why: SpansChoice } {
+  const replay = replayThroughSpans(set);
+  const classArenaBytes = best.candidate.arenaBytes;
+  // Not served in full (a reservation spent): no measure, no spans plan unless asked for.
+  const measured = replay.osFallbacks === 0;
+  const chosen = forced || (measured && replay.carvedBytes < classArenaBytes);
+  const serving = chosen ? replayThroughSpans(servingPart(set)) : undefined;
+  const servingBytes = serving && serving.osFallbacks === 0 ? serving.carvedBytes : 0;
+  const why: SpansChoice = { carvedBytes: replay.carvedBytes, servingBytes, classArenaBytes, chosen };
+  if (!chosen) return { why };
+  return { spec: { ...best.spec, serve: 'spans', spans: { reserve: servingBytes } }, why };
 }
 
 /**

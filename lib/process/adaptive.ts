@@ -541,7 +541,8 @@ export class Adaptation {
     const last = this.#iteration;
     const recording = this.#native.copyRecording(window[0].from);
     const name = `recorded iterations ${last - window.length + 1}-${last}`;
-    const options: TrainOptions = { order: 'auto', ...this.#settings.train };
+    // A switch installs a plan of blocks in this pool: the spans kind is what `tensorpool run --plan` serves.
+    const options: TrainOptions = { order: 'auto', ...this.#settings.train, serve: 'classes' };
     // Where no worker can start (the compiled entry is missing, or Node's permission model refuses
     // worker_threads), training runs here.
     const job = this.#settings.background ? BackgroundTraining.start(recording, name, options) : null;

@@ -109,6 +109,10 @@ bool SizeClassTable::build(const PlanSpec& plan, std::string* error) {
     return false;
   }
   if (!plan.layout.empty() && !checkLayout(plan, sizes, error)) return false;
+  if (plan.spanReserve > kMaxClassBytes) {
+    *error = "the span reserve (" + std::to_string(plan.spanReserve) + " bytes) is above 1 TiB";
+    return false;
+  }
 
   uint64_t spacing = sizes[0];
   for (size_t i = 1; i < sizes.size(); ++i) spacing = std::min(spacing, sizes[i] - sizes[i - 1]);

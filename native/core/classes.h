@@ -48,6 +48,12 @@ struct PlanSpec {
   // Optional: every block of the plan at its offset, blocks of one class counted as `classes` says. Empty:
   // blocks are carved one after another and never share memory.
   std::vector<PlacedBlock> layout;
+  // Growth::Spans (a trained plan of the spans kind, lib/plan/train.ts): bytes carved at creation as one free
+  // span, whose pages decay and trim leave resident once written after the first iteration mark (start-up's
+  // passing buffers are given back as ever): the recording's working set as the spans held it, so that the
+  // run does not fault it in again after an idle while. Not pre-faulted: what the program never writes stays
+  // out of its RSS. 0: none. Other growth modes ignore it.
+  uint64_t spanReserve = 0;
 };
 
 // The classes a pool uses when it is given no plan: 64 B, then four classes per doubling from 128 B up to

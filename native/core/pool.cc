@@ -599,6 +599,8 @@ IterationSummary Pool::markIteration() {
   if (counters_.iterations != 0) longestIterationNs_ = std::max(longestIterationNs_, now - lastMarkNs_);
   lastMarkNs_ = now;
   epochMarks_++;
+  // Start-up is over at the first mark: the span reserve keeps what is written in it from now on.
+  if (!generations_.empty()) generations_.back()->keepSpanReserve();
   decayLocked();
   if (!generations_.empty()) {
     generations_.back()->schedules().begin(&scheduleCursor_, scheduleCursor_.iteration + 1, endedSizes, ended.allocs);

@@ -186,7 +186,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // lock; counted in purgedBlocks / purgedBytes as decay's purges are. Returns the bytes given back.
   // Pre: none (any thread, any pool, open or closed). Post: where the serving classes were carved on demand
   // (the default classes: SizeClassPool::decays()), whatever decayMs says, no free block of at least 4 pages
-  // and no free span holds resident pages, but those the kernel refused to take; live, deferred and cached
+  // and no free span holds resident pages, but those the kernel refused to take and the plan's span reserve
+  // (PlanSpec::spanReserve, kept resident by design); live, deferred and cached
   // blocks are untouched and every block reads as it did (a free one that is handed out again faults in
   // zeroed pages). Returns 0 and changes nothing for classes a plan pre-faulted by design, time-shared or
   // locked arenas, or a closed pool; retired arenas gave their free pages back when they retired

@@ -72,6 +72,12 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
     *error = "the reservation exceeds 128 TiB";
     return nullptr;
   }
+  const uint64_t spanReserve = growth == Growth::Spans ? roundUp(plan.spanReserve, os::pageSize()) : 0;
+  if (spanReserve > extra) {
+    *error = "the plan's span reserve (" + std::to_string(spanReserve) + " bytes) is larger than the room to grow (" +
+             std::to_string(extra) + " bytes)";
+    return nullptr;
+  }
 
   pool->id_ = id;
   pool->secret_ = secret;
@@ -103,7 +109,24 @@ std::unique_ptr<SizeClassPool> SizeClassPool::create(uint32_t id, uint64_t secre
       pool->push(cls, header);
     }
   }
+  if (spanReserve != 0 && !pool->reserveSpan(spanReserve, error)) return nullptr;
   return pool;
+}
+
+bool SizeClassPool::reserveSpan(uint64_t bytes, std::string* error) {
+  // Not pre-faulted: a program need not write all of what it asks for (onnxruntime's buffers sized for the
+  // largest shape), and pages it never writes must not be resident on its account.
+  char* start = arena_->carve(bytes, error, false);
+  if (!start) return false;
+  char* absorbed[2];  // nothing is free beside it: nothing is absorbed
+  try {
+    spans_.give({start, bytes, true}, spanEpoch_, absorbed);
+  } catch (const std::bad_alloc&) {
+    *error = "no memory to index the span reserve";
+    return false;
+  }
+  spans_.fenceAt(start + bytes);
+  return true;
 }
 
 bool SizeClassPool::placeLayout(const PlanSpec& plan, uint64_t height, std::string* error) {
@@ -445,7 +468,9 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
     }
     return nullptr;
   }
-  if (found && span.zero) rewarmed_ += span.bytes;  // a free span reads as zero only once purged
+  // A free span reads as zero only once purged, or in the span reserve before its first use (not memory
+  // given back, so not counted).
+  if (found && span.zero && !spans_.kept(span.start)) rewarmed_ += span.bytes;
   writeHeader(header, cls, 0, BlockState::Free, 0);
   header->capacity = span.bytes;
   header->span = 1;
@@ -729,6 +754,7 @@ void SizeClassPool::purgeDueBefore(uint64_t spansBefore, uint64_t maxBlocks, uin
   }
   if (growth_ == Growth::Spans) {
     const uint64_t room = maxBlocks - done, roomBytes = doneBytes >= maxBytes ? 0 : maxBytes - doneBytes;
+    // (The span reserve is not listed: it stays resident.)
     const std::vector<SpanHeap::Span> idle = room && roomBytes ? spans_.idleSince(spansBefore, room, roomBytes) : std::vector<SpanHeap::Span>{};
     uint64_t idleBytes = 0;
     for (const SpanHeap::Span& span : idle) {
@@ -750,7 +776,7 @@ void SizeClassPool::purgeDueBefore(uint64_t spansBefore, uint64_t maxBlocks, uin
 bool SizeClassPool::purgeGiven(BlockHeader* header) {
   // A span is merged with its free neighbours by now (its header may be one no longer): its own range goes
   // back, and the span holding it still counts as resident (not zero) as a whole.
-  if (header->span) return decays_ && !retired_ && zeroRange(header->data(), header->capacity);
+  if (header->span) return decays_ && !retired_ && !spans_.kept(header->data()) && zeroRange(header->data(), header->capacity);
   const size_t cls = header->classIndex;
   if (!decays_ || retired_ || heads_[cls] != header || !purgeable(cls)) return false;
   const bool gaveBack = purge(header);

@@ -109,6 +109,10 @@ class SizeClassPool {
   // up: a class's list is its resident free blocks above its purged ones, and the purged are handed out
   // last. A block handed out in every epoch is never purged. The pool decides when an epoch ends.
   bool decays() const { return decays_; }
+  // From now on decay and trim leave the span reserve's pages resident (PlanSpec::spanReserve). Until then
+  // (the program's start-up: a model loaded, its passing buffers given back by a trim) they give it back
+  // as any other span.
+  void keepSpanReserve() { spans_.keep(); }
   void endDecayEpoch();
   bool hasDuePurges() const { return duePurges_; }
   // Bytes of given-back memory handed out again since the last call (a purged block or span served).
@@ -119,7 +123,8 @@ class SizeClassPool {
   // Trim (malloc_trim): every free block of a purgeable size (as endDecayEpoch's: at least 4 pages) and every
   // free span gives its pages back now, whether due or not, as purgeDue() would once all were due; adds the
   // blocks and bytes given back to the counts. Pre: decays() (otherwise nothing changes). Post: no free block
-  // or span of a purgeable size is resident (but those the kernel refused to take), and no purge is due.
+  // or span of a purgeable size is resident (but those the kernel refused to take, and free spans within the
+  // span reserve: PlanSpec::spanReserve), and no purge is due.
   void purgeAll(uint64_t* blocks, uint64_t* bytes);
   // Block `header`, just given back, will not be wanted again soon (realloc moved its contents): its pages
   // go back now, and it joins the purged blocks. Returns whether pages were given back. Pre: give(header)
@@ -169,6 +174,9 @@ class SizeClassPool {
   // Gives the whole pages of [data, data + bytes) back and zeroes the partial pages at either end, so that
   // the range reads as zero. False when the kernel refused (the range then holds what it held).
   bool zeroRange(char* data, uint64_t bytes);
+  // Growth::Spans: carves `bytes` (whole pages) as one free span (not pre-faulted) whose pages, once written,
+  // decay and trim leave resident from keepSpanReserve() on (PlanSpec::spanReserve; SpanHeap::fenceAt).
+  bool reserveSpan(uint64_t bytes, std::string* error);
   // Carves a block of class `cls`, pre-faulted when `commit` (what a plan names) or left to fault in.
   BlockHeader* carveBlock(size_t cls, bool commit, std::string* error);
   // Carves a block in class `cls` for a request it is (`own`) or is not the own class of; nullptr when the

@@ -94,14 +94,19 @@ bool SpanHeap::takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span*
 }
 
 int SpanHeap::give(Span span, uint64_t epoch, char* absorbed[2]) {
-  return merge(reinterpret_cast<uintptr_t>(span.start), Entry{span.bytes, epoch, span.zero}, absorbed);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(span.start);
+  if (start >= fence_ || start + span.bytes <= fence_) return merge(start, Entry{span.bytes, epoch, span.zero}, absorbed);
+  // Reaching across the fence: two spans. The part above merges only with what follows it (its start is no
+  // block's), the part below only with what precedes it (its start absorbed then): at most two starts.
+  const int above = merge(fence_, Entry{start + span.bytes - fence_, epoch, span.zero}, absorbed);
+  return above + merge(start, Entry{fence_ - start, epoch, span.zero}, absorbed + above);
 }
 
 int SpanHeap::merge(uintptr_t start, Entry merged, char* absorbed[2]) {
   int count = 0;
   const bool zero = merged.zero;
   const auto next = byStart_.find(start + merged.bytes);
-  if (next != byStart_.end() && mergeable(merged, next->second)) {
+  if (next != byStart_.end() && mergeable(start, merged, next->first, next->second)) {
     if (!next->second.zero) absorbed[count++] = reinterpret_cast<char*>(next->first);
     merged.epoch = std::max(merged.epoch, next->second.epoch);
     merged.zero = merged.zero && next->second.zero;
@@ -110,7 +115,7 @@ int SpanHeap::merge(uintptr_t start, Entry merged, char* absorbed[2]) {
   const auto after = byStart_.lower_bound(start);
   if (after != byStart_.begin()) {
     const auto before = std::prev(after);
-    if (before->first + before->second.bytes == start && mergeable(merged, before->second)) {
+    if (before->first + before->second.bytes == start && mergeable(before->first, before->second, start, merged)) {
       if (!zero) absorbed[count++] = reinterpret_cast<char*>(start);
       merged.epoch = std::max(merged.epoch, before->second.epoch);
       merged.zero = merged.zero && before->second.zero;
@@ -126,7 +131,8 @@ int SpanHeap::merge(uintptr_t start, Entry merged, char* absorbed[2]) {
 std::vector<SpanHeap::Span> SpanHeap::idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const {
   std::vector<Span> idle;
   uint64_t bytes = 0;
-  for (const auto& [start, entry] : byStart_) {
+  for (auto at = byStart_.lower_bound(keeping_ ? fence_ : 0); at != byStart_.end(); ++at) {
+    const auto& [start, entry] = *at;
     if (idle.size() >= maxSpans || bytes >= maxBytes) break;
     if (entry.epoch >= before || entry.zero) continue;
     idle.push_back({reinterpret_cast<char*>(start), entry.bytes, false});

@@ -52,8 +52,15 @@ class SpanHeap {
   // with, are then in no index (lost to the heap, never handed out), and every index still agrees.
   int give(Span span, uint64_t epoch, char* absorbed[2]);
 
-  // Decay: the free spans last freed before epoch `before` that do not read as zero, in address order,
-  // until `maxSpans` of them or `maxBytes` (at least one span while the bytes last).
+  // Memory below `fence` is a trained plan's span reserve: free spans there never merge with those at or
+  // above it (a span given that reaches across is kept as two); once keep() is called, decay never lists
+  // them (idleSince). Pre: no free span reaches across `fence` now.
+  void fenceAt(const char* fence) { fence_ = reinterpret_cast<uintptr_t>(fence); }
+  void keep() { keeping_ = true; }
+  // Whether the span at `start` lies in the reserve, kept.
+  bool kept(const char* start) const { return keeping_ && reinterpret_cast<uintptr_t>(start) < fence_; }
+  // Decay: the free spans at or above the fence last freed before epoch `before` that do not read as zero, in
+  // address order, until `maxSpans` of them or `maxBytes` (at least one span while the bytes last).
   std::vector<Span> idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const;
   // The free span at `start` now reads as zero (its pages were given back), and is merged with its free
   // neighbours as give() merges; its absorbed starts as give() says. Pre: a free span starts there.
@@ -82,11 +89,16 @@ class SpanHeap {
   Span takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest, std::vector<char*>* absorbed);
   // give()'s merge of the free span `entry` at `start` (not in the index) with its neighbours; then inserts it.
   int merge(uintptr_t start, Entry entry, char* absorbed[2]);
-  static bool mergeable(const Entry& a, const Entry& b) { return a.epoch == b.epoch || a.zero || b.zero; }
+  // Whether free spans `a` (at aStart) and `b` (at bStart), side by side, become one.
+  bool mergeable(uintptr_t aStart, const Entry& a, uintptr_t bStart, const Entry& b) const {
+    return (aStart < fence_) == (bStart < fence_) && (a.epoch == b.epoch || a.zero || b.zero);
+  }
 
   Starts byStart_;
   std::set<std::pair<uint64_t, uintptr_t>> bySize_;  // (bytes, start) of every free span
   uint64_t freeBytes_ = 0;
+  uintptr_t fence_ = 0;  // fenceAt()
+  bool keeping_ = false;  // keep()
 };
 
 }  // namespace tp

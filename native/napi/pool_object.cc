@@ -104,8 +104,12 @@ PoolObject::PoolObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<PoolOb
   options.arena.prefault = optionalBool(optionsArg, "prefault", true);
   options.arena.hugePages = optionalBool(optionsArg, "hugePages", false);
   options.arena.lock = optionalBool(optionsArg, "lock", false);
-  // The default classes grow before borrowing; a plan borrows as it was trained to.
-  if (optionalBool(optionsArg, "grow", false)) options.growth = info[0].IsNull() ? Growth::BeforeBorrowing : Growth::AfterBorrowing;
+  // The default classes grow before borrowing (or, with `spans`, serve large requests from spans as the process
+  // pool does: what training replays a recording through); a plan borrows as it was trained to.
+  if (optionalBool(optionsArg, "grow", false)) {
+    const Growth defaults = optionalBool(optionsArg, "spans", false) ? Growth::Spans : Growth::BeforeBorrowing;
+    options.growth = info[0].IsNull() ? defaults : Growth::AfterBorrowing;
+  }
   options.growReserve = optionalUint(optionsArg, "growReserve", options.growReserve);
   options.osMapThreshold = optionalUint(optionsArg, "osMapThreshold", options.osMapThreshold);
 

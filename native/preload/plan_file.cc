@@ -286,17 +286,55 @@ bool scheduleExtrasFromJson(const Json& schedule, PlanSpec* plan, std::string* e
   return integers(iterations, "schedule.iterations", 0, error, [&](size_t, uint64_t start) { plan->iterationStarts.push_back(start); });
 }
 
-bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
+// Version 3's `serve`: "classes" (absent: the plan's blocks) or "spans" (the default classes' spans, with
+// `spans.reserve` bytes carved up front and kept once written: PlanSpec::spanReserve).
+bool serveFromJson(const Json& root, double version, PlanSpec* plan, bool* spans, std::string* error) {
+  const Json* serve = root.get("serve");
+  *spans = false;
+  if (!serve || serve->kind == Json::Null) {
+    if (!root.get("spans")) return true;
+    *error = "spans: only a plan that says \"serve\": \"spans\" has it";
+    return false;
+  }
+  if (version < 3) {
+    *error = "serve: a version " + std::to_string(static_cast<int>(version)) + " plan has no serve field (it came with version 3)";
+    return false;
+  }
+  if (serve->kind != Json::String || (serve->text != "classes" && serve->text != "spans")) {
+    *error = "serve must be \"classes\" or \"spans\"";
+    return false;
+  }
+  const Json* spansField = root.get("spans");
+  if (serve->text == "classes") {
+    if (!spansField) return true;
+    *error = "spans: only a plan that says \"serve\": \"spans\" has it";
+    return false;
+  }
+  if (!spansField || spansField->kind != Json::Object) {
+    *error = "spans must be an object { reserve } in a plan that says \"serve\": \"spans\"";
+    return false;
+  }
+  if (!integer(spansField->get("reserve"), "spans.reserve", 0, &plan->spanReserve, error)) return false;
+  if (plan->spanReserve > (uint64_t{1} << 40)) {
+    *error = "spans.reserve must be at most 2^40 bytes (1 TiB)";
+    return false;
+  }
+  *spans = true;
+  return true;
+}
+
+bool fromJson(const Json& root, PlanSpec* plan, bool* spans, std::string* error) {
   const Json* format = root.get("format");
   if (root.kind != Json::Object || !format || format->kind != Json::String || format->text != "tensorpool-plan") {
     *error = "format: not a tensorpool plan (\"format\": \"tensorpool-plan\" expected)";
     return false;
   }
   const Json* version = root.get("version");
-  if (!version || version->kind != Json::Number || (version->number != 1 && version->number != 2)) {
-    *error = "version: this tensorpool reads plan versions 1 and 2";
+  if (!version || version->kind != Json::Number || (version->number != 1 && version->number != 2 && version->number != 3)) {
+    *error = "version: this tensorpool reads plan versions 1, 2 and 3";
     return false;
   }
+  if (!serveFromJson(root, version->number, plan, spans, error)) return false;
   if (!integer(root.get("interval"), "interval", 1, &plan->interval, error)) return false;
   const Json* classes = root.get("classes");
   if (!classes || classes->kind != Json::Array || classes->items.empty() || classes->items.size() > 65535) {
@@ -346,7 +384,8 @@ bool fromJson(const Json& root, PlanSpec* plan, std::string* error) {
 
 }  // namespace
 
-bool readPlanFile(const char* path, const std::string& running, PlanSpec* plan, std::string* program, std::string* error) {
+bool readPlanFile(const char* path, const std::string& running, PlanSpec* plan, bool* spans, std::string* program,
+                  std::string* error) {
   MappedFile file;
   Json root;
   std::string why;
@@ -359,7 +398,7 @@ bool readPlanFile(const char* path, const std::string& running, PlanSpec* plan, 
   // The table is built here only to check the plan (its classes, schedule and layout), so that a plan the
   // pool would refuse when first made is named, and refused, at load.
   SizeClassTable checked;
-  if (!Parser(file.text()).parse(&root, &why) || !fromJson(root, plan, &why) || !checked.build(*plan, &why)) {
+  if (!Parser(file.text()).parse(&root, &why) || !fromJson(root, plan, spans, &why) || !checked.build(*plan, &why)) {
     *error = std::string(path) + ": " + why;
     return false;
   }

@@ -107,6 +107,7 @@ struct Settings {
   std::string program;  // thisProgram(), with a plan or a recording: written into recordings, matched against a plan's
   std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
   std::string run;      // runOf(), with a recording
+  bool spans = false;   // the plan is of the spans kind: the default classes' spans serve, its reserve kept
 };
 Settings* settings = nullptr;
 
@@ -388,10 +389,19 @@ void initialise() {
 
   if (planPath) {
     PlanSpec planned;
+    bool spans = false;
     std::string error, program;
-    if (!readPlanFile(planPath, s->program, &planned, &program, &error)) return delete s, fail(error);
+    if (!readPlanFile(planPath, s->program, &planned, &spans, &program, &error)) return delete s, fail(error);
     if (!program.empty() && !s->program.empty() && program != s->program) {
       s->planFor = program;  // another process of the tree is the one the plan serves
+    } else if (spans) {
+      // Training found that the recording's spans hold less than any plan of blocks would (requests that
+      // overlap at random, each busy period a new mix of sizes): the default classes' spans serve, the
+      // recorded working set carved up front and, once written, kept resident through decay and trim.
+      plan.spanReserve = planned.spanReserve;
+      s->planPath = planPath;
+      s->mode = "planned";
+      s->spans = true;
     } else {
       plan = std::move(planned);
       // Still growing, once nothing free fits: a departure from the plan (a buffer a garbage collector frees
@@ -511,7 +521,8 @@ void printStats() {
   if (s.scheduleHits + s.scheduleMisses > 0) {
     schedule = "; schedule " + std::to_string(s.scheduleHits) + " hits, " + std::to_string(s.scheduleMisses) + " misses";
   }
-  say(line + schedule + notFor);
+  const std::string spans = settings->spans ? "; served from spans (the plan's kind)" : "";
+  say(line + schedule + spans + notFor);
 }
 
 

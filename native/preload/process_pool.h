@@ -5,7 +5,8 @@
 // Environment (each checked; a bad value prints one line on stderr and leaves the process on the C
 // library's allocator, never aborting the host):
 //   TENSORPOOL_MIN_BYTES   requests of at least this many bytes go to the pool (K/M/G suffixes; default 64K)
-//   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode)
+//   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode), or, for a plan
+//                          of the spans kind, the default classes' spans with its reserve kept once written
 //   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
 //                          tensorpool trace CSV at exit (through a temporary file renamed over it; a path
 //                          that is no regular file is refused at load); in a process tree (the variable is

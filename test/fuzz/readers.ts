@@ -37,7 +37,7 @@ function readersFromFixtures(): Record<ReaderName, Reader> {
   const ocr = ['ocr-320x320', 'ocr-736x1280'].map((s) => gunzip(`traces/ocr_det_infer/${s}.csv.gz`));
   const chrome = ['squeezenet_infer', 'transformer_infer'].map((s) => gunzip(`traces/torch_infer/${s}.json.gz`));
   const trace = readTrace(path.join(fixtures, 'traces/ocr_det_infer/ocr-320x320.csv.gz'));
-  const plans = [train(trace, { share: false }), train(trace, { share: true })].map((p) => Buffer.from(JSON.stringify(p.toJSON())));
+  const plans = [train(trace, { share: false }), train(trace, { share: true }), train(trace, { serve: 'spans' })].map((p) => Buffer.from(JSON.stringify(p.toJSON())));
   const offsets = Buffer.from(JSON.stringify(OffsetPlan.fromTrace(trace).toJSON()));
   const viaFile = (parse: (file: string) => unknown) => (bytes: Buffer, name: string, dir: string) => {
     const file = path.join(dir, name);

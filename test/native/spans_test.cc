@@ -283,6 +283,54 @@ TEST(trim_leaves_what_a_plan_names_resident) {
   CHECK(residentPages(a.data, 1 << 20) + 1 >= (1 << 20) / os::pageSize());  // pre-faulted, and kept
 }
 
+TEST(a_span_reserve_written_after_start_up_stays_resident_through_decay_and_trim_and_what_is_beyond_is_given_back) {
+  constexpr uint64_t kReserve = 8 << 20, kThird = 3 << 20, kBeyond = 4 << 20;
+  PlanSpec plan = defaultPlan();
+  plan.spanReserve = kReserve;
+  PoolOptions options;
+  options.growth = Growth::Spans;
+  options.growReserve = uint64_t{1} << 30;
+  options.decayMs = 20;
+  std::string error;
+  auto pool = Pool::create(plan, options, &error);
+  CHECK(pool != nullptr);
+  CHECK(pool->stats().arenaBytes >= kReserve);
+  // Start-up (before the first mark): what it wrote in the reserve and freed goes back at a trim.
+  Allocation startUp = pool->alloc(kBeyond);
+  std::memset(startUp.data, 7, kBeyond);
+  CHECK(pool->release(startUp.data) == ReleaseStatus::Ok);
+  CHECK(pool->trim() >= kBeyond && residentPages(startUp.data, kBeyond) == 0);
+  pool->markIteration();
+  // Requests within the reserve: fresh (or given back) memory, resident only once written.
+  Allocation a = pool->alloc(kThird), b = pool->alloc(kThird);
+  CHECK(a.status == AllocStatus::Ok && b.status == AllocStatus::Ok && a.zeroed && b.zeroed);
+  char* const reserve = static_cast<char*>(a.data);  // the first span: the reserve's start
+  CHECK(residentPages(reserve, kReserve) == 0);
+  // One larger than what is left of it reaches beyond (faults in where written): what decay and trim give back.
+  Allocation c = pool->alloc(kBeyond);
+  CHECK(c.status == AllocStatus::Ok && c.route == Route::Grown);
+  char* const cEnd = static_cast<char*>(c.data) + kBeyond;
+  CHECK(cEnd > reserve + kReserve);
+  std::memset(a.data, 1, kThird);
+  std::memset(b.data, 2, kThird);
+  std::memset(c.data, 3, kBeyond);
+  for (void* p : {a.data, b.data, c.data}) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  const uint64_t start = os::monotonicNs();
+  while (os::monotonicNs() - start < 300ull * 1000 * 1000) {  // epochs end, idle spans come due
+    Allocation small = pool->alloc(64 << 10);
+    CHECK(pool->release(small.data) == ReleaseStatus::Ok);
+    pause(2);
+  }
+  pool->trim();
+  const uint64_t beyond = static_cast<uint64_t>(cEnd - (reserve + kReserve));
+  CHECK(pool->stats().purgedBytes >= kBeyond + beyond);
+  CHECK(residentPages(reserve, 2 * kThird) == 2 * kThird / os::pageSize());  // written: kept
+  CHECK(residentPages(reserve + kReserve, beyond) == 0);
+  // A reserve the pool has no room for is refused, with the reason.
+  options.growReserve = kReserve / 2;
+  CHECK(Pool::create(plan, options, &error) == nullptr && error.find("span reserve") != std::string::npos);
+}
+
 TEST(realloc_in_place_grows_a_span_into_the_free_span_after_it_or_the_arenas_end) {
   auto pool = spanPool();
   constexpr uint64_t kBytes = 256 << 10;

@@ -37,6 +37,23 @@ if (task === 'float32') {
   });
   Object.assign(out, { faults, allocs, served });
   out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
+} else if (task === 'after-trim') {
+  // After a mark, four buffers of 16 MiB from malloc (processPool().alloc()), written and released; the pool trimmed
+  // (malloc_trim); four more: their pages fault in again unless the trim left the first ones' memory resident.
+  const round = () => {
+    const buffers = [0, 1, 2, 3].map(() => new Float32Array(pool.alloc(16 << 20)));
+    for (const x of buffers) touchPages(x);
+    for (const x of buffers) pool.release(x);
+  };
+  pool.markIteration(); // start-up is over: a plan's span reserve keeps what is written in it from here
+  round();
+  out.trimmed = pool.trim();
+  const before = pool.stats();
+  out.faults = measureFaults(round).minor;
+  const after = pool.stats();
+  out.allocs = after.allocs - before.allocs;
+  out.served = after.hits + after.borrows - before.hits - before.borrows;
+  out.osFallbacks = after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize;
 } else if (task === 'alloc') {
   // processPool().alloc(): 16 MiB ArrayBuffers from malloc, released at once (no garbage collection here).
   const live = () => pool.stats().liveBlocks;
