@@ -494,18 +494,21 @@ bool SizeClassPool::growSpan(BlockHeader* header, uint64_t bytes) {
   char* end = header->data() + header->capacity;
   const uint64_t more = capacity - header->capacity;
   SpanHeap::Span next;
+  std::vector<char*> absorbed;
   const uint64_t freeAfter = spans_.bytesAt(end);
   if (freeAfter >= more) {
-    spans_.takeAt(end, more, kSpanFrom, &next);
+    spans_.takeAt(end, more, kSpanFrom, &next, &absorbed);
   } else if (end + freeAfter == arena_->base() + arena_->carvedBytes() && arena_->carve(more - freeAfter, &lastGrowError_, false)) {
     // What is free after it runs to the arena's end: that, and the spare reservation beyond.
-    if (freeAfter) spans_.takeAt(end, freeAfter, 0, &next);
+    if (freeAfter) spans_.takeAt(end, freeAfter, 0, &next, &absorbed);
     next.bytes = more;
     grownBytes_ += more - freeAfter;
   } else {
     return false;
   }
-  if (freeAfter) markDeadSpanHeaders(&end, 1);  // a span's start there is inside this block now
+  // The spans' starts there are inside this block now.
+  if (freeAfter) markDeadSpanHeaders(&end, 1);
+  markDeadSpanHeaders(absorbed.data(), absorbed.size());
   header->capacity += next.bytes;
   countOutstanding(next.bytes);
   return true;

@@ -290,7 +290,7 @@ class SizeClassPool {
   bool duePurges_ = false;
   // Growth::Spans: the free spans; a span freed in epoch spanEpoch_ is due once an epoch ends after the
   // one it was freed in (spans freed before spanDueBefore_).
-  SpanHeap spans_;
+  SpanHeap spans_{kSpanFrom};  // a span below kSpanFrom reads as zero: pages skipped between carved spans
   // Growth::Spans: the spans' headers, out of line (header.h), by where the span starts: every live span's,
   // and every free one's that does not read as zero (a second free() of it finds a free block: a double
   // free, as with a header inside the block). Nodes of a hash map: a header never moves while it is in it,
