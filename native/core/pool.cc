@@ -339,6 +339,7 @@ void* Pool::resizeMapped(const void* data, uint64_t bytes) {
   const uint64_t length = roundUp(kHeaderBytes + bytes, os::pageSize());
   auto* moved = static_cast<BlockHeader*>(os::remapAccounted(header, header->osLength, length));
   if (!moved) return nullptr;
+  const uint64_t added = length > moved->osLength ? length - moved->osLength : 0;
   auto node = osLive_.extract(header);  // re-keyed, not erased and inserted: nothing here allocates (or throws)
   node.value() = moved;
   osLive_.insert(std::move(node));
@@ -349,7 +350,21 @@ void* Pool::resizeMapped(const void* data, uint64_t bytes) {
   counters_.bytesLive = counters_.bytesLive - moved->requested + bytes;
   if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
   moved->requested = bytes;
+  purgeForMappingLocked(added);
   return moved->data();
+}
+
+void Pool::purgeForMappingLocked(uint64_t mappedBytes) {
+  if (options_.decayMs == PoolOptions::kNoDecay || generations_.empty() || !generations_.back()->schedules().empty()) return;
+  // Growth a page at a time (a string appended to) gives back in steps of kPurgeForMappingStep, not at every call.
+  mappedUnpurged_ += mappedBytes;
+  if (mappedUnpurged_ < kPurgeForMappingStep) return;
+  const uint64_t budget = std::min(mappedUnpurged_, PoolOptions::kPurgeBytesPerCall);
+  mappedUnpurged_ = 0;  // a debt only to what is free now: memory freed later waits for decay as any other
+  try {
+    generations_.back()->purgeSpansFor(budget, &counters_.purgedBlocks, &counters_.purgedBytes);
+  } catch (const std::bad_alloc&) {  // as decayLocked: what was given back stays given back
+  }
 }
 
 void* Pool::allocMoved(uint64_t bytes) {
@@ -358,6 +373,7 @@ void* Pool::allocMoved(uint64_t bytes) {
   if (counters_.closed || offsetArena_ || !generations_.back()->schedules().empty()) return nullptr;
   const Allocation a = allocFromOs(bytes, Route::OsMoved);
   if (a.status != AllocStatus::Ok) return nullptr;
+  purgeForMappingLocked(bytes);
   cursor_++;
   return a.data;
 }

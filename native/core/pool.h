@@ -233,7 +233,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // are not copied), so a buffer growing past every class never holds two copies of itself. Returns where the
   // block's data now is (its serial and its bytes kept), or nullptr, nothing changed, for any other block, in a
   // locked pool, while a stream task may touch pool memory (pinned), while recording (a trace has no resize),
-  // or when the OS refuses (errno set).
+  // or when the OS refuses (errno set). Bytes the mapping gains, free spans give back (purgeForMappingLocked).
   void* resizeMapped(const void* data, uint64_t bytes);
   // A block of `bytes` (at least options.reallocMappedFrom) in a mapping of its own (an OS block, as
   // resizeMapped resizes), for a block realloc grows out of the arena: the caller copies into it and releases
@@ -243,7 +243,8 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // in an iteration's osFallbacks: the classes could have held it. A position of the iteration as an alloc()
   // is. Returns the block's data, or nullptr, nothing changed, for a smaller request, a closed pool, where the serving classes
   // have a schedule or the pool has an offsets arena (their positions are a plan's: the caller allocs as it
-  // would without this), or when the OS refuses (errno set).
+  // would without this), or when the OS refuses (errno set). Free spans give back as many bytes as it maps
+  // (purgeForMappingLocked): the block leaves the arena, whose memory would otherwise stay resident as well.
   void* allocMoved(uint64_t bytes);
 
   // Front cache (lib/pool/front-cache.ts): blocks its owner released that JS keeps to hand out again without
@@ -305,6 +306,13 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // number of due blocks of the serving classes. Never throws (decayStepLocked's std::bad_alloc is dropped).
   void decayLocked();
   void decayStepLocked();
+  // allocMoved and resizeMapped mapped `mappedBytes` for a block realloc moved out of an arena (or grew its
+  // mapping): the serving classes' free spans give back as much (SizeClassPool::purgeSpansFor), at most
+  // kPurgeBytesPerCall a call, so that the process does not hold both the mapping and the arena memory the
+  // block left (a buffer program peaked at 1.27x glibc's RSS, its free spans resident until decay). Not where
+  // the pool does not decay, nor where the serving classes have a schedule (a plan's memory).
+  void purgeForMappingLocked(uint64_t mappedBytes);
+  static constexpr uint64_t kPurgeForMappingStep = uint64_t{1} << 20;
   Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);
@@ -348,6 +356,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
+  uint64_t mappedUnpurged_ = 0;  // purgeForMappingLocked: bytes mapped since its last purge
   uint64_t nextSerial_ = 1;
   std::string lastRefusal_;
   uint64_t cursor_ = 0;  // allocations since markIteration(): the offset schedule's position of the next one

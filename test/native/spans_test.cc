@@ -454,3 +454,63 @@ TEST(fit_address_space_gives_back_the_unused_reservation_and_the_pool_still_serv
   CHECK(pool->release(more.data) == ReleaseStatus::Ok);
   for (void* p : live) CHECK(pool->release(p) == ReleaseStatus::Ok);
 }
+
+TEST(a_block_realloc_moves_to_a_mapping_gives_back_as_much_free_span_memory_and_no_live_block) {
+  constexpr uint64_t kMiB = 1 << 20;
+  PoolOptions options;
+  options.growth = Growth::Spans;
+  options.decayMs = 60000;  // no epoch ends during the test: only the move gives anything back
+  options.reallocMappedFrom = 4 * kMiB;
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), options, &error);
+  CHECK(pool != nullptr);
+  // 8 MiB of free spans that were written (resident), before a live block that must keep its bytes.
+  std::vector<void*> freed;
+  for (int i = 0; i < 4; ++i) {
+    Allocation b = pool->alloc(2 * kMiB);
+    CHECK(b.status == AllocStatus::Ok);
+    std::memset(b.data, 1, 2 * kMiB);
+    freed.push_back(b.data);
+  }
+  Allocation live = pool->alloc(2 * kMiB);
+  CHECK(live.status == AllocStatus::Ok);
+  std::memset(live.data, 7, 2 * kMiB);
+  Allocation old = pool->alloc(kMiB);
+  CHECK(old.status == AllocStatus::Ok);
+  std::memset(old.data, 9, kMiB);
+  for (void* p : freed) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  const auto holds = [](const void* p, uint64_t bytes, unsigned char value) {
+    for (uint64_t i = 0; i < bytes; ++i) {
+      if (static_cast<const unsigned char*>(p)[i] != value) return false;
+    }
+    return true;
+  };
+  const uint64_t purged0 = pool->stats().purgedBytes;
+  // The move maps 6 MiB: free spans give back at least that much of their 8.
+  void* moved = pool->allocMoved(6 * kMiB);
+  CHECK(moved != nullptr);
+  std::memcpy(moved, old.data, kMiB);
+  CHECK(pool->releaseMoved(old.data) == ReleaseStatus::Ok);
+  CHECK(pool->stats().purgedBytes - purged0 >= 6 * kMiB);
+  // The mapping grows by 6 MiB more: the rest of the 8 goes back.
+  void* grown = pool->resizeMapped(moved, 12 * kMiB);
+  CHECK(grown != nullptr && holds(grown, kMiB, 9));
+  CHECK(pool->stats().purgedBytes - purged0 >= 8 * kMiB);
+  // Live blocks keep their bytes, and the pool serves from the given-back spans again.
+  CHECK(holds(live.data, 2 * kMiB, 7));
+  Allocation again = pool->alloc(2 * kMiB);
+  CHECK(again.status == AllocStatus::Ok && holds(again.data, 2 * kMiB, 0) && holds(live.data, 2 * kMiB, 7));
+  CHECK(pool->release(again.data) == ReleaseStatus::Ok && pool->release(grown) == ReleaseStatus::Ok);
+  CHECK(pool->release(live.data) == ReleaseStatus::Ok);
+  // A pool that never decays keeps its free spans resident, as it was told.
+  options.decayMs = PoolOptions::kNoDecay;
+  auto keeping = Pool::create(defaultPlan(), options, &error);
+  CHECK(keeping != nullptr);
+  Allocation kept = keeping->alloc(8 * kMiB);
+  CHECK(kept.status == AllocStatus::Ok);
+  std::memset(kept.data, 1, 8 * kMiB);
+  CHECK(keeping->release(kept.data) == ReleaseStatus::Ok);
+  void* keptMoved = keeping->allocMoved(6 * kMiB);
+  CHECK(keptMoved != nullptr && keeping->stats().purgedBytes == 0);
+  CHECK(keeping->release(keptMoved) == ReleaseStatus::Ok);
+}
