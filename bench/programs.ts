@@ -90,6 +90,35 @@ back.sort(key=lambda o: (o['name'], o['id']))
 print(len(text), len(back), hashlib.sha256(json.dumps(back[::100]).encode()).hexdigest())
 `;
 
+// Strings and bytes built by repeated realloc growth: JSON texts of up to ~300 KB dumped and parsed back,
+// appended to a bytearray and a str (both grown in place by realloc) to ~45 MB, and slices of them joined;
+// the last two rounds' results kept.
+const PYTHON_STRINGS = `import hashlib, json, random, sys
+rounds = int(sys.argv[1])
+target = 45 << 20
+r = random.Random(1)
+h = hashlib.sha256()
+kept = []
+for k in range(rounds):
+    grown = bytearray()
+    text = ''
+    parts = []
+    while len(grown) < target:
+        size = r.randrange(1000, 300000)
+        piece = json.dumps({'round': k, 'text': 'ab' * (size // 2), 'n': [r.random() for _ in range(8)]})
+        back = json.loads(piece)
+        grown += piece.encode()
+        text += back['text'][:size // 8]
+        parts.append(piece[:size // 4])
+    joined = ''.join(parts)
+    h.update(hashlib.sha256(grown).digest())
+    h.update(hashlib.sha256(text.encode()).digest())
+    h.update(hashlib.sha256(joined.encode()).digest())
+    kept.append((grown, text))
+    del kept[:-2], parts, joined
+print(rounds, h.hexdigest())
+`;
+
 const NODE_APP = `const crypto = require('node:crypto');
 const n = Number(process.argv[2]);
 const items = [];
@@ -151,6 +180,12 @@ const PROGRAMS: Program[] = [
     what: 'python3: 700k records to a ~100 MB JSON text, parsed back and sorted',
     prepare: (work) => fs.writeFileSync(path.join(work, 'json_records.py'), PYTHON_JSON),
     command: (work, scale) => [python, path.join(work, 'json_records.py'), count(7e5, scale)],
+  },
+  {
+    name: 'python-strings',
+    what: 'python3: JSON texts of up to 300 KB dumped and parsed, appended to a bytearray and a str grown by realloc to ~45 MB (8 rounds, 2 kept)',
+    prepare: (work) => fs.writeFileSync(path.join(work, 'strings.py'), PYTHON_STRINGS),
+    command: (work, scale) => [python, path.join(work, 'strings.py'), count(8, scale)],
   },
   {
     name: 'sqlite3',

@@ -566,6 +566,23 @@ describe('the preload library: the process allocator', () => {
       expect(Number(growth![1])).toBeLessThan(1.25);
     });
 
+    it('realloc of an arena block that cannot grow in place never holds two copies of a large buffer, as glibc', () => {
+      const pattern = /^bytes intact; peak resident growth (\d+\.\d+) x the largest size$/;
+      const glibc = pattern.exec(semantics('realloc-arena').out.trim());
+      expect(glibc).not.toBeNull();
+      // glibc mremaps its mapped chunk: ~1.0. A span copied beside the old one at every step: ~1.8 with the
+      // default decay (the old one's pages given back once copied), ~9 with decay off (every old one kept).
+      const ours = preloaded('realloc-arena', { TENSORPOOL_DECAY_MS: '1000' });
+      const growth = pattern.exec(ours.out.trim());
+      expect(growth, ours.out + ours.err).not.toBeNull();
+      expect(Number(growth![1])).toBeLessThan(1.5);
+      // Decay off keeps the free spans the buffer left while small (below the size it moves to a mapping at),
+      // never a copy of it once large.
+      const kept = pattern.exec(preloaded('realloc-arena', { TENSORPOOL_DECAY_MS: 'off' }).out.trim());
+      expect(kept).not.toBeNull();
+      expect(Number(kept![1])).toBeLessThan(2.5);
+    });
+
     it('malloc_usable_size of a C-library block is the C library\'s, even with another allocator preloaded after the library', () => {
       const jemalloc = ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4'].find((f) => fs.existsSync(f));
       const after = jemalloc ? `${preloadLibrary}:${jemalloc}` : preloadLibrary;

@@ -212,7 +212,7 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   // A locked pool hands out locked memory only: its OS blocks are mapped (never from the C heap, whose pages
   // other data shares) and locked, or refused.
   const bool lock = options_.arena.lock;
-  if (lock || bytes >= options_.osMapThreshold) {
+  if (lock || route == Route::OsMoved || bytes >= options_.osMapThreshold) {
     length = roundUp(kHeaderBytes + bytes, os::pageSize());
     header = static_cast<BlockHeader*>(os::mapAccounted(length, os::pageSize()));  // malloc's accounting: no OOM later
     origin = Origin::OsMap;
@@ -243,7 +243,9 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   osLive_.insert(header);
   counters_.osLiveBlocks++;
   counters_.osLiveBytes += bytes;
-  if (route == Route::OsOversize) counters_.osOversize++; else counters_.osFallbacks++;
+  if (route == Route::OsOversize) counters_.osOversize++;
+  else if (route == Route::OsMoved) counters_.movedToMappings++;
+  else counters_.osFallbacks++;
   // A fresh mapping reads as zero; the C heap's memory may hold what it held before.
   return counted(header->data(), bytes, header->serial, route, -1, false, -1, origin == Origin::OsMap);
 }
@@ -315,6 +317,7 @@ bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
   BlockHeader* header = findLocked(data);
   if (!header || header->state != BlockState::Live || header->origin != Origin::Arena) return false;
   if (bytes > header->capacity) {
+    if (header->requested < options_.reallocMappedFrom && bytes >= options_.reallocMappedFrom) return false;
     // A span (the process pool's default classes) grows into free memory just after it, where there is some.
     SizeClassPool* generation = header->span ? generationLocked(header->arenaId) : nullptr;
     if (!generation || !generation->growSpan(header, bytes)) return false;
@@ -336,6 +339,7 @@ void* Pool::resizeMapped(const void* data, uint64_t bytes) {
   const uint64_t length = roundUp(kHeaderBytes + bytes, os::pageSize());
   auto* moved = static_cast<BlockHeader*>(os::remapAccounted(header, header->osLength, length));
   if (!moved) return nullptr;
+  const uint64_t added = length > moved->osLength ? length - moved->osLength : 0;
   auto node = osLive_.extract(header);  // re-keyed, not erased and inserted: nothing here allocates (or throws)
   node.value() = moved;
   osLive_.insert(std::move(node));
@@ -346,7 +350,32 @@ void* Pool::resizeMapped(const void* data, uint64_t bytes) {
   counters_.bytesLive = counters_.bytesLive - moved->requested + bytes;
   if (counters_.bytesLive > counters_.peakBytesLive) counters_.peakBytesLive = counters_.bytesLive;
   moved->requested = bytes;
+  purgeForMappingLocked(added);
   return moved->data();
+}
+
+void Pool::purgeForMappingLocked(uint64_t mappedBytes) {
+  if (options_.decayMs == PoolOptions::kNoDecay || generations_.empty() || !generations_.back()->schedules().empty()) return;
+  // Growth a page at a time (a string appended to) gives back in steps of kPurgeForMappingStep, not at every call.
+  mappedUnpurged_ += mappedBytes;
+  if (mappedUnpurged_ < kPurgeForMappingStep) return;
+  const uint64_t budget = std::min(mappedUnpurged_, PoolOptions::kPurgeBytesPerCall);
+  mappedUnpurged_ = 0;  // a debt only to what is free now: memory freed later waits for decay as any other
+  try {
+    generations_.back()->purgeSpansFor(budget, &counters_.purgedBlocks, &counters_.purgedBytes);
+  } catch (const std::bad_alloc&) {  // as decayLocked: what was given back stays given back
+  }
+}
+
+void* Pool::allocMoved(uint64_t bytes) {
+  if (bytes < options_.reallocMappedFrom || bytes > kMaxRequest) return nullptr;
+  std::lock_guard lock(mu_);
+  if (counters_.closed || offsetArena_ || !generations_.back()->schedules().empty()) return nullptr;
+  const Allocation a = allocFromOs(bytes, Route::OsMoved);
+  if (a.status != AllocStatus::Ok) return nullptr;
+  purgeForMappingLocked(bytes);
+  cursor_++;
+  return a.data;
 }
 
 ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySerial) {

@@ -28,6 +28,11 @@ struct PoolOptions {
   Growth growth = Growth::Off;                       // whether and when a miss carves a block from spare reservation
   uint64_t growReserve = uint64_t{1} << 30;          // spare address space a growing pool may carve
   uint64_t osMapThreshold = uint64_t{256} << 10;     // OS fallbacks at least this large are mmap'd
+  // realloc (resizeInPlace, allocMoved): an arena block grown past this many bytes moves into a mapping of
+  // its own, as glibc's chunks past its mmap threshold live in theirs, which the OS then resizes without a
+  // copy and unmaps once freed. kNoMappedGrowth: never.
+  uint64_t reallocMappedFrom = kNoMappedGrowth;
+  static constexpr uint64_t kNoMappedGrowth = UINT64_MAX;
   // Decay (SizeClassPool::endDecayEpoch): a free block of a class carved on demand that is not handed out
   // for this long gives its pages back. kNoDecay: never. An epoch ends once it has lasted decayMs and,
   // where the program marks iterations, has seen kDecayMarks marks (or the marks have stopped for longer
@@ -43,8 +48,8 @@ struct PoolOptions {
   static constexpr uint64_t kPurgeBytesPerCall = uint64_t{64} << 20;
 };
 
-// How a request was served.
-enum class Route : uint8_t { Own = 0, Borrowed = 1, Grown = 2, OsFallback = 3, OsOversize = 4, Offset = 5 };
+// How a request was served. OsMoved: a mapping of its own for a block realloc moved out of an arena (allocMoved).
+enum class Route : uint8_t { Own = 0, Borrowed = 1, Grown = 2, OsFallback = 3, OsOversize = 4, Offset = 5, OsMoved = 6 };
 
 // WouldMiss: alloc() was told a front cache holds blocks of `classIndex` or larger, and its class had no free
 // block; nothing changed.
@@ -101,6 +106,7 @@ struct PoolStats {
   bool closed = false;
   uint64_t purgedBlocks = 0;    // decay: free blocks whose pages were given back after sitting idle
   uint64_t purgedBytes = 0;     // ... their capacity
+  uint64_t movedToMappings = 0; // allocMoved(): blocks realloc moved out of an arena into a mapping of their own
 };
 
 // What one iteration (the allocations since the previous mark) asked for and how it was served. Its
@@ -221,14 +227,26 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   uint64_t liveSize(const void* data);
   // realloc in place: the live arena block at `data` now holds `bytes`, where its capacity allows (and
   // `bytes` is at least half of it, so that a shrunk block does not keep a large one busy). False, and
-  // nothing changes, where it does not, for OS blocks, and while recording (a trace has no resize).
+  // nothing changes, where it does not, for OS blocks, while recording (a trace has no resize), and where a
+  // block below options.reallocMappedFrom would grow past it (allocMoved's to serve).
   bool resizeInPlace(const void* data, uint64_t bytes);
   // realloc of a block the OS mapped for it: the mapping is resized (os::remapAccounted: its pages move, they
   // are not copied), so a buffer growing past every class never holds two copies of itself. Returns where the
   // block's data now is (its serial and its bytes kept), or nullptr, nothing changed, for any other block, in a
   // locked pool, while a stream task may touch pool memory (pinned), while recording (a trace has no resize),
-  // or when the OS refuses (errno set).
+  // or when the OS refuses (errno set). Bytes the mapping gains, free spans give back (purgeForMappingLocked).
   void* resizeMapped(const void* data, uint64_t bytes);
+  // A block of `bytes` (at least options.reallocMappedFrom) in a mapping of its own (an OS block, as
+  // resizeMapped resizes), for a block realloc grows out of the arena: the caller copies into it and releases
+  // the old one (releaseMoved). Its later growth is then resizeMapped's (pages moved, not copied) where arena
+  // spans would copy wherever they cannot grow in place, each copy beside the last, and once freed its pages
+  // go back at once where a free span's would wait for decay. Counted in movedToMappings, neither as an OS fallback nor
+  // in an iteration's osFallbacks: the classes could have held it. A position of the iteration as an alloc()
+  // is. Returns the block's data, or nullptr, nothing changed, for a smaller request, a closed pool, where the serving classes
+  // have a schedule or the pool has an offsets arena (their positions are a plan's: the caller allocs as it
+  // would without this), or when the OS refuses (errno set). Free spans give back as many bytes as it maps
+  // (purgeForMappingLocked): the block leaves the arena, whose memory would otherwise stay resident as well.
+  void* allocMoved(uint64_t bytes);
 
   // Front cache (lib/pool/front-cache.ts): blocks its owner released that JS keeps to hand out again without
   // crossing into native code. The cache logs what it did; applyCached replays the log in order, so the
@@ -289,6 +307,13 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // number of due blocks of the serving classes. Never throws (decayStepLocked's std::bad_alloc is dropped).
   void decayLocked();
   void decayStepLocked();
+  // allocMoved and resizeMapped mapped `mappedBytes` for a block realloc moved out of an arena (or grew its
+  // mapping): the serving classes' free spans give back as much (SizeClassPool::purgeSpansFor), at most
+  // kPurgeBytesPerCall a call, so that the process does not hold both the mapping and the arena memory the
+  // block left (a buffer program peaked at 1.27x glibc's RSS, its free spans resident until decay). Not where
+  // the pool does not decay, nor where the serving classes have a schedule (a plan's memory).
+  void purgeForMappingLocked(uint64_t mappedBytes);
+  static constexpr uint64_t kPurgeForMappingStep = uint64_t{1} << 20;
   Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);
@@ -332,6 +357,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
+  uint64_t mappedUnpurged_ = 0;  // purgeForMappingLocked: bytes mapped since its last purge
   uint64_t nextSerial_ = 1;
   std::string lastRefusal_;
   uint64_t cursor_ = 0;  // allocations since markIteration(): the offset schedule's position of the next one

@@ -519,18 +519,21 @@ bool SizeClassPool::growSpan(BlockHeader* header, uint64_t bytes) {
   char* end = header->data() + header->capacity;
   const uint64_t more = capacity - header->capacity;
   SpanHeap::Span next;
+  std::vector<char*> absorbed;
   const uint64_t freeAfter = spans_.bytesAt(end);
   if (freeAfter >= more) {
-    spans_.takeAt(end, more, kSpanFrom, &next);
+    spans_.takeAt(end, more, kSpanFrom, &next, &absorbed);
   } else if (end + freeAfter == arena_->base() + arena_->carvedBytes() && arena_->carve(more - freeAfter, &lastGrowError_, false)) {
     // What is free after it runs to the arena's end: that, and the spare reservation beyond.
-    if (freeAfter) spans_.takeAt(end, freeAfter, 0, &next);
+    if (freeAfter) spans_.takeAt(end, freeAfter, 0, &next, &absorbed);
     next.bytes = more;
     grownBytes_ += more - freeAfter;
   } else {
     return false;
   }
-  if (freeAfter) markDeadSpanHeaders(&end, 1);  // a span's start there is inside this block now
+  // The spans' starts there are inside this block now.
+  if (freeAfter) markDeadSpanHeaders(&end, 1);
+  markDeadSpanHeaders(absorbed.data(), absorbed.size());
   header->capacity += next.bytes;
   countOutstanding(next.bytes);
   return true;
@@ -755,22 +758,35 @@ void SizeClassPool::purgeDueBefore(uint64_t spansBefore, uint64_t maxBlocks, uin
   if (growth_ == Growth::Spans) {
     const uint64_t room = maxBlocks - done, roomBytes = doneBytes >= maxBytes ? 0 : maxBytes - doneBytes;
     // (The span reserve is not listed: it stays resident.)
-    const std::vector<SpanHeap::Span> idle = room && roomBytes ? spans_.idleSince(spansBefore, room, roomBytes) : std::vector<SpanHeap::Span>{};
-    uint64_t idleBytes = 0;
-    for (const SpanHeap::Span& span : idle) {
-      idleBytes += span.bytes;
-      if (!zeroRange(span.start, span.bytes)) continue;
-      char* absorbed[2];
-      const int n = spans_.markZero(span.start, absorbed);
-      // Neither it nor the spans it merged with keep a header: a span that reads as zero has none.
-      markDeadSpanHeaders(&span.start, 1);
-      markDeadSpanHeaders(absorbed, static_cast<size_t>(n));
-      *bytes += span.bytes;
-      ++*blocks;
-    }
-    left = left || idle.size() == room || idleBytes >= roomBytes;
+    left = purgeSpansFreedBefore(spansBefore, room, roomBytes, blocks, bytes) || left;
   }
   duePurges_ = left;
+}
+
+bool SizeClassPool::purgeSpansFreedBefore(uint64_t before, uint64_t maxSpans, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes) {
+  const std::vector<SpanHeap::Span> idle = maxSpans && maxBytes ? spans_.idleSince(before, maxSpans, maxBytes) : std::vector<SpanHeap::Span>{};
+  uint64_t idleBytes = 0;
+  for (const SpanHeap::Span& span : idle) {
+    idleBytes += span.bytes;
+    if (!zeroRange(span.start, span.bytes)) continue;
+    char* absorbed[2];
+    const int n = spans_.markZero(span.start, absorbed);
+    // Neither it nor the spans it merged with keep a header: a span that reads as zero has none.
+    markDeadSpanHeaders(&span.start, 1);
+    markDeadSpanHeaders(absorbed, static_cast<size_t>(n));
+    *bytes += span.bytes;
+    ++*blocks;
+  }
+  return idle.size() == maxSpans || idleBytes >= maxBytes;
+}
+
+void SizeClassPool::purgeSpansFor(uint64_t mappedBytes, uint64_t* blocks, uint64_t* bytes) {
+  if (!decays_ || retired_ || growth_ != Growth::Spans) return;
+  const uint64_t before = *bytes;
+  // Those decay would give back first (freed in an epoch that ended), then the rest, in address order.
+  purgeSpansFreedBefore(spanEpoch_, UINT64_MAX, mappedBytes, blocks, bytes);
+  const uint64_t done = *bytes - before;
+  if (done < mappedBytes) purgeSpansFreedBefore(UINT64_MAX, UINT64_MAX, mappedBytes - done, blocks, bytes);
 }
 
 bool SizeClassPool::purgeGiven(BlockHeader* header) {

@@ -126,6 +126,12 @@ class SizeClassPool {
   // or span of a purgeable size is resident (but those the kernel refused to take, and free spans within the
   // span reserve: PlanSpec::spanReserve), and no purge is due.
   void purgeAll(uint64_t* blocks, uint64_t* bytes);
+  // The pool mapped `mappedBytes` for a block realloc moved out of an arena (or grew such a mapping): free
+  // spans give back pages worth as much now, whether due or not, those freed in an epoch that ended first, so
+  // that memory moved out of the arena is not held twice, in the mapping and in a free span waiting for decay.
+  // Whole spans, at least one while the bytes last (a span may exceed them); adds the spans and bytes given
+  // back to the counts. Nothing where the pool does not decay or has no spans.
+  void purgeSpansFor(uint64_t mappedBytes, uint64_t* blocks, uint64_t* bytes);
   // Block `header`, just given back, will not be wanted again soon (realloc moved its contents): its pages
   // go back now, and it joins the purged blocks. Returns whether pages were given back. Pre: give(header)
   // was the last change to its class.
@@ -192,6 +198,9 @@ class SizeClassPool {
   void countOutstanding(uint64_t capacity);
   // purgeDue()'s work: the due blocks, and the free spans freed before epoch `spansBefore`, within the budgets.
   void purgeDueBefore(uint64_t spansBefore, uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
+  // Gives back the resident free spans freed before epoch `before`, in address order, until `maxSpans` of them
+  // or `maxBytes` (idleSince's budgets); adds them to the counts. Returns whether a budget ran out.
+  bool purgeSpansFreedBefore(uint64_t before, uint64_t maxSpans, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
   // Decay: whether blocks of class `cls` are ever purged (a block of a few pages gives back little and would
   // be written whole to read as zero).
   bool purgeable(size_t cls) const;
@@ -298,7 +307,7 @@ class SizeClassPool {
   bool duePurges_ = false;
   // Growth::Spans: the free spans; a span freed in epoch spanEpoch_ is due once an epoch ends after the
   // one it was freed in (spans freed before spanDueBefore_).
-  SpanHeap spans_;
+  SpanHeap spans_{kSpanFrom};  // a span below kSpanFrom reads as zero: pages skipped between carved spans
   // Growth::Spans: the spans' headers, out of line (header.h), by where the span starts: every live span's,
   // and every free one's that does not read as zero (a second free() of it finds a free block: a double
   // free, as with a header inside the block). Nodes of a hash map: a header never moves while it is in it,

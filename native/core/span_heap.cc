@@ -81,16 +81,27 @@ bool SpanHeap::takeEndingAt(const char* end, Span* out, std::vector<char*>* abso
   return true;
 }
 
-bool SpanHeap::takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span* out) {
-  const auto at = byStart_.find(reinterpret_cast<uintptr_t>(start));
-  if (at == byStart_.end() || at->second.bytes < bytes) return false;
-  const uint64_t epoch = at->second.epoch;
-  *out = remove(at);
-  if (out->bytes - bytes >= minRest && out->bytes > bytes) {
-    insert(reinterpret_cast<uintptr_t>(out->start) + bytes, Entry{out->bytes - bytes, epoch, out->zero});
-    out->bytes = bytes;
+uint64_t SpanHeap::bytesAt(const char* start) const {
+  uint64_t bytes = 0;
+  for (auto at = byStart_.find(reinterpret_cast<uintptr_t>(start)); at != byStart_.end() && at->first == reinterpret_cast<uintptr_t>(start) + bytes; ++at) {
+    bytes += at->second.bytes;
   }
-  return true;
+  return bytes;
+}
+
+bool SpanHeap::takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed) {
+  const auto first = byStart_.find(reinterpret_cast<uintptr_t>(start));
+  if (first == byStart_.end()) return false;
+  // The shortest run from `start` that holds `bytes`.
+  uint64_t total = 0;
+  for (auto at = first; at != byStart_.end() && at->first == first->first + total; ++at) {
+    total += at->second.bytes;
+    if (total >= bytes) {
+      *out = takeRun(first, at, bytes, minRest, absorbed);
+      return true;
+    }
+  }
+  return false;
 }
 
 int SpanHeap::give(Span span, uint64_t epoch, char* absorbed[2]) {

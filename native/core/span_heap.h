@@ -21,6 +21,8 @@ namespace tp {
 
 class SpanHeap {
  public:
+  // `looseBytes`: give() says.
+  explicit SpanHeap(uint64_t looseBytes = 0) : looseBytes_(looseBytes) {}
   struct Span {
     char* start = nullptr;
     uint64_t bytes = 0;
@@ -37,17 +39,24 @@ class SpanHeap {
   // grows them instead of carving a span beside them; `absorbed` as takeBestFit's. False when the last span
   // does not end there.
   bool takeEndingAt(const char* end, Span* out, std::vector<char*>* absorbed);
-  // The first `bytes` of the free span that starts at `start` (a live block just before it grows in place),
-  // taken, the rest left as takeBestFit leaves it. False when no free span of at least `bytes` starts there.
-  bool takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span* out);
-  // Frees `span` in epoch `epoch`, merged with the free spans just before and after it where they were
-  // freed in the same epoch or one of the two reads as zero. (A span freed in an older epoch stays apart
+  // The first `bytes` of the free spans side by side that start at `start` (a live block just before them
+  // grows in place), taken, the rest left as takeBestFit leaves it; `absorbed` as takeBestFit's. False when
+  // they hold less than `bytes`.
+  bool takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed);
+  // Frees `span` in epoch `epoch`, merged with the free spans just before and after it where both read as
+  // zero, or neither does and both were freed in the same epoch. (A span freed in an older epoch stays apart
   // from the newer one beside it, so that decay can tell it idle: merged, memory a program reuses every
-  // iteration would keep its idle neighbours resident for good. A span that reads as zero holds nothing
-  // resident to keep.) The starts of the spans that are no longer starts and may still hold a block header
-  // (the span itself when merged into its predecessor, its successor when that does not read as zero) are
-  // written to `absorbed` (at most two; returns how many): the caller invalidates those headers. A merged
-  // span was last freed in the latest of its parts' epochs, and reads as zero only when every part does.
+  // iteration would keep its idle neighbours resident for good. A span that reads as zero stays apart from
+  // one that does not, so that what was given back is known as such: merged into a span that does not read
+  // as zero, decay would give it back and count it again, and calloc would write it. But for a span that
+  // reads as zero and is smaller than `looseBytes` (the heap's: the pages skipped between spans carved apart,
+  // which no request takes alone): it merges with any neighbour, so that spans carved apart still coalesce,
+  // at the cost of those few pages being given back again or written.) A request larger than
+  // every span still takes neighbours kept apart, as a run (takeBestFit, takeAt). The starts of the spans
+  // that are no longer starts and may still hold a block header (the span itself when merged into its
+  // predecessor, its successor when that does not read as zero) are written to `absorbed` (at most two;
+  // returns how many): the caller invalidates those headers. A merged span was last freed in the latest of
+  // its parts' epochs.
   // Throws std::bad_alloc where a node cannot be allocated: `span`, and the neighbours it was being merged
   // with, are then in no index (lost to the heap, never handed out), and every index still agrees.
   int give(Span span, uint64_t epoch, char* absorbed[2]);
@@ -63,15 +72,13 @@ class SpanHeap {
   // address order, until `maxSpans` of them or `maxBytes` (at least one span while the bytes last).
   std::vector<Span> idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const;
   // The free span at `start` now reads as zero (its pages were given back), and is merged with its free
-  // neighbours as give() merges; its absorbed starts as give() says. Pre: a free span starts there.
+  // neighbours as give() merges (those that read as zero); its absorbed starts as give() says. Pre: a free
+  // span starts there.
   int markZero(const char* start, char* absorbed[2]);
   // Every free span, in address order.
   std::vector<Span> spans() const;
-  // Bytes of the free span that starts at `start`, or 0 when none does.
-  uint64_t bytesAt(const char* start) const {
-    const auto at = byStart_.find(reinterpret_cast<uintptr_t>(start));
-    return at == byStart_.end() ? 0 : at->second.bytes;
-  }
+  // Bytes of the free spans side by side that start at `start`, or 0 when no free span starts there.
+  uint64_t bytesAt(const char* start) const;
   size_t count() const { return byStart_.size(); }
   uint64_t freeBytes() const { return freeBytes_; }
 
@@ -89,11 +96,16 @@ class SpanHeap {
   Span takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest, std::vector<char*>* absorbed);
   // give()'s merge of the free span `entry` at `start` (not in the index) with its neighbours; then inserts it.
   int merge(uintptr_t start, Entry entry, char* absorbed[2]);
-  // Whether free spans `a` (at aStart) and `b` (at bStart), side by side, become one.
+  // Whether free spans `a` (at aStart) and `b` (at bStart), side by side, become one: never across the
+  // fence; a loose zero span (pages skipped between carved spans) with either kind; otherwise two that read
+  // as zero, or two that do not, freed in the same epoch.
   bool mergeable(uintptr_t aStart, const Entry& a, uintptr_t bStart, const Entry& b) const {
-    return (aStart < fence_) == (bStart < fence_) && (a.epoch == b.epoch || a.zero || b.zero);
+    if ((aStart < fence_) != (bStart < fence_)) return false;
+    const bool loose = (a.zero && a.bytes < looseBytes_) || (b.zero && b.bytes < looseBytes_);
+    return loose || (a.zero == b.zero && (a.zero || a.epoch == b.epoch));
   }
 
+  uint64_t looseBytes_;
   Starts byStart_;
   std::set<std::pair<uint64_t, uintptr_t>> bySize_;  // (bytes, start) of every free span
   uint64_t freeBytes_ = 0;

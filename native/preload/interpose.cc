@@ -97,14 +97,19 @@ __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   return mallocAligns ? next.malloc.load(std::memory_order_relaxed)(bytes) : nextAligned(bytes, alignment);
 }
 
+// realloc's move of `old` into `fresh`, a block of `bytes`: its data copied, `old` given back.
+void* moveInto(void* fresh, void* old, size_t oldBytes, size_t bytes) {
+  memcpy(fresh, old, oldBytes < bytes ? oldBytes : bytes);
+  if (ownedByPool(old)) poolFreeMoved(old); else nextFree(old);
+  return fresh;
+}
+
 // realloc to another home (pool to next allocator, or either to the other side of the threshold, or out of
 // the bootstrap buffer).
 void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
   void* fresh = allocate(bytes, 16);
   if (!fresh) return nullptr;  // errno set; the old block stays valid, as realloc promises
-  memcpy(fresh, old, oldBytes < bytes ? oldBytes : bytes);
-  if (ownedByPool(old)) poolFreeMoved(old); else nextFree(old);
-  return fresh;
+  return moveInto(fresh, old, oldBytes, bytes);
 }
 
 // request(), or where it failed (null) and the pool gave back address space an RLIMIT_AS left it no room
@@ -184,7 +189,12 @@ static void* reallocOnce(void* p, size_t bytes) {
       // A block the OS mapped is resized by the OS, as glibc's mapped chunks are: never two copies at once.
       if (void* moved = poolResizeMapped(p, bytes)) return moved;
     }
-    return moveBlock(p, poolUsableSize(p), bytes);
+    const size_t oldBytes = poolUsableSize(p);
+    // A block growing large moves once into a mapping of its own, which the OS resizes from then on.
+    if (bytes > oldBytes && routesToPool(bytes)) {
+      if (void* fresh = poolAllocMoved(bytes)) return moveInto(fresh, p, oldBytes, bytes);
+    }
+    return moveBlock(p, oldBytes, bytes);
   }
   uintptr_t shift;
   nextStart(p, &shift);

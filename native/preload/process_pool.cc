@@ -386,6 +386,11 @@ void initialise() {
   options.growth = Growth::Spans;
   options.growReserve = reserve;
   options.decayMs = decayMs;
+  // A buffer grown by realloc past 4 MiB gets a mapping of its own, as glibc's would: a Python program building
+  // ~45 MB strings by appending peaked at 1.17x glibc's RSS in arena spans (a copy beside the old one wherever
+  // a span could not grow in place; a freed one resident until decay), 1.00x so (1 MiB: 1.04x; 32 MiB, glibc's
+  // top mmap threshold: the copies below it stay). docs/benchmarks.md, python-strings.
+  options.reallocMappedFrom = uint64_t{4} << 20;
 
   if (planPath) {
     PlanSpec planned;
@@ -517,12 +522,13 @@ void printStats() {
            static_cast<unsigned long long>(s.peakBytesLive), static_cast<unsigned long long>(s.arenaBytes),
            static_cast<unsigned long long>(s.committedBytes), static_cast<unsigned long long>(s.reservedBytes),
            static_cast<unsigned long long>(s.iterations), static_cast<unsigned long long>(s.switches));
-  std::string schedule;
+  std::string more;
   if (s.scheduleHits + s.scheduleMisses > 0) {
-    schedule = "; schedule " + std::to_string(s.scheduleHits) + " hits, " + std::to_string(s.scheduleMisses) + " misses";
+    more = "; schedule " + std::to_string(s.scheduleHits) + " hits, " + std::to_string(s.scheduleMisses) + " misses";
   }
-  const std::string spans = settings->spans ? "; served from spans (the plan's kind)" : "";
-  say(line + schedule + spans + notFor);
+  if (settings->spans) more += "; served from spans (the plan's kind)";
+  if (s.movedToMappings > 0) more += "; realloc moved " + std::to_string(s.movedToMappings) + " blocks to mappings of their own";
+  say(line + more + notFor);
 }
 
 
@@ -637,6 +643,18 @@ void* poolResizeMapped(void* p, size_t bytes) {
   void* moved = pool().resizeMapped(p, bytes);  // nothing in it throws: its set is re-keyed, not grown
   errno = saved;
   return moved;
+}
+
+void* poolAllocMoved(size_t bytes) {
+  InternalScope inside;
+  const int saved = errno;
+  void* fresh = nullptr;
+  try {
+    fresh = pool().allocMoved(bytes);
+  } catch (...) {  // std::bad_alloc from the pool's set of OS blocks: declined, as poolAlloc's failures
+  }
+  errno = saved;
+  return fresh;
 }
 
 uint64_t poolTrim() {

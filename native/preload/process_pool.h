@@ -91,6 +91,11 @@ bool poolResizeInPlace(void* p, size_t bytes);
 // realloc of a block the OS mapped (Pool::resizeMapped): where the block now is, its pages moved rather than
 // copied, or nullptr (nothing changed, errno untouched). Pre: ownedByPool(p).
 void* poolResizeMapped(void* p, size_t bytes);
+// realloc of a pool block that cannot grow in place, growing large: a block of `bytes` in a mapping of its
+// own (Pool::allocMoved), whose later growth poolResizeMapped serves; the caller copies and frees the old
+// one (poolFreeMoved). nullptr (errno untouched) where the pool declines or cannot: the caller moves the
+// block as any other.
+void* poolAllocMoved(size_t bytes);
 // malloc_trim: the pages of the pool's free blocks and spans go back to the OS now (Pool::trim). Returns the
 // bytes given back (0 before the pool is made, and on a thread inside the pool, which may hold its lock).
 uint64_t poolTrim();

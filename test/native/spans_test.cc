@@ -61,16 +61,67 @@ TEST(span_heap_takes_the_best_fit_splits_what_is_left_and_merges_neighbours_when
   // Freed in a later epoch: kept apart from the older span before it, which decay must see idle...
   CHECK(heap.give({memory + 150000, 50000, false}, 3, absorbed) == 0);
   CHECK(heap.count() == 3 && heap.idleSince(3, 10, 1 << 30).size() == 2);
-  // ...until that one's pages are given back: then they merge, the newer one's start absorbed.
-  CHECK(heap.markZero(memory, absorbed) == 1 && absorbed[0] == memory + 150000);
-  CHECK(heap.count() == 2);
+  // ...and once that one's pages are given back, apart still: one reads as zero, the other does not.
+  CHECK(heap.markZero(memory, absorbed) == 0);
+  CHECK(heap.count() == 3);
   CHECK(!heap.takeEndingAt(memory + 200000, &span, &inside));  // not the last span
+  // Together they hold a request neither holds alone; what it gets reads as zero only in part.
   CHECK(heap.takeBestFit(200000, 0, &span, &inside) && span.start == memory && span.bytes == 200000 && !span.zero);
-  CHECK(!heap.takeAt(memory + 680000, 20000, 0, &span));
-  CHECK(heap.takeAt(memory + 680000, 4000, 8192, &span) && span.bytes == 10000);  // a rest below 8192 goes along
+  CHECK(!heap.takeAt(memory + 680000, 20000, 0, &span, &inside));
+  CHECK(heap.takeAt(memory + 680000, 4000, 8192, &span, &inside) && span.bytes == 10000);  // a rest below 8192 goes along
   CHECK(heap.give(span, 0, absorbed) == 0);
   CHECK(heap.idleSince(5, 10, 1 << 30).size() == 1);  // the rest at 680,000, freed in epoch 0
   CHECK(heap.idleSince(0, 10, 1 << 30).empty());
+}
+
+TEST(span_heap_keeps_a_span_given_back_apart_from_a_resident_neighbour_so_it_is_never_given_back_twice) {
+  static char memory[1 << 20];
+  SpanHeap heap(8192);
+  char* absorbed[2];
+  SpanHeap::Span span;
+  std::vector<char*> inside;
+  CHECK(heap.give({memory, 100000, false}, 0, absorbed) == 0);
+  CHECK(heap.give({memory + 100000, 100000, false}, 1, absorbed) == 0);
+  // Decay gives the older one back: it reads as zero, and its resident neighbour, freed later, is not merged
+  // into it (merged, the whole would read as non-zero: decay would give those pages back and count them
+  // again, and calloc would write them).
+  CHECK(heap.markZero(memory, absorbed) == 0 && heap.count() == 2);
+  const std::vector<SpanHeap::Span> idle = heap.idleSince(2, 10, 1 << 30);
+  CHECK(idle.size() == 1 && idle[0].start == memory + 100000 && idle[0].bytes == 100000);
+  CHECK(heap.takeBestFit(100000, 4096, &span, &inside) && span.start == memory && span.zero);
+  CHECK(heap.give(span, 2, absorbed) == 0);
+  // The pages skipped between spans carved apart (zero, below the heap's 8192) merge with either kind.
+  CHECK(heap.give({memory + 200000, 4096, true}, 2, absorbed) == 0 && heap.count() == 2);
+  CHECK(heap.bytesAt(memory) == 204096);  // the run from `memory`: the zero span, then the other with those pages
+  CHECK(heap.give({memory + 204096, 100000, false}, 2, absorbed) == 1 && heap.count() == 2);
+  // A block before a run of spans kept apart grows in place through all of them (takeAt).
+  CHECK(heap.takeAt(memory, 250000, 4096, &span, &inside) && span.start == memory && span.bytes == 250000 && !span.zero);
+  CHECK(heap.count() == 1 && heap.freeBytes() == 304096 - 250000);
+}
+
+TEST(memory_decay_gave_back_is_not_merged_into_a_resident_span_and_trim_counts_it_once) {
+  constexpr uint64_t kBytes = 1 << 20;
+  auto pool = spanPool(50);
+  Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes), wall = pool->alloc(kBytes);
+  std::memset(a.data, 1, kBytes);
+  std::memset(b.data, 2, kBytes);
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  // Epochs end (and due spans are given back) on the pool's calls once 50 ms have passed: a's span, idle.
+  const uint64_t start = os::monotonicNs();
+  while (pool->stats().purgedBlocks == 0 && os::monotonicNs() - start < 20ull * 1000 * 1000 * 1000) {
+    pause(10);
+    CHECK(pool->release(pool->alloc(1000).data) == ReleaseStatus::Ok);
+  }
+  CHECK(pool->stats().purgedBlocks == 1 && pool->stats().purgedBytes >= kBytes);
+  const uint64_t purgedA = pool->stats().purgedBytes;
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok);  // b, resident, freed beside what a gave back
+  // trim gives back what is resident: b's megabyte and a few skipped pages, not a's memory a second time.
+  CHECK(pool->trim() >= kBytes);
+  CHECK(pool->stats().purgedBytes - purgedA <= kBytes + 4 * os::pageSize());
+  Allocation again = pool->alloc(2 * kBytes);  // given back, all of it reads as zero: calloc need not write it
+  CHECK(again.zeroed && allZero(again.data, 2 * kBytes));
+  CHECK(pool->release(again.data) == ReleaseStatus::Ok);
+  CHECK(pool->release(wall.data) == ReleaseStatus::Ok);
 }
 
 TEST(span_heap_takes_a_run_of_neighbours_kept_apart_where_no_single_span_holds_a_request) {
@@ -86,7 +137,8 @@ TEST(span_heap_takes_a_run_of_neighbours_kept_apart_where_no_single_span_holds_a
   CHECK(heap.count() == 4);
   CHECK(heap.takeBestFit(180000, 4096, &span, &inside));  // no span alone holds it: the first two together
   CHECK(span.start == memory && span.bytes == 180000 && inside.size() == 1 && inside[0] == memory + 100000);
-  CHECK(heap.count() == 3 && heap.bytesAt(memory + 180000) == 20000);  // the rest, with the second's epoch
+  // The rest (with the second's epoch), apart from the third: 20,000 bytes, then the third's run on.
+  CHECK(heap.count() == 3 && heap.bytesAt(memory + 180000) == 120000 && heap.bytesAt(memory + 200000) == 100000);
   CHECK(heap.idleSince(1, 10, 1 << 30).empty() && heap.idleSince(2, 10, 1 << 30).size() == 1);
   inside.clear();
   CHECK(heap.takeEndingAt(memory + 550000, &span, &inside) && span.start == memory + 400000 && inside.empty());
@@ -351,6 +403,49 @@ TEST(realloc_in_place_grows_a_span_into_the_free_span_after_it_or_the_arenas_end
   CHECK(pool->release(a.data) == ReleaseStatus::Ok);
 }
 
+TEST(a_span_growing_past_the_realloc_mapping_bound_moves_to_a_mapping_of_its_own_which_the_os_resizes) {
+  constexpr uint64_t kMiB = 1 << 20;
+  PoolOptions options;
+  options.growth = Growth::Spans;
+  options.decayMs = PoolOptions::kNoDecay;
+  options.reallocMappedFrom = 4 * kMiB;
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), options, &error);
+  CHECK(pool != nullptr);
+  Allocation a = pool->alloc(kMiB);
+  CHECK(a.status == AllocStatus::Ok && a.route == Route::Grown);
+  CHECK(pool->resizeInPlace(a.data, 3 * kMiB));    // below the bound: the span grows at the arena's end
+  CHECK(!pool->resizeInPlace(a.data, 5 * kMiB));   // past it: refused, nothing changed
+  CHECK(pool->liveSize(a.data) == 3 * kMiB);
+  CHECK(pool->allocMoved(3 * kMiB) == nullptr);    // a mapping only for a block that large
+  std::memset(a.data, 4, 3 * kMiB);
+  const auto holds4 = [](const void* p, uint64_t bytes) {
+    for (uint64_t i = 0; i < bytes; ++i) {
+      if (static_cast<const unsigned char*>(p)[i] != 4) return false;
+    }
+    return true;
+  };
+  void* moved = pool->allocMoved(5 * kMiB);
+  CHECK(moved != nullptr && pool->liveSize(moved) == 5 * kMiB);
+  std::memcpy(moved, a.data, 3 * kMiB);
+  CHECK(pool->releaseMoved(a.data) == ReleaseStatus::Ok);
+  PoolStats s = pool->stats();
+  CHECK(s.movedToMappings == 1 && s.osFallbacks == 0 && s.osOversize == 0 && s.osLiveBlocks == 1 && s.liveBlocks == 1);
+  // From now on the OS resizes it: its pages move, its bytes stay.
+  void* grown = pool->resizeMapped(moved, 40 * kMiB);
+  CHECK(grown != nullptr && pool->liveSize(grown) == 40 * kMiB && holds4(grown, 3 * kMiB));
+  // A span allocated past the bound grows in place as before: only growth across it moves a block.
+  Allocation big = pool->alloc(8 * kMiB);
+  CHECK(big.route == Route::Grown && pool->resizeInPlace(big.data, 9 * kMiB));
+  CHECK(pool->release(big.data) == ReleaseStatus::Ok);
+  const uint64_t mappedBefore = os::mappedBytes();
+  CHECK(pool->release(grown) == ReleaseStatus::Ok);  // unmapped at once: no free span waits for decay
+  CHECK(os::mappedBytes() < mappedBefore && pool->stats().osLiveBlocks == 0);
+  // A pool without the bound (the napi pool's default) never moves a block.
+  auto plain = spanPool();
+  CHECK(plain->allocMoved(64 * kMiB) == nullptr && plain->stats().allocs == 0);
+}
+
 TEST(memory_given_back_and_soon_handed_out_again_lengthens_the_decay_period) {
   // A 4 MiB span used every 300 ms, a decay period of 100 ms: idle for longer than an epoch between uses, it
   // is given back, and the next use faults it in again. Each such return doubles the period, so after a few
@@ -406,4 +501,64 @@ TEST(fit_address_space_gives_back_the_unused_reservation_and_the_pool_still_serv
   std::memset(more.data, 9, 40 << 20);
   CHECK(pool->release(more.data) == ReleaseStatus::Ok);
   for (void* p : live) CHECK(pool->release(p) == ReleaseStatus::Ok);
+}
+
+TEST(a_block_realloc_moves_to_a_mapping_gives_back_as_much_free_span_memory_and_no_live_block) {
+  constexpr uint64_t kMiB = 1 << 20;
+  PoolOptions options;
+  options.growth = Growth::Spans;
+  options.decayMs = 60000;  // no epoch ends during the test: only the move gives anything back
+  options.reallocMappedFrom = 4 * kMiB;
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), options, &error);
+  CHECK(pool != nullptr);
+  // 8 MiB of free spans that were written (resident), before a live block that must keep its bytes.
+  std::vector<void*> freed;
+  for (int i = 0; i < 4; ++i) {
+    Allocation b = pool->alloc(2 * kMiB);
+    CHECK(b.status == AllocStatus::Ok);
+    std::memset(b.data, 1, 2 * kMiB);
+    freed.push_back(b.data);
+  }
+  Allocation live = pool->alloc(2 * kMiB);
+  CHECK(live.status == AllocStatus::Ok);
+  std::memset(live.data, 7, 2 * kMiB);
+  Allocation old = pool->alloc(kMiB);
+  CHECK(old.status == AllocStatus::Ok);
+  std::memset(old.data, 9, kMiB);
+  for (void* p : freed) CHECK(pool->release(p) == ReleaseStatus::Ok);
+  const auto holds = [](const void* p, uint64_t bytes, unsigned char value) {
+    for (uint64_t i = 0; i < bytes; ++i) {
+      if (static_cast<const unsigned char*>(p)[i] != value) return false;
+    }
+    return true;
+  };
+  const uint64_t purged0 = pool->stats().purgedBytes;
+  // The move maps 6 MiB: free spans give back at least that much of their 8.
+  void* moved = pool->allocMoved(6 * kMiB);
+  CHECK(moved != nullptr);
+  std::memcpy(moved, old.data, kMiB);
+  CHECK(pool->releaseMoved(old.data) == ReleaseStatus::Ok);
+  CHECK(pool->stats().purgedBytes - purged0 >= 6 * kMiB);
+  // The mapping grows by 6 MiB more: the rest of the 8 goes back.
+  void* grown = pool->resizeMapped(moved, 12 * kMiB);
+  CHECK(grown != nullptr && holds(grown, kMiB, 9));
+  CHECK(pool->stats().purgedBytes - purged0 >= 8 * kMiB);
+  // Live blocks keep their bytes, and the pool serves from the given-back spans again.
+  CHECK(holds(live.data, 2 * kMiB, 7));
+  Allocation again = pool->alloc(2 * kMiB);
+  CHECK(again.status == AllocStatus::Ok && holds(again.data, 2 * kMiB, 0) && holds(live.data, 2 * kMiB, 7));
+  CHECK(pool->release(again.data) == ReleaseStatus::Ok && pool->release(grown) == ReleaseStatus::Ok);
+  CHECK(pool->release(live.data) == ReleaseStatus::Ok);
+  // A pool that never decays keeps its free spans resident, as it was told.
+  options.decayMs = PoolOptions::kNoDecay;
+  auto keeping = Pool::create(defaultPlan(), options, &error);
+  CHECK(keeping != nullptr);
+  Allocation kept = keeping->alloc(8 * kMiB);
+  CHECK(kept.status == AllocStatus::Ok);
+  std::memset(kept.data, 1, 8 * kMiB);
+  CHECK(keeping->release(kept.data) == ReleaseStatus::Ok);
+  void* keptMoved = keeping->allocMoved(6 * kMiB);
+  CHECK(keptMoved != nullptr && keeping->stats().purgedBytes == 0);
+  CHECK(keeping->release(keptMoved) == ReleaseStatus::Ok);
 }

@@ -7,6 +7,8 @@
  *   semantics realloc-grow    a buffer grown 1 KiB at a time: bytes intact, how often it moved
  *   semantics realloc-large   a buffer grown by eighths to 256 MiB, shrunk, grown again: bytes intact, peak
  *                        resident growth against its largest size
+ *   semantics realloc-arena   a buffer grown by eighths from 64 KiB to 40 MiB, a block of its size allocated
+ *                        after each step: bytes intact, peak resident growth against its largest size
  *   semantics errno      errno after a served request (untouched) and after a failed posix_memalign
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
@@ -205,6 +207,41 @@ static int reallocLarge(void) {
   return 0;
 }
 
+/* A buffer grown by realloc, an eighth at a time, from 64 KiB to 40 MiB (inside the default classes: an arena
+ * span at first), after each step a block of the buffer's size allocated and never written (address space
+ * only: a neighbour that no free span before it holds, so that the buffer cannot grow in place), as a program
+ * appending to a string while it allocates others: its bytes intact, and the process's peak resident growth
+ * against the buffer's largest size (glibc mremaps it: ~1.0; copied beside the old one at every step, the
+ * pool's span made it ~1.9). */
+static int reallocArena(void) {
+  enum { kMaxSteps = 128 };
+  void* neighbours[kMaxSteps];
+  int steps = 0;
+  const size_t largest = (size_t)40 << 20;
+  const uint64_t before = peakResident();
+  size_t length = 64 << 10;
+  unsigned char* buffer = malloc(length);
+  if (!buffer) return 1;
+  for (size_t i = 0; i < length; i++) buffer[i] = (unsigned char)(i * 7);
+  while (length < largest && steps < kMaxSteps) {
+    size_t next = length + length / 8;
+    if (next > largest) next = largest;
+    unsigned char* grown = realloc(buffer, next);
+    if (!grown) return 1;
+    buffer = grown;
+    for (size_t i = length; i < next; i++) buffer[i] = (unsigned char)(i * 7);
+    length = next;
+    neighbours[steps++] = malloc(length);
+  }
+  int intact = length == largest;
+  for (size_t i = 0; i < length; i++) intact &= buffer[i] == (unsigned char)(i * 7);
+  const uint64_t growth = peakResident() - before;
+  free(buffer);
+  for (int i = 0; i < steps; i++) free(neighbours[i]);
+  printf("bytes %s; peak resident growth %.2f x the largest size\n", intact ? "intact" : "CORRUPT", (double)growth / (double)largest);
+  return 0;
+}
+
 // malloc_usable_size of a small block (the C library's) is the C library's answer.
 static int usableSize(void) {
   void* p = malloc(100);
@@ -350,6 +387,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "oom")) return oom();
   if (!strcmp(what, "realloc-grow")) return reallocGrow();
   if (!strcmp(what, "realloc-large")) return reallocLarge();
+  if (!strcmp(what, "realloc-arena")) return reallocArena();
   if (!strcmp(what, "usable-size")) return usableSize();
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
@@ -384,6 +422,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }
