@@ -85,10 +85,15 @@ size_t nextUsable(void* q) {
   return next.usableSize.load(std::memory_order_relaxed)(nextStart(q, &shift)) - shift;
 }
 
+// allocate()'s alignment for malloc and realloc: whatever the next allocator's malloc gives (the pool's
+// blocks are aligned to more).
+constexpr size_t kAsMalloc = 0;
+
 // A block for a request the pool may serve, or the next allocator's when it may not (or the pool has none).
 // Out of line: malloc's own path, below the threshold, is a compare and a jump to the next allocator.
 // Its malloc aligns every block to 16 only where it is glibc's: jemalloc, tcmalloc and mimalloc align one of
-// 8 bytes or less to 8 (posix_memalign(&p, 16, 1) came back 8-aligned).
+// 8 bytes or less to 8 (posix_memalign(&p, 16, 1) came back 8-aligned), so an aligned request goes to its
+// memalign unless malloc's alignment is what it asked for.
 __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
     if (void* p = poolAlloc(bytes)) return p;
@@ -107,7 +112,7 @@ void* moveInto(void* fresh, void* old, size_t oldBytes, size_t bytes) {
 // realloc to another home (pool to next allocator, or either to the other side of the threshold, or out of
 // the bootstrap buffer).
 void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
-  void* fresh = allocate(bytes, 16);
+  void* fresh = allocate(bytes, kAsMalloc);
   if (!fresh) return nullptr;  // errno set; the old block stays valid, as realloc promises
   return moveInto(fresh, old, oldBytes, bytes);
 }
@@ -133,7 +138,7 @@ TP_EXPORT void* malloc(size_t bytes) {
     if (__builtin_expect(!addressSpaceLimited(), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
     return orAgain([bytes] { return next.malloc.load(std::memory_order_relaxed)(bytes); });
   }
-  return orAgain([bytes] { return allocate(bytes, 16); });
+  return orAgain([bytes] { return allocate(bytes, kAsMalloc); });
 }
 
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc
