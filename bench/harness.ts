@@ -102,3 +102,20 @@ export function benchTraces(dir: string | undefined): string[] {
 export function traceLabel(file: string): string {
   return file.endsWith('trace.csv.gz') ? path.basename(path.dirname(file)) : path.basename(file).replace(/\.csv\.gz$/, '');
 }
+
+/**
+ * A bench's checks of its own options: fail() prints `BENCH bench: message` and ends the process with code 2;
+ * integer() reads option `name` as an integer of at least `min` (`fallback` when absent), or fails.
+ */
+export function optionChecks(bench: string, args: BenchArgs): { fail(message: string): never; integer(name: string, fallback: number, min?: number): number } {
+  const fail = (message: string): never => {
+    console.error(`${bench} bench: ${message}`);
+    process.exit(2);
+  };
+  const integer = (name: string, fallback: number, min = 1): number => {
+    const value = args.values[name] === undefined ? fallback : Number(args.values[name]);
+    if (!Number.isSafeInteger(value) || value < min) fail(`--${name} must be an integer >= ${min}, got ${String(args.values[name])}`);
+    return value;
+  };
+  return { fail, integer };
+}

@@ -43,7 +43,7 @@ import { findLibrary } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
 import { encoderModel } from './encoder-model.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
 const usage = `usage: npx tsx bench/service.ts [options]   (npm run build first)
   --model M            encoder (a BERT-like encoder built here, shapes batch x sequence; default), det
@@ -83,15 +83,10 @@ const args = benchArgs(1, {
   seed: { type: 'string' },
   html: { type: 'string' },
 });
-function fail(message: string): never {
-  console.error(`service bench: ${message}`);
-  process.exit(2);
-}
-function integer(name: string, fallback: number, min = 1): number {
-  const value = args.values[name] === undefined ? fallback : Number(args.values[name]);
-  if (!Number.isSafeInteger(value) || value < min) fail(`--${name} must be an integer >= ${min}, got ${String(args.values[name])}`);
-  return value;
-}
+const checks = optionChecks('service', args);
+// Annotated: a call narrows what follows only through a name declared with its type.
+const fail: (message: string) => never = checks.fail;
+const integer = checks.integer;
 const requests = integer('requests', 10000);
 const seconds = integer('seconds', 240);
 const rounds = integer('rounds', 2);

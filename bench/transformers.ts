@@ -34,7 +34,7 @@ import { preloadLibrary } from '../dist/index.js';
 import { missingMessage, resolveAllocator } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios, type MedianInterval } from '../dist/report/stats.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 import { writeTextEncoder } from './transformers-model.js';
 
 const CONFIGS = ['arena', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-decay-off', 'jemalloc', 'mimalloc', 'tcmalloc'] as const;
@@ -52,15 +52,10 @@ const args = benchArgs(1, {
   seed: { type: 'string' },
   'timeout-seconds': { type: 'string' },
 });
-function fail(message: string): never {
-  console.error(`transformers bench: ${message}`);
-  process.exit(2);
-}
-function integer(name: string, fallback: number, min: number): number {
-  const value = args.values[name] === undefined ? fallback : Number(args.values[name]);
-  if (!Number.isSafeInteger(value) || value < min) fail(`--${name} must be an integer >= ${min}, got ${String(args.values[name])}`);
-  return value;
-}
+const checks = optionChecks('transformers', args);
+// Annotated: a call narrows what follows only through a name declared with its type.
+const fail: (message: string) => never = checks.fail;
+const integer = checks.integer;
 const transformersDir = args.values.transformers === undefined ? fail(`--transformers DIR is needed: a directory where @huggingface/transformers is installed (${INSTALL})`) : path.resolve(String(args.values.transformers));
 if (!fs.existsSync(path.join(transformersDir, 'node_modules/@huggingface/transformers/package.json'))) {
   fail(`no @huggingface/transformers in ${transformersDir}/node_modules: install it with ${INSTALL.replace('DIR', transformersDir)}`);
