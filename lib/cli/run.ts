@@ -19,13 +19,15 @@ whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unl
 MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
   (no mode)        the default classes, grown on demand: requests of 64 KiB to 64 MiB share spans of one
                    arena (memory one size freed serves the next); no page fault once a size has been seen
-  --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start); a plan trained
-                   on a recording of this library serves the program recorded ("node app.js",
-                   "python3 train.py", "python3 -m module", "node -e": the executable's name and what
-                   it runs, options and their values skipped): where the command starts others (npm, a
-                   shell), the rest serve the default classes, map none of its arena and read the plan
-                   no further than its program. A plan whose arena is larger than this machine's memory
-                   is refused with one line on stderr, and the C library serves
+  --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start, or, a plan of
+                   the spans kind, the default classes' spans with the memory the recording needed kept
+                   resident once written); a plan trained on a recording of this library serves the
+                   program recorded ("node app.js", "python3 train.py", "python3 -m module", "node -e":
+                   the executable's name and what it runs, options and their values skipped): where
+                   the command starts others (npm, a shell), the rest serve the default classes, map
+                   none of its arena and read the plan no further than its program. A plan whose arena
+                   is larger than this machine's memory is refused with one line on stderr, and the C
+                   library serves
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
                    allocating thread as the stream) at exit, through a temporary file renamed over it:
                    a previous FILE stays whole until the new one is complete (SIGINT or SIGTERM
