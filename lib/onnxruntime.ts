@@ -320,7 +320,7 @@ export class PooledSession {
   // A failure (V8 refusing a flag) costs the runs only the early frees: one warning, and no more tries.
   #collectIfGrown(): void {
     try {
-      collectIfGrown(this.#collectAfter);
+      collectIfGrown(this.#collectAfter, this.#inFlight.size); // before this run joins them
     } catch (error) {
       this.#collectAfter = 0;
       process.emitWarning(`tensorpool: this PooledSession no longer frees dead tensors early (${(error as Error)?.message ?? String(error)})`);
