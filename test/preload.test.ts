@@ -125,10 +125,13 @@ describe('the preload library: the process allocator', () => {
     // 4 x 4096 pages written again; V8's own heap faults a few hundred.
     expect(spans.out.faults).toBeLessThan(2000);
     // The same with no plan: the trim gave the buffers' memory back, and it faults in again.
-    const none = underPool([], ['after-trim']);
+    const none = underPool(['--stats'], ['after-trim']);
     expect(none.code, none.stderr).toBe(0);
     expect(none.out.served).toBe(none.out.allocs);
     expect(none.out.trimmed).toBeGreaterThanOrEqual(64 << 20);
+    // --stats says what was given back (here by the trim), as many bytes as the trim reported at least.
+    const gaveBack = Number(/decay and trim gave back (\d+) B in \d+ blocks and spans/.exec(none.stderr)?.[1]);
+    expect(gaveBack).toBeGreaterThanOrEqual(none.out.trimmed);
     expect(none.out.faults).toBeGreaterThan(4 * 4096);
     expect(spans.out.trimmed).toBe(0);
   });

@@ -527,6 +527,7 @@ void printStats() {
     more = "; schedule " + std::to_string(s.scheduleHits) + " hits, " + std::to_string(s.scheduleMisses) + " misses";
   }
   if (settings->spans) more += "; served from spans (the plan's kind)";
+  if (s.purgedBlocks > 0) more += "; decay and trim gave back " + std::to_string(s.purgedBytes) + " B in " + std::to_string(s.purgedBlocks) + " blocks and spans";
   if (s.movedToMappings > 0) more += "; realloc moved " + std::to_string(s.movedToMappings) + " blocks to mappings of their own";
   say(line + more + notFor);
 }
