@@ -6,13 +6,16 @@
 //   TRANSFORMERS_MODELS  the directory holding the model's directory; TRANSFORMERS_MODEL its name
 //   APP_RUNS             pipeline calls (default 200); APP_WARMUP the first ones left out of the
 //                        per-run figures (default a tenth); APP_SEED the texts' seed (default 7)
-// Prints one JSON line at the end: its pid, the RSS and peak RSS (VmHWM) once the pipeline was made, then
-// at the end; RSS, minor page faults and time at the end of the warm-up and at the end; and a SHA-256 of
-// every output's bytes, so that configurations can be compared bit for bit.
+// Prints one JSON line at the end (bench/app-bench.ts reads it): its pid, its session runs, the RSS and peak
+// RSS (VmHWM) once the pipeline was made, then at the end; RSS, minor page faults and time at the end of the
+// warm-up and at the end; and a SHA-256 of every output's bytes, so that configurations can be compared bit
+// for bit.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+
+import { snapshot } from './app-snapshot.mjs';
 
 const dir = process.env.TRANSFORMERS_DIR;
 const runs = Number(process.env.APP_RUNS || 200);
@@ -29,17 +32,6 @@ const { pipeline, env } = await import(pathToFileURL(path.join(packageDir, entry
 
 env.allowRemoteModels = false;
 env.localModelPath = process.env.TRANSFORMERS_MODELS;
-
-function status() {
-  const text = fs.readFileSync('/proc/self/status', 'utf8');
-  const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)[1]) * 1024;
-  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
-}
-function minorFaults() {
-  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]); // field 10, minflt
-}
-const snapshot = () => ({ ...status(), faults: minorFaults(), ms: performance.now() });
 
 const extractor = await pipeline('feature-extraction', process.env.TRANSFORMERS_MODEL, { dtype: 'fp32', device: 'cpu' });
 const ready = snapshot();
@@ -59,4 +51,5 @@ for (let i = 0; i < runs; i++) {
   hash.update(new Uint8Array(output.data.buffer, output.data.byteOffset, output.data.byteLength));
 }
 const end = snapshot();
-console.log(JSON.stringify({ pid: process.pid, runs, warmup, ready, warm, end, outputs: hash.digest('hex') }));
+// One session.run() per pipeline call (feature extraction runs the model once).
+console.log(JSON.stringify({ pid: process.pid, runs, warmup, sessionRuns: runs, ready, warm, end, outputs: hash.digest('hex') }));

@@ -157,6 +157,24 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
     expect(off.buffers).toBeGreaterThan(2 * hooked.buffers!);
     expect(hooked.stderr).not.toMatch(/warning/i);
   });
+
+  // Real models, three sessions (bench/ocr-pipeline-app.mjs: PP-OCRv4 detection, the direction classifier and
+  // recognition over pages and line crops of varying shapes), the app as its author wrote it.
+  it('an OCR loop on three sessions: every run of each is an iteration, the pool serves all (no OS fallback), the outputs are the plain run\'s, and it peaks lower than three arenas', () => {
+    const ocrApp = path.resolve(__dirname, '../bench/ocr-pipeline-app.mjs');
+    const env = { APP_RUNS: '3', APP_WARMUP: '0' };
+    const plainRun = spawnSync(process.execPath, [ocrApp], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+    expect(plainRun.status, plainRun.stderr).toBe(0);
+    const arena = JSON.parse(plainRun.stdout.trim().split('\n').pop()!) as { sessionRuns: number; end: { hwm: number }; outputs: string };
+    const r = spawnSync(process.execPath, [cli, 'run', '--stats', '--', process.execPath, ocrApp], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const pooled = JSON.parse(r.stdout.trim().split('\n').pop()!) as typeof arena;
+    expect(pooled.outputs).toBe(arena.outputs);
+    expect(pooled.sessionRuns).toBe(arena.sessionRuns);
+    expect(r.stderr).toMatch(new RegExp(`OS fallbacks 0, OS oversize 0;.*iterations ${pooled.sessionRuns}\\b`));
+    // Each arena holds its own session's largest run; the pool one set of spans for all three (0.5-0.7x).
+    expect(pooled.end.hwm).toBeLessThan(arena.end.hwm);
+  });
 });
 
 /** A python3 that imports torch (Debian's python3-torch goes with /usr/bin/python3), or null. */
