@@ -125,13 +125,25 @@ uint64_t readStamp(const char* p, size_t bytes, uint64_t serial) {
   return sum;
 }
 
+// A thread's live block: its stamp's serial.
+struct Slot {
+  char* p = nullptr;
+  size_t bytes = 0;
+  uint64_t serial = 0;
+};
+
+// The stamps of every slot's block that held, the blocks freed.
+uint64_t checkAndFreeAll(std::vector<Slot>& live) {
+  uint64_t sum = 0;
+  for (Slot& slot : live) {
+    sum += readStamp(slot.p, slot.bytes, slot.serial);
+    free(slot.p);
+  }
+  return sum;
+}
+
 uint64_t churnThread(int thread, long steps, int slots) {
   Random random(100 + thread);
-  struct Slot {
-    char* p = nullptr;
-    size_t bytes = 0;
-    uint64_t serial = 0;
-  };
   std::vector<Slot> live(slots);
   uint64_t sum = 0;
   for (long step = 0; step < steps + slots; step++) {
@@ -145,11 +157,7 @@ uint64_t churnThread(int thread, long steps, int slots) {
     slot.p = static_cast<char*>(allocate(slot.bytes));
     stamp(slot.p, slot.bytes, slot.serial);
   }
-  for (Slot& slot : live) {
-    sum += readStamp(slot.p, slot.bytes, slot.serial);
-    free(slot.p);
-  }
-  return sum;
+  return sum + checkAndFreeAll(live);
 }
 
 uint64_t churn(int threads, long steps, int slots) {
@@ -205,30 +213,22 @@ size_t reallocSize(Random& random) {
 // Blocks handed from one thread to the next: each thread swaps a block into its successor's box and frees
 // what it found in its own.
 struct Mailbox {
-  struct Block {
-    char* p;
-    size_t bytes;
-    uint64_t serial;
-  };
-  std::atomic<Block*> box{nullptr};
+  std::atomic<Slot*> box{nullptr};
 };
 
-uint64_t takeMail(Mailbox& mailbox) {
-  Mailbox::Block* block = mailbox.box.exchange(nullptr, std::memory_order_acq_rel);
-  if (block == nullptr) return 0;
-  const uint64_t sum = readStamp(block->p, block->bytes, block->serial);
-  free(block->p);
-  delete block;
+// The stamps of a handed-over block that held (none for nullptr), the block freed.
+uint64_t checkAndFreeHanded(Slot* handed) {
+  if (handed == nullptr) return 0;
+  const uint64_t sum = readStamp(handed->p, handed->bytes, handed->serial);
+  free(handed->p);
+  delete handed;
   return sum;
 }
 
+uint64_t takeMail(Mailbox& mailbox) { return checkAndFreeHanded(mailbox.box.exchange(nullptr, std::memory_order_acq_rel)); }
+
 uint64_t reallocThread(int thread, long steps, int slots, Mailbox& own, Mailbox& next) {
   Random random(200 + thread);
-  struct Slot {
-    char* p = nullptr;
-    size_t bytes = 0;
-    uint64_t serial = 0;
-  };
   std::vector<Slot> live(slots);
   uint64_t sum = 0;
   for (long step = 0; step < steps + slots; step++) {
@@ -247,12 +247,7 @@ uint64_t reallocThread(int thread, long steps, int slots, Mailbox& own, Mailbox&
       slot.p = moved;
     } else {
       if (slot.p != nullptr && action == 4) {
-        Mailbox::Block* old = next.box.exchange(new Mailbox::Block{slot.p, slot.bytes, slot.serial}, std::memory_order_acq_rel);
-        if (old != nullptr) {
-          sum += readStamp(old->p, old->bytes, old->serial);
-          free(old->p);
-          delete old;
-        }
+        sum += checkAndFreeHanded(next.box.exchange(new Slot(slot), std::memory_order_acq_rel));
       } else if (slot.p != nullptr) {
         sum += readStamp(slot.p, slot.bytes, slot.serial);
         free(slot.p);
@@ -264,11 +259,7 @@ uint64_t reallocThread(int thread, long steps, int slots, Mailbox& own, Mailbox&
     slot.serial = serial;
     stamp(slot.p, slot.bytes, slot.serial);
   }
-  for (Slot& slot : live) {
-    sum += readStamp(slot.p, slot.bytes, slot.serial);
-    free(slot.p);
-  }
-  return sum;
+  return sum + checkAndFreeAll(live);
 }
 
 uint64_t reallocs(int threads, long steps, int slots) {
