@@ -235,6 +235,11 @@ const PROGRAMS: Program[] = [
     what: 'malloc-heavy, large: a document grown by realloc to 32 MiB and 16 buffers of 64 KiB-8 MiB, per round (8)',
     command: (_work, scale) => [path.join(nativeDir, 'tp_malloc_programs'), 'buffers', count(8, scale)],
   },
+  {
+    name: 'realloc',
+    what: 'malloc-heavy, 4 threads: 200 live blocks each of 16 B-1 MiB (3% 1-16 MiB), a quarter realloc\'d to random sizes up and down, 1 in 16 handed to another thread to free',
+    command: (_work, scale) => [path.join(nativeDir, 'tp_malloc_programs'), 'realloc', '4', count(2e5, scale), '200'],
+  },
 ];
 
 if (process.argv.includes('--help') || process.argv.includes('-h')) {

@@ -10,11 +10,18 @@
 //                                                  a stamp written at the block's ends and every 4 KiB
 //   tp_malloc_programs buffers ROUNDS              per round, a document grown by realloc to 32 MiB and 16
 //                                                  buffers of 64 KiB-8 MiB, every byte written
+//   tp_malloc_programs realloc THREADS STEPS SLOTS each thread keeps SLOTS blocks live; per step one slot:
+//                                                  a quarter of the time its block is realloc'd to a new
+//                                                  size (up or down), else freed and replaced; sizes 16 B-1 MiB
+//                                                  log-uniform, 3% 1-16 MiB; one replaced block in 16 is
+//                                                  handed to the next thread, which frees it; a stamp written
+//                                                  every 4 KiB and checked (after a realloc, in what it kept)
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -99,12 +106,18 @@ void stamp(char* p, size_t bytes, uint64_t serial) {
   }
 }
 
-uint64_t readStamp(const char* p, size_t bytes, uint64_t serial) {
+// The stamps every 4 KiB of a block of at least `bytes`.
+uint64_t readPageStamps(const char* p, size_t bytes, uint64_t serial) {
   uint64_t sum = 0, word = 0;
   for (size_t at = 0; at + 8 <= bytes; at += 4096) {
     memcpy(&word, p + at, 8);
     sum += word == stampOf(serial, at);
   }
+  return sum;
+}
+
+uint64_t readStamp(const char* p, size_t bytes, uint64_t serial) {
+  uint64_t sum = readPageStamps(p, bytes, serial), word = 0;
   if (bytes >= 8) {
     memcpy(&word, p + bytes - 8, 8);
     sum += word == stampOf(serial, bytes);
@@ -112,13 +125,25 @@ uint64_t readStamp(const char* p, size_t bytes, uint64_t serial) {
   return sum;
 }
 
+// A thread's live block: its stamp's serial.
+struct Slot {
+  char* p = nullptr;
+  size_t bytes = 0;
+  uint64_t serial = 0;
+};
+
+// The stamps of every slot's block that held, the blocks freed.
+uint64_t checkAndFreeAll(std::vector<Slot>& live) {
+  uint64_t sum = 0;
+  for (Slot& slot : live) {
+    sum += readStamp(slot.p, slot.bytes, slot.serial);
+    free(slot.p);
+  }
+  return sum;
+}
+
 uint64_t churnThread(int thread, long steps, int slots) {
   Random random(100 + thread);
-  struct Slot {
-    char* p = nullptr;
-    size_t bytes = 0;
-    uint64_t serial = 0;
-  };
   std::vector<Slot> live(slots);
   uint64_t sum = 0;
   for (long step = 0; step < steps + slots; step++) {
@@ -132,11 +157,7 @@ uint64_t churnThread(int thread, long steps, int slots) {
     slot.p = static_cast<char*>(allocate(slot.bytes));
     stamp(slot.p, slot.bytes, slot.serial);
   }
-  for (Slot& slot : live) {
-    sum += readStamp(slot.p, slot.bytes, slot.serial);
-    free(slot.p);
-  }
-  return sum;
+  return sum + checkAndFreeAll(live);
 }
 
 uint64_t churn(int threads, long steps, int slots) {
@@ -184,6 +205,79 @@ uint64_t buffers(int rounds) {
   return sum;
 }
 
+// realloc: the block's size, 16 B-1 MiB log-uniform, or 1-16 MiB 3% of the time.
+size_t reallocSize(Random& random) {
+  return random.next() % 100 < 3 ? random.logUniform(1 << 20, 16 << 20) : random.logUniform(16, 1 << 20);
+}
+
+// Blocks handed from one thread to the next: each thread swaps a block into its successor's box and frees
+// what it found in its own.
+struct Mailbox {
+  std::atomic<Slot*> box{nullptr};
+};
+
+// The stamps of a handed-over block that held (none for nullptr), the block freed.
+uint64_t checkAndFreeHanded(Slot* handed) {
+  if (handed == nullptr) return 0;
+  const uint64_t sum = readStamp(handed->p, handed->bytes, handed->serial);
+  free(handed->p);
+  delete handed;
+  return sum;
+}
+
+uint64_t takeMail(Mailbox& mailbox) { return checkAndFreeHanded(mailbox.box.exchange(nullptr, std::memory_order_acq_rel)); }
+
+uint64_t reallocThread(int thread, long steps, int slots, Mailbox& own, Mailbox& next) {
+  Random random(200 + thread);
+  std::vector<Slot> live(slots);
+  uint64_t sum = 0;
+  for (long step = 0; step < steps + slots; step++) {
+    Slot& slot = live[step < slots ? step : random.next() % slots];
+    const uint64_t serial = static_cast<uint64_t>(step) * 64 + thread;
+    const size_t bytes = reallocSize(random);
+    const uint64_t action = random.next() % 16;
+    if (slot.p != nullptr && action < 4) {
+      char* moved = static_cast<char*>(realloc(slot.p, bytes));
+      if (moved == nullptr) {
+        fprintf(stderr, "tp_malloc_programs: realloc(%zu) failed\n", bytes);
+        exit(1);
+      }
+      // What realloc kept: every stamp where it grew, those below the new size where it shrank.
+      sum += bytes >= slot.bytes ? readStamp(moved, slot.bytes, slot.serial) : readPageStamps(moved, bytes, slot.serial);
+      slot.p = moved;
+    } else {
+      if (slot.p != nullptr && action == 4) {
+        sum += checkAndFreeHanded(next.box.exchange(new Slot(slot), std::memory_order_acq_rel));
+      } else if (slot.p != nullptr) {
+        sum += readStamp(slot.p, slot.bytes, slot.serial);
+        free(slot.p);
+      }
+      sum += takeMail(own);
+      slot.p = static_cast<char*>(allocate(bytes));
+    }
+    slot.bytes = bytes;
+    slot.serial = serial;
+    stamp(slot.p, slot.bytes, slot.serial);
+  }
+  return sum + checkAndFreeAll(live);
+}
+
+uint64_t reallocs(int threads, long steps, int slots) {
+  std::vector<Mailbox> boxes(threads);
+  std::vector<uint64_t> sums(threads);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; t++) {
+    workers.emplace_back([&, t] { sums[t] = reallocThread(t, steps, slots, boxes[t], boxes[(t + 1) % threads]); });
+  }
+  uint64_t sum = 0;
+  for (int t = 0; t < threads; t++) {
+    workers[t].join();
+    sum += sums[t];  // which thread checked a handed-over block depends on timing: the sum does not
+  }
+  for (Mailbox& box : boxes) sum += takeMail(box);
+  return sum;
+}
+
 long number(const char* text, const char* what, long most) {
   char* end = nullptr;
   const long value = strtol(text, &end, 10);
@@ -205,8 +299,10 @@ int main(int argc, char** argv) {
     sum = churn(static_cast<int>(number(argv[2], "THREADS", 64)), number(argv[3], "STEPS", 1L << 40), static_cast<int>(number(argv[4], "SLOTS", 1 << 20)));
   } else if (strcmp(mode, "buffers") == 0 && argc == 3) {
     sum = buffers(static_cast<int>(number(argv[2], "ROUNDS", 1000000)));
+  } else if (strcmp(mode, "realloc") == 0 && argc == 5) {
+    sum = reallocs(static_cast<int>(number(argv[2], "THREADS", 64)), number(argv[3], "STEPS", 1L << 40), static_cast<int>(number(argv[4], "SLOTS", 1 << 20)));
   } else {
-    fprintf(stderr, "usage: tp_malloc_programs trees DEPTH ROUNDS | churn THREADS STEPS SLOTS | buffers ROUNDS\n");
+    fprintf(stderr, "usage: tp_malloc_programs trees DEPTH ROUNDS | churn THREADS STEPS SLOTS | buffers ROUNDS | realloc THREADS STEPS SLOTS\n");
     return 2;
   }
   printf("%s %llu\n", mode, static_cast<unsigned long long>(sum));

@@ -42,7 +42,7 @@ struct alignas(64) BlockHeader {
   uint8_t lent;           // arena: served to a request whose own class was another (a borrow)
   uint8_t zero;           // arena, free: its data reads as zero (never handed out since carved, or purged)
   uint8_t span;           // arena: a span of a Growth::Spans pool (SpanHeap), not a block of its class
-  uint8_t pad;
+  uint8_t moved;          // OS: a block realloc moved out of an arena into this mapping (Pool::allocMoved)
   uint32_t slot;          // arena blocks of a time-shared pool: the block's record (SizeClassPool)
 
   char* data() { return span ? spanData : reinterpret_cast<char*>(this) + kHeaderBytes; }

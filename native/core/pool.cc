@@ -240,6 +240,7 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   header->requested = bytes;
   header->serial = nextSerial_++;
   header->osLength = length;
+  header->moved = route == Route::OsMoved ? 1 : 0;
   osLive_.insert(header);
   counters_.osLiveBlocks++;
   counters_.osLiveBytes += bytes;
@@ -317,7 +318,7 @@ bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
   BlockHeader* header = findLocked(data);
   if (!header || header->state != BlockState::Live || header->origin != Origin::Arena) return false;
   if (bytes > header->capacity) {
-    if (header->requested < options_.reallocMappedFrom && bytes >= options_.reallocMappedFrom) return false;
+    if (header->requested < mappedFrom_ && bytes >= mappedFrom_) return false;
     // A span (the process pool's default classes) grows into free memory just after it, where there is some.
     SizeClassPool* generation = header->span ? generationLocked(header->arenaId) : nullptr;
     if (!generation || !generation->growSpan(header, bytes)) return false;
@@ -368,9 +369,9 @@ void Pool::purgeForMappingLocked(uint64_t mappedBytes) {
 }
 
 void* Pool::allocMoved(uint64_t bytes) {
-  if (bytes < options_.reallocMappedFrom || bytes > kMaxRequest) return nullptr;
+  if (bytes > kMaxRequest) return nullptr;
   std::lock_guard lock(mu_);
-  if (counters_.closed || offsetArena_ || !generations_.back()->schedules().empty()) return nullptr;
+  if (bytes < mappedFrom_ || counters_.closed || offsetArena_ || !generations_.back()->schedules().empty()) return nullptr;
   const Allocation a = allocFromOs(bytes, Route::OsMoved);
   if (a.status != AllocStatus::Ok) return nullptr;
   purgeForMappingLocked(bytes);
@@ -481,6 +482,8 @@ void Pool::returnBlockLocked(BlockHeader* header) {
   counters_.osLiveBlocks--;
   counters_.osLiveBytes -= header->requested;
   osLive_.erase(header);
+  // A moved block freed raises the mapping bound to its length, as glibc's mmap threshold rises (PoolOptions).
+  if (header->moved && header->osLength > mappedFrom_ && header->osLength <= PoolOptions::kMappedFromMost) mappedFrom_ = header->osLength;
   if (pins_.load(std::memory_order_acquire) != 0) {
     zombies_.push_back(header);  // a stream task may still touch it: unmapped once unpinned
   } else {

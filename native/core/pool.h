@@ -30,9 +30,13 @@ struct PoolOptions {
   uint64_t osMapThreshold = uint64_t{256} << 10;     // OS fallbacks at least this large are mmap'd
   // realloc (resizeInPlace, allocMoved): an arena block grown past this many bytes moves into a mapping of
   // its own, as glibc's chunks past its mmap threshold live in theirs, which the OS then resizes without a
-  // copy and unmaps once freed. kNoMappedGrowth: never.
+  // copy and unmaps once freed. kNoMappedGrowth: never. The bound rises as glibc's mmap threshold does: a
+  // moved block freed raises it to its mapping's length (up to kMappedFromMost), so that blocks a program
+  // reallocs to that size again and again stay in the arena rather than each mapping and faulting in fresh
+  // pages, and unmapping them once freed.
   uint64_t reallocMappedFrom = kNoMappedGrowth;
   static constexpr uint64_t kNoMappedGrowth = UINT64_MAX;
+  static constexpr uint64_t kMappedFromMost = uint64_t{32} << 20;  // glibc's DEFAULT_MMAP_THRESHOLD_MAX (64-bit)
   // Decay (SizeClassPool::endDecayEpoch): a free block of a class carved on demand that is not handed out
   // for this long gives its pages back. kNoDecay: never. An epoch ends once it has lasted decayMs and,
   // where the program marks iterations, has seen kDecayMarks marks (or the marks have stopped for longer
@@ -218,8 +222,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Returns a live block. NotOwned: `data` is not the start of a block this pool made; NotLive: it was
   // already released. Nothing changes unless the status is Ok.
   ReleaseStatus release(const void* data);
-  // The same, for a block its owner moved elsewhere (realloc): where decay would give its pages back once
-  // idle, they go back now (a chain of reallocs otherwise holds every block it left behind).
+  // The same, for a block its owner moved elsewhere (realloc): where decay would give a block of a class's
+  // pages back once idle, they go back now (a chain of reallocs otherwise holds a block in every class it
+  // passed); a span's stay, as any freed span's (SizeClassPool::purgeGiven).
   ReleaseStatus releaseMoved(const void* data);
   // The finalizer's release: only when the block is still the live allocation numbered `serial`.
   ReleaseStatus releaseIfSerial(const void* data, uint64_t serial);
@@ -228,7 +233,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // realloc in place: the live arena block at `data` now holds `bytes`, where its capacity allows (and
   // `bytes` is at least half of it, so that a shrunk block does not keep a large one busy). False, and
   // nothing changes, where it does not, for OS blocks, while recording (a trace has no resize), and where a
-  // block below options.reallocMappedFrom would grow past it (allocMoved's to serve).
+  // block below the mapping bound (options.reallocMappedFrom, as risen) would grow past it (allocMoved's to serve).
   bool resizeInPlace(const void* data, uint64_t bytes);
   // realloc of a block the OS mapped for it: the mapping is resized (os::remapAccounted: its pages move, they
   // are not copied), so a buffer growing past every class never holds two copies of itself. Returns where the
@@ -236,7 +241,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // locked pool, while a stream task may touch pool memory (pinned), while recording (a trace has no resize),
   // or when the OS refuses (errno set). Bytes the mapping gains, free spans give back (purgeForMappingLocked).
   void* resizeMapped(const void* data, uint64_t bytes);
-  // A block of `bytes` (at least options.reallocMappedFrom) in a mapping of its own (an OS block, as
+  // A block of `bytes` (at least the mapping bound: options.reallocMappedFrom, as risen) in a mapping of its own (an OS block, as
   // resizeMapped resizes), for a block realloc grows out of the arena: the caller copies into it and releases
   // the old one (releaseMoved). Its later growth is then resizeMapped's (pages moved, not copied) where arena
   // spans would copy wherever they cannot grow in place, each copy beside the last, and once freed its pages
@@ -297,7 +302,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::string lastRefusal() const;
 
  private:
-  Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret) {}
+  Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret), mappedFrom_(options.reallocMappedFrom) {}
   Allocation allocFromOs(uint64_t bytes, Route route);
   // Counts a served allocation; returns it whole (built once, in place: a result patched field by field
   // afterwards is copied out through a store-forwarding stall).
@@ -358,6 +363,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::unordered_set<BlockHeader*> osLive_;
   PoolStats counters_;
   uint64_t mappedUnpurged_ = 0;  // purgeForMappingLocked: bytes mapped since its last purge
+  uint64_t mappedFrom_;          // options_.reallocMappedFrom, raised by moved blocks freed (PoolOptions)
   uint64_t nextSerial_ = 1;
   std::string lastRefusal_;
   uint64_t cursor_ = 0;  // allocations since markIteration(): the offset schedule's position of the next one

@@ -790,9 +790,10 @@ void SizeClassPool::purgeSpansFor(uint64_t mappedBytes, uint64_t* blocks, uint64
 }
 
 bool SizeClassPool::purgeGiven(BlockHeader* header) {
-  // A span is merged with its free neighbours by now (its header may be one no longer): its own range goes
-  // back, and the span holding it still counts as resident (not zero) as a whole.
-  if (header->span) return decays_ && !retired_ && !spans_.kept(header->data()) && zeroRange(header->data(), header->capacity);
+  // A span is not: merged with its free neighbours, its memory serves the next request of any size, which
+  // would fault it in again (a program reallocating blocks to random sizes took 6x glibc's page faults).
+  // What a chain of reallocs leaves behind, decay gives back, or a move into a mapping (purgeSpansFor).
+  if (header->span) return false;
   const size_t cls = header->classIndex;
   if (!decays_ || retired_ || heads_[cls] != header || !purgeable(cls)) return false;
   const bool gaveBack = purge(header);

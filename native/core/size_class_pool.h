@@ -133,8 +133,10 @@ class SizeClassPool {
   // back to the counts. Nothing where the pool does not decay or has no spans.
   void purgeSpansFor(uint64_t mappedBytes, uint64_t* blocks, uint64_t* bytes);
   // Block `header`, just given back, will not be wanted again soon (realloc moved its contents): its pages
-  // go back now, and it joins the purged blocks. Returns whether pages were given back. Pre: give(header)
-  // was the last change to its class.
+  // go back now, and it joins the purged blocks. Only a block of a class, which only its class's requests
+  // reuse (a chain of reallocs leaves one in every class it passes); a span's memory serves the next request
+  // of any size, and stays. Returns whether pages were given back. Pre: give(header) was the last change to
+  // its class.
   bool purgeGiven(BlockHeader* header);
   // This pool serves no more (a newer plan does): blocks that come back give their pages to the OS, so that
   // a draining arena holds memory only under live blocks. With discardFree the free blocks' pages go now;

@@ -386,11 +386,15 @@ void initialise() {
   options.growth = Growth::Spans;
   options.growReserve = reserve;
   options.decayMs = decayMs;
-  // A buffer grown by realloc past 4 MiB gets a mapping of its own, as glibc's would: a Python program building
+  // A buffer grown by realloc past 1 MiB gets a mapping of its own, as glibc's would: a Python program building
   // ~45 MB strings by appending peaked at 1.17x glibc's RSS in arena spans (a copy beside the old one wherever
-  // a span could not grow in place; a freed one resident until decay), 1.00x so (1 MiB: 1.04x; 32 MiB, glibc's
-  // top mmap threshold: the copies below it stay). docs/benchmarks.md, python-strings.
-  options.reallocMappedFrom = uint64_t{4} << 20;
+  // a span could not grow in place; a freed one resident until decay), 1.01x so. The bound rises as moved
+  // blocks are freed (PoolOptions::reallocMappedFrom), so a program reallocating blocks to sizes at random soon
+  // stops mapping them; it starts at 1 MiB rather than 4, as what a buffer grown below it leaves behind in
+  // spans stays resident until decay (a buffer grown by eighths to 10 MiB, a block of its size allocated after
+  // each step: 36 MiB peak from 4 MiB, 12 from 1; glibc, whose threshold starts at 128 KiB, 11).
+  // docs/benchmarks.md, python-strings and realloc.
+  options.reallocMappedFrom = uint64_t{1} << 20;
 
   if (planPath) {
     PlanSpec planned;

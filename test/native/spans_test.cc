@@ -446,6 +446,55 @@ TEST(a_span_growing_past_the_realloc_mapping_bound_moves_to_a_mapping_of_its_own
   CHECK(plain->allocMoved(64 * kMiB) == nullptr && plain->stats().allocs == 0);
 }
 
+TEST(a_moved_block_freed_raises_the_realloc_mapping_bound_to_its_length_up_to_32_MiB) {
+  // As glibc's mmap threshold: blocks a program reallocs to that size again and again stay in the arena,
+  // where each would otherwise map fresh pages, fault them in and unmap them once freed.
+  constexpr uint64_t kMiB = 1 << 20;
+  PoolOptions options;
+  options.growth = Growth::Spans;
+  options.decayMs = 60000;
+  options.reallocMappedFrom = 4 * kMiB;
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), options, &error);
+  CHECK(pool != nullptr);
+  void* moved = pool->allocMoved(6 * kMiB);
+  CHECK(moved != nullptr && pool->stats().movedToMappings == 1);
+  CHECK(pool->allocMoved(5 * kMiB) != nullptr);  // the bound is where it was while the first is live
+  CHECK(pool->stats().movedToMappings == 2);
+  CHECK(pool->release(moved) == ReleaseStatus::Ok);
+  // Now a block of the freed one's size, or smaller, stays in the arena: its span grows in place past 4 MiB.
+  CHECK(pool->allocMoved(6 * kMiB) == nullptr && pool->allocMoved(5 * kMiB) == nullptr);
+  Allocation a = pool->alloc(3 * kMiB);
+  CHECK(a.status == AllocStatus::Ok && pool->resizeInPlace(a.data, 6 * kMiB));
+  CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  // A larger one still moves; one freed larger than 32 MiB (glibc's most) raises the bound no further.
+  void* large = pool->allocMoved(40 * kMiB);
+  CHECK(large != nullptr && pool->release(large) == ReleaseStatus::Ok);
+  void* after = pool->allocMoved(7 * kMiB);
+  CHECK(after != nullptr && pool->stats().movedToMappings == 4);
+  CHECK(pool->release(after) == ReleaseStatus::Ok);
+  CHECK(pool->allocMoved(7 * kMiB) == nullptr);
+  // A block the OS mapped for any other reason (an OS fallback) moves nothing.
+  auto plain = Pool::create(defaultPlan(), options, &error);
+  Allocation oversize = plain->alloc(plain->classStats().back().size + kMiB);  // larger than every class (never written)
+  CHECK(oversize.route == Route::OsOversize && plain->release(oversize.data) == ReleaseStatus::Ok);
+  void* first = plain->allocMoved(5 * kMiB);
+  CHECK(first != nullptr && plain->release(first) == ReleaseStatus::Ok);
+}
+
+TEST(a_span_realloc_moved_elsewhere_stays_resident_for_the_next_request) {
+  // Its memory serves the next request of any size: given back at once, that request faulted it in again.
+  constexpr uint64_t kBytes = 1 << 20;
+  auto pool = spanPool(60000);
+  Allocation a = pool->alloc(kBytes), wall = pool->alloc(kBytes);
+  std::memset(a.data, 5, kBytes);
+  CHECK(pool->releaseMoved(a.data) == ReleaseStatus::Ok);
+  CHECK(pool->stats().purgedBytes == 0);
+  Allocation b = pool->alloc(kBytes / 2);
+  CHECK(b.data == a.data && !b.zeroed && residentPages(b.data, kBytes / 2) == kBytes / 2 / os::pageSize());
+  CHECK(pool->release(b.data) == ReleaseStatus::Ok && pool->release(wall.data) == ReleaseStatus::Ok);
+}
+
 TEST(memory_given_back_and_soon_handed_out_again_lengthens_the_decay_period) {
   // A 4 MiB span used every 300 ms, a decay period of 100 ms: idle for longer than an epoch between uses, it
   // is given back, and the next use faults it in again. Each such return doubles the period, so after a few
