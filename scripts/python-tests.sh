@@ -85,6 +85,8 @@ results=$(mktemp -d "${TMPDIR:-/tmp}/python-tests.XXXXXX")
 trap 'rm -rf "$results"' EXIT INT TERM
 printf '%s\n' $big_tests $tests >"$results/list"
 : >"$results/flaky"
+# The Python hook of `tensorpool run`, copied: the interpreter writes its bytecode beside it, never in the repository.
+cp -R "$repo/hooks/python" "$results/hooks"
 
 # regrtest CONFIG LOG ARGS...: python -m test ARGS under CONFIG (glibc, default or min1), its output appended
 # to LOG, in a directory of its own (regrtest's temporary files), niced (others may be timing on this host).
@@ -95,8 +97,8 @@ regrtest() {
   shift 2
   case $config in
     glibc) preload= ;;
-    default) preload="LD_PRELOAD=$library PYTHONPATH=$repo/hooks/python" ;;
-    min1) preload="LD_PRELOAD=$library PYTHONPATH=$repo/hooks/python TENSORPOOL_MIN_BYTES=1 PYTHONMALLOC=malloc" ;;
+    default) preload="LD_PRELOAD=$library PYTHONPATH=$results/hooks" ;;
+    min1) preload="LD_PRELOAD=$library PYTHONPATH=$results/hooks TENSORPOOL_MIN_BYTES=1 PYTHONMALLOC=malloc" ;;
   esac
   dir=$(mktemp -d "$results/run.XXXXXX")
   # shellcheck disable=SC2086
