@@ -26,16 +26,7 @@
 # -j0: the tests mostly wait on timers and children); PYTHON_TESTS_ONLY, an extended regular expression:
 # only the tests whose names match. The output of a run with a regression is kept (the last line names it).
 set -eu
-usage="usage: scripts/python-tests.sh [--help] [LIBRARY]   (default LIBRARY: build/Release/tensorpool-preload.so)"
-case "${1:-}" in
-  -h|--help) sed -n '2,/^set -eu/p' "$0" | sed -e '/^set -eu/d' -e 's/^# \{0,1\}//'; exit 0 ;;
-  -*) echo "$usage" >&2; exit 2 ;;
-esac
-[ $# -le 1 ] || { echo "$usage" >&2; exit 2; }
-repo=$(cd "$(dirname "$0")/.." && pwd)
-library=${1:-$repo/build/Release/tensorpool-preload.so}
-[ -f "$library" ] || { echo "python-tests: no library at $library (build it: npm run build:native)" >&2; exit 2; }
-library=$(cd "$(dirname "$library")" && pwd)/$(basename "$library")
+. "$(dirname "$0")/lib/library-argument.sh"  # --help, LIBRARY: sets repo and library
 python=${PYTHON_TESTS_PYTHON:-/usr/bin/python3.11}
 timeout=${PYTHON_TESTS_TIMEOUT:-300}
 jobs=${PYTHON_TESTS_JOBS:-$(($(nproc) + 2))}
