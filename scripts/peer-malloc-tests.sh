@@ -30,16 +30,7 @@
 # number of CPUs); PEER_TESTS_ONLY, an extended regular expression: only the tests whose names match.
 # The logs of a run with a regression are kept (the last line names their directory).
 set -eu
-usage="usage: scripts/peer-malloc-tests.sh [--help] [LIBRARY]   (default LIBRARY: build/Release/tensorpool-preload.so)"
-case "${1:-}" in
-  -h|--help) sed -n '2,/^set -eu/p' "$0" | sed -e '/^set -eu/d' -e 's/^# \{0,1\}//'; exit 0 ;;
-  -*) echo "$usage" >&2; exit 2 ;;
-esac
-[ $# -le 1 ] || { echo "$usage" >&2; exit 2; }
-repo=$(cd "$(dirname "$0")/.." && pwd)
-library=${1:-$repo/build/Release/tensorpool-preload.so}
-[ -f "$library" ] || { echo "peer-malloc-tests: no library at $library (build it: npm run build:native)" >&2; exit 2; }
-library=$(cd "$(dirname "$library")" && pwd)/$(basename "$library")
+. "$(dirname "$0")/lib/library-argument.sh"  # --help, LIBRARY: sets repo and library
 timeout=${PEER_TESTS_TIMEOUT:-240}
 jobs=${PEER_TESTS_JOBS:-$(nproc)}
 if [ -n "${PEER_TESTS_CACHE:-}" ]; then cache=$PEER_TESTS_CACHE
