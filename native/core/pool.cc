@@ -277,12 +277,7 @@ ReleaseStatus Pool::release(const void* data) {
 Pool::Locked::Locked(const Pool& pool) : Locked(pool, (pool.mu_.lock(), std::adopt_lock)) {}
 
 Pool::Locked::Locked(const Pool& pool, std::adopt_lock_t) : pool_(const_cast<Pool&>(pool)) {  // a Pool is never const-made (create)
-  try {
-    pool_.applyQueuedLocked();
-  } catch (...) {  // (std::bad_alloc of a release's bookkeeping) the lock is not kept
-    pool_.unlockApplyingQueued();
-    throw;
-  }
+  pool_.applyQueuedLocked();
 }
 
 Pool::Locked::~Locked() { pool_.unlockApplyingQueued(); }
@@ -300,7 +295,8 @@ void Pool::unlockApplyingQueued() {
   }
 }
 
-void Pool::applyQueuedLocked(bool all) {
+// Throws nothing: it runs in every call's lock, and after the lock is let go.
+void Pool::applyQueuedLocked(bool all) noexcept {
   if (!all && queued_.load(std::memory_order_acquire) == 0) return;
   uint64_t applied = 0;
   for (auto& slot : queuedReleases_) {
@@ -308,7 +304,12 @@ void Pool::applyQueuedLocked(bool all) {
     const void* data = slot.exchange(nullptr, std::memory_order_acq_rel);
     if (!data) continue;
     ++applied;
-    const ReleaseStatus status = releaseLocked(data, 0, false);
+    ReleaseStatus status;
+    try {
+      status = releaseLocked(data, 0, false);
+    } catch (...) {  // std::bad_alloc of the bookkeeping: reported as the process allocator's free() reports it
+      status = ReleaseStatus::NotOwned;
+    }
     if (status != ReleaseStatus::Ok && options_.queuedReleaseFailed) options_.queuedReleaseFailed(status);
   }
   if (all) queued_.store(0, std::memory_order_relaxed);  // alone: nobody is filling a slot

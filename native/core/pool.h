@@ -329,7 +329,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Lets the lock go, then applies what was queued meanwhile where no other thread takes the lock to.
   void unlockApplyingQueued();
   // Applies the queued releases; `all`: every slot, whatever queued_ says (the child of a fork, alone).
-  void applyQueuedLocked(bool all = false);
+  void applyQueuedLocked(bool all = false) noexcept;
   // Whether releaseSoon may queue: no recording, no schedule, no offsets arena.
   void updateQueueableLocked();
   Allocation allocFromOs(uint64_t bytes, Route route);
