@@ -19,16 +19,16 @@ namespace {
 constexpr size_t kSlots = 4096;
 std::atomic<void*> ring[kSlots];
 
-void worker(unsigned seed, long steps) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+void worker(unsigned thread, long steps) {
+  // A linear congruential generator's upper bits (the lead's contend.c, which this reproduces draw for draw).
+  unsigned state = thread * 7919 + 1;
   auto next = [&] {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
+    state = state * 1103515245u + 12345u;
+    return state >> 8;
   };
   for (long i = 0; i < steps; ++i) {
-    const size_t bytes = next() % 100 < 35 ? 60000 + next() % 300000 : 16 + next() % 4000;
+    const unsigned pick = next();
+    const size_t bytes = pick % 100 < 35 ? 60000 + next() % 300000 : 16 + next() % 4000;
     char* p = static_cast<char*>(malloc(bytes));
     if (!p) abort();
     p[0] = 1;
