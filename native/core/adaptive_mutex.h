@@ -6,8 +6,8 @@
 // Why yield: with more runnable threads than cores (16 on 2), the holder has often been preempted, so spinning
 // longer only burns the core it needs, and sleeping costs a futex wait here and a wake-up syscall in the
 // holder's unlock. A yield hands the core to another runnable thread, often the holder. On the contend bench
-// (16 threads, 2 cores, blocks freed by other threads), glibc's adaptive spin alone: 1.74x glibc malloc's
-// time; spin then yield: 1.35x (docs/benchmarks.md).
+// (16 threads, 2 cores, blocks freed by other threads), with free() queued: glibc's adaptive spin alone 1.66x glibc malloc's
+// time, spin then yield 1.35x (docs/benchmarks.md).
 #pragma once
 
 #include <pthread.h>
