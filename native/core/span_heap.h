@@ -93,8 +93,8 @@ class SpanHeap {
   // Both indexes' nodes: a take splits a span and a give merges it, each removing nodes and inserting others.
   // Those removed are kept (up to kSpareNodes each) for the next inserted, so that a take or give in a steady
   // state allocates and frees nothing: under the pool's lock, each went to the C library (four or so an
-  // operation, each through the C library's own lock), and one thread's pool call took 0.53-0.59 s of a
-  // 1-thread run of the handoff bench, 0.52-0.53 s without (docs/benchmarks.md).
+  // operation, each through the C library's own lock): a 1-thread run of the handoff program
+  // (bench/handoff.ts) took 0.56-0.59 s with them, 0.52-0.53 s without.
   void insert(uintptr_t start, const Entry& entry);
   Span remove(Starts::iterator at);
   static constexpr size_t kSpareNodes = 8;
