@@ -53,6 +53,7 @@ std::shared_ptr<Pool> Pool::create(const PlanSpec& plan, const PoolOptions& opti
     pool->offsetArena_ = OffsetArena::create(*offsets, options.arena, error);
     if (!pool->offsetArena_) return nullptr;
   }
+  pool->updateQueueableLocked();  // nobody else holds it yet
   std::lock_guard<std::mutex> lock(registryMu);
   registry().push_back(pool);
   return pool;
@@ -76,7 +77,7 @@ void Pool::unmapOsBlock(BlockHeader* header) {
 
 Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
   if (bytes == 0 || bytes > kMaxRequest) return {AllocStatus::BadSize};
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (counters_.closed) return {AllocStatus::Closed};
   if (counters_.deferredPending != 0) reclaimLocked();  // S4: completed pairs first
   decayLocked();
@@ -268,14 +269,93 @@ SizeClassPool* Pool::generationLocked(uint32_t id) const {
 }
 
 ReleaseStatus Pool::release(const void* data) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   const ReleaseStatus status = releaseLocked(data, 0, false);
   decayLocked();
   return status;
 }
 
+Pool::Locked::Locked(const Pool& pool) : Locked(pool, (pool.mu_.lock(), std::adopt_lock)) {}
+
+Pool::Locked::Locked(const Pool& pool, std::adopt_lock_t) : pool_(const_cast<Pool&>(pool)) {  // a Pool is never const-made (create)
+  pool_.applyQueuedLocked();
+}
+
+Pool::Locked::~Locked() { pool_.unlockApplyingQueued(); }
+
+void Pool::unlockApplyingQueued() {
+  mu_.unlock();
+  // A release queued while the lock was held, by a thread whose own try after queueing found it still held:
+  // applied here unless another thread takes the lock (and so applies it). The fence orders the unlock before
+  // the load of queued_, as the queueing thread's count is ordered before its try (a locked instruction).
+  for (int round = 0; round < 4; ++round) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (queued_.load(std::memory_order_relaxed) == 0 || !mu_.try_lock()) return;
+    applyQueuedLocked();
+    mu_.unlock();
+  }
+}
+
+// Throws nothing: it runs in every call's lock, and after the lock is let go.
+void Pool::applyQueuedLocked(bool all) noexcept {
+  if (!all && queued_.load(std::memory_order_acquire) == 0) return;
+  uint64_t applied = 0;
+  for (auto& slot : queuedReleases_) {
+    if (slot.load(std::memory_order_relaxed) == nullptr) continue;
+    const void* data = slot.exchange(nullptr, std::memory_order_acq_rel);
+    if (!data) continue;
+    ++applied;
+    ReleaseStatus status;
+    try {
+      status = releaseLocked(data, 0, false);
+    } catch (...) {  // std::bad_alloc of the bookkeeping: reported as the process allocator's free() reports it
+      status = ReleaseStatus::NotOwned;
+    }
+    if (status != ReleaseStatus::Ok && options_.queuedReleaseFailed) options_.queuedReleaseFailed(status);
+  }
+  if (all) queued_.store(0, std::memory_order_relaxed);  // alone: nobody is filling a slot
+  else if (applied) queued_.fetch_sub(applied, std::memory_order_relaxed);
+}
+
+void Pool::updateQueueableLocked() {
+  queueable_.store(!recorder_.on() && !offsetArena_ && !generations_.empty() && generations_.back()->schedules().empty(),
+                   std::memory_order_release);
+}
+
+ReleaseStatus Pool::releaseSoon(const void* data) {
+  if (!mu_.try_lock()) {
+    if (queueable_.load(std::memory_order_acquire)) {
+      queued_.fetch_add(1, std::memory_order_seq_cst);  // counted before it is filled: queued_ never undercounts
+      // Threads freeing different blocks start at different slots.
+      const size_t start = (reinterpret_cast<uintptr_t>(data) >> 6) % kQueuedSlots;
+      for (size_t i = 0; i < kQueuedSlots; ++i) {
+        std::atomic<const void*>& slot = queuedReleases_[(start + i) % kQueuedSlots];
+        const void* empty = nullptr;
+        if (slot.load(std::memory_order_relaxed) != nullptr || !slot.compare_exchange_strong(empty, data, std::memory_order_acq_rel)) continue;
+        // Queued. Applied by whoever holds the lock next; if nobody holds it now, by this thread.
+        if (mu_.try_lock()) {
+          const Locked lock(*this, std::adopt_lock);
+        }
+        return ReleaseStatus::Ok;
+      }
+      queued_.fetch_sub(1, std::memory_order_relaxed);  // every slot full: wait for the lock
+    }
+    mu_.lock();
+  }
+  // Held: applied now, as release() does.
+  const Locked lock(*this, std::adopt_lock);
+  const ReleaseStatus status = releaseLocked(data, 0, false);
+  decayLocked();
+  return status;
+}
+
+void Pool::unlockAfterFork(bool child) {
+  if (child) applyQueuedLocked(true);
+  mu_.unlock();
+}
+
 ReleaseStatus Pool::releaseMoved(const void* data) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   BlockHeader* header = offsetArena_ && offsetArena_->contains(data) ? nullptr : findLocked(data);
   // Read before the release: a draining arena may be unmapped by it (the serving one never is).
   const bool serving = header && !counters_.closed && header->origin == Origin::Arena && header->arenaId == generations_.back()->id();
@@ -289,7 +369,7 @@ ReleaseStatus Pool::releaseMoved(const void* data) {
 }
 
 ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   BlockHeader* header = offsetArena_ && offsetArena_->contains(data) ? nullptr : findLocked(data);
   if (header && header->state == BlockState::Cached && header->serial == serial) {
     // The front cache that held it is gone (its buffer was collected): nobody can reach the block.
@@ -303,7 +383,7 @@ ReleaseStatus Pool::releaseIfSerial(const void* data, uint64_t serial) {
 }
 
 uint64_t Pool::liveSize(const void* data) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (offsetArena_) {
     if (const OffsetArena::Block* block = offsetArena_->live(data)) return block->requested;
   }
@@ -313,7 +393,7 @@ uint64_t Pool::liveSize(const void* data) {
 }
 
 bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (offsetArena_ || recorder_.on()) return false;
   BlockHeader* header = findLocked(data);
   if (!header || header->state != BlockState::Live || header->origin != Origin::Arena) return false;
@@ -332,7 +412,7 @@ bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
 
 void* Pool::resizeMapped(const void* data, uint64_t bytes) {
   if (bytes == 0 || bytes > kMaxRequest) return nullptr;
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (options_.arena.lock || recorder_.on() || pins_.load(std::memory_order_acquire) != 0) return nullptr;
   if (offsetArena_ && offsetArena_->contains(data)) return nullptr;
   BlockHeader* header = findLocked(data);
@@ -370,7 +450,7 @@ void Pool::purgeForMappingLocked(uint64_t mappedBytes) {
 
 void* Pool::allocMoved(uint64_t bytes) {
   if (bytes > kMaxRequest) return nullptr;
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (bytes < mappedFrom_ || counters_.closed || offsetArena_ || !generations_.back()->schedules().empty()) return nullptr;
   const Allocation a = allocFromOs(bytes, Route::OsMoved);
   if (a.status != AllocStatus::Ok) return nullptr;
@@ -406,7 +486,7 @@ void Pool::countReleaseLocked(uint64_t serial, uint64_t bytes) {
 }
 
 void Pool::applyCached(const CachedOp* ops, size_t count) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   for (size_t i = 0; i < count; i++) applyCachedLocked(ops[i]);
 }
 
@@ -446,7 +526,7 @@ void Pool::applyCachedLocked(const CachedOp& op) {
 }
 
 int64_t Pool::upcoming(Upcoming* out, size_t max) const {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   // A closed pool may have unmapped every arena (an attached handle still asks after its refused alloc).
   if (counters_.closed || generations_.empty()) return -1;
   const Schedules& schedules = generations_.back()->schedules();
@@ -459,7 +539,7 @@ int64_t Pool::upcoming(Upcoming* out, size_t max) const {
 }
 
 ReleaseStatus Pool::returnCached(const void* data) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   BlockHeader* header = findLocked(data);
   if (!header) return ReleaseStatus::NotOwned;
   if (header->state != BlockState::Cached) return ReleaseStatus::NotLive;
@@ -520,7 +600,7 @@ void Pool::dropDrainedLocked() {
 }
 
 ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>& stream) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   uint64_t bytes;
   if (offsetArena_ && offsetArena_->contains(data)) {
     OffsetArena::Block* block = offsetArena_->live(data);
@@ -552,7 +632,7 @@ ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>
 }
 
 uint64_t Pool::reclaim() {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   return reclaimLocked();
 }
 
@@ -581,7 +661,7 @@ uint64_t Pool::reclaimLocked() {
 }
 
 void Pool::onProgress(Stream&, uint64_t) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (counters_.closed && counters_.deferredPending != 0) reclaimLocked();
 }
 
@@ -593,7 +673,7 @@ std::shared_ptr<void> Pool::pin() {
 
 void Pool::unpin() {
   if (pins_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (pins_.load(std::memory_order_acquire) != 0) return;  // pinned again meanwhile
   for (BlockHeader* header : zombies_) unmapOsBlock(header);
   zombies_.clear();
@@ -601,7 +681,7 @@ void Pool::unpin() {
 }
 
 void Pool::setEventPooling(bool pooling) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   events_.setPooling(pooling);
 }
 
@@ -610,7 +690,7 @@ void Pool::recordReleaseLocked(uint64_t serial, const Stream* stream) {
 }
 
 IterationSummary Pool::markIteration() {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   recorder_.mark();
   IterationSummary ended = tally_;
   const uint64_t endedSizes = tally_.sizeHash;
@@ -649,7 +729,7 @@ IterationSummary Pool::markIteration() {
 // creation, and mapping and pre-faulting take long.
 std::unique_ptr<SizeClassPool> Pool::buildGeneration(const PlanSpec& plan, std::string* error) {
   {
-    std::lock_guard lock(mu_);
+    const Locked lock(*this);
     if (counters_.closed) {
       *error = "the pool is closed";
       return nullptr;
@@ -684,7 +764,7 @@ bool Pool::switchPlan(const PlanSpec& plan, std::string* error) {
   std::unique_ptr<SizeClassPool> generation = buildGeneration(plan, error);
   if (!generation) return false;
   {
-    std::lock_guard lock(mu_);
+    const Locked lock(*this);
     if (counters_.closed) {
       *error = "the pool was closed during the switch";
       return false;  // the new arena is unmapped as `generation` goes
@@ -700,7 +780,7 @@ uint64_t Pool::prepareSwitch(const PlanSpec& plan, std::string* error) {
   if (!generation) return 0;
   const uint64_t id = generation->id();
   std::unique_ptr<SizeClassPool> replaced;  // unmapped after the lock is let go
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (counters_.closed) {
     *error = "the pool was closed while the switch was prepared";
     replaced = std::move(generation);
@@ -722,7 +802,7 @@ uint64_t Pool::discardRetired() {
   std::pair<uint32_t, uint64_t> populate{0, 0};
   std::shared_ptr<void> pinned;  // no arena is unmapped while its pages are advised away or faulted in
   {
-    std::lock_guard lock(mu_);
+    const Locked lock(*this);
     for (uint32_t id : undiscarded_) {
       if (const SizeClassPool* generation = generationLocked(id)) work.emplace_back(&generation->arena(), generation->freeRanges());
     }
@@ -743,7 +823,7 @@ uint64_t Pool::discardRetired() {
 }
 
 uint64_t Pool::trim() {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   if (counters_.closed || generations_.empty()) return 0;
   const uint64_t before = counters_.purgedBytes;
   try {
@@ -754,7 +834,7 @@ uint64_t Pool::trim() {
 }
 
 uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   auto spareOf = [](const SizeClassPool& generation) { return generation.arena().reservedBytes() - generation.arena().carvedBytes(); };
   uint64_t spares = 0;
   for (const auto& generation : generations_) spares += spareOf(*generation);
@@ -770,7 +850,7 @@ uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
 void Pool::populateServing(uint32_t id, uint64_t bytes) {
   const Arena* arena;
   {
-    std::lock_guard lock(mu_);
+    const Locked lock(*this);
     if (counters_.closed || generations_.back()->id() != id) return;
     arena = &generations_.back()->arena();
     populating_.push_back(id);
@@ -779,11 +859,11 @@ void Pool::populateServing(uint32_t id, uint64_t bytes) {
   constexpr uint64_t kChunk = uint64_t{32} << 20;
   for (uint64_t done = 0; done < bytes; done += kChunk) {
     if (!arena->populateInUse(arena->base() + done, std::min(kChunk, bytes - done))) break;
-    std::lock_guard lock(mu_);
+    const Locked lock(*this);
     if (counters_.closed || generations_.back()->id() != id) break;
   }
   std::unique_ptr<SizeClassPool> dropped;  // unmapped after the lock is let go
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   populating_.erase(std::find(populating_.begin(), populating_.end(), id));
   for (auto it = populatingDropped_.begin(); it != populatingDropped_.end(); ++it) {
     if ((*it)->id() != id) continue;
@@ -801,45 +881,48 @@ void Pool::installLocked(std::unique_ptr<SizeClassPool> generation) {
   unpopulated_ = populatesAfterSwitch() ? std::make_pair(generation->id(), generation->arena().carvedBytes()) : std::make_pair(0u, uint64_t{0});
   generations_.push_back(std::move(generation));
   generations_.back()->schedules().begin(&scheduleCursor_, 0);
+  updateQueueableLocked();
   dropDrainedLocked();
 }
 
 void Pool::startRecording(uint64_t limit) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   recorder_.start(limit);
+  updateQueueableLocked();
 }
 
 void Pool::stopRecording() {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   recorder_.stop();
+  updateQueueableLocked();
 }
 
 RecordingState Pool::recordingState() const {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   return {recorder_.on(), recorder_.truncated(), recorder_.begin(), recorder_.end()};
 }
 
 std::vector<RecordedEvent> Pool::copyRecording(uint64_t from) const {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   size_t count;
   const RecordedEvent* events = recorder_.from(from, &count);
   return std::vector<RecordedEvent>(events, events + count);
 }
 
 void Pool::discardRecording(uint64_t before) {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   recorder_.discard(before);
 }
 
 void Pool::close() {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   counters_.closed = true;
   prepared_.reset();
   dropDrainedLocked();
 }
 
 PoolStats Pool::stats() const {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   PoolStats s = counters_;
   for (const auto& generation : generations_) {
     s.arenaBytes += generation->arena().carvedBytes();
@@ -864,7 +947,7 @@ PoolStats Pool::stats() const {
 }
 
 std::vector<ClassStats> Pool::classStats() const {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   std::vector<ClassStats> out;
   if (counters_.closed || generations_.empty()) return out;
   const SizeClassPool& serving = *generations_.back();
@@ -873,12 +956,12 @@ std::vector<ClassStats> Pool::classStats() const {
 }
 
 std::string Pool::lastRefusal() const {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   return lastRefusal_;
 }
 
 uint64_t Pool::interval() const {
-  std::lock_guard lock(mu_);
+  const Locked lock(*this);
   return generations_.empty() ? 0 : generations_.back()->table().interval();
 }
 

@@ -23,6 +23,8 @@
 
 namespace tp {
 
+enum class ReleaseStatus : uint8_t { Ok, NotOwned, NotLive, Stale };
+
 struct PoolOptions {
   ArenaOptions arena;
   Growth growth = Growth::Off;                       // whether and when a miss carves a block from spare reservation
@@ -50,6 +52,9 @@ struct PoolOptions {
   // Bounds on the work a single alloc / free does for decay (a MADV_DONTNEED of 64 MiB takes ~1 ms).
   static constexpr uint64_t kPurgeBlocksPerCall = 64;
   static constexpr uint64_t kPurgeBytesPerCall = uint64_t{64} << 20;
+  // releaseSoon(): what a queued release that turns out not to be one (NotOwned, NotLive) is reported to, by the
+  // thread that applies it (with the pool's lock held). nullptr: ignored.
+  void (*queuedReleaseFailed)(ReleaseStatus status) = nullptr;
 };
 
 // How a request was served. OsMoved: a mapping of its own for a block realloc moved out of an arena (allocMoved).
@@ -79,8 +84,6 @@ struct CachedOp {
   const void* data;
   uint64_t bytes;
 };
-
-enum class ReleaseStatus : uint8_t { Ok, NotOwned, NotLive, Stale };
 
 struct PoolStats {
   uint64_t allocs = 0, releases = 0, finalized = 0;
@@ -222,6 +225,16 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Returns a live block. NotOwned: `data` is not the start of a block this pool made; NotLive: it was
   // already released. Nothing changes unless the status is Ok.
   ReleaseStatus release(const void* data);
+  // release() for a caller that need not wait for the lock (the process allocator's free()): where another
+  // thread holds it, the release is queued (kQueuedSlots at most, else it waits as release() does) and the
+  // next thread to take the lock applies it before anything else it does there, stats() included, so that
+  // every count, trim and mark sees it. Returns release()'s status when applied now; Ok when queued, and a
+  // queued one that fails goes to options.queuedReleaseFailed. Never queued while recording or where the
+  // serving classes have a schedule or the pool an offsets arena (their events are ordered). On 2 cores with
+  // 16 threads freeing blocks others allocated, a free waiting for the lock was most of the pool's cost
+  // (futex sleeps and wake-ups: the contend bench, docs/benchmarks.md).
+  ReleaseStatus releaseSoon(const void* data);
+  static constexpr size_t kQueuedSlots = 64;
   // The same, for a block its owner moved elsewhere (realloc): where decay would give a block of a class's
   // pages back once idle, they go back now (a chain of reallocs otherwise holds a block in every class it
   // passed); a span's stay, as any freed span's (SizeClassPool::purgeGiven).
@@ -292,8 +305,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
 
   // fork() in a threaded process (the process allocator's pthread_atfork handlers): the lock is held across
   // the fork, so that the child's copy of the pool is not caught half-changed, and let go in both processes.
+  // In the child, the releases queued before the fork are applied first (the threads that queued them are gone).
   void lockForFork() { mu_.lock(); }
-  void unlockAfterFork() { mu_.unlock(); }
+  void unlockAfterFork(bool child);
 
   PoolStats stats() const;
   std::vector<ClassStats> classStats() const;  // of the serving arena's classes
@@ -303,6 +317,26 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
 
  private:
   Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret), mappedFrom_(options.reallocMappedFrom) {}
+  // The lock, as every public call takes it: the queued releases (releaseSoon) are applied once it is held,
+  // and those queued while it was held are applied after it is let go, by whoever takes it then (this
+  // thread, if none does meanwhile), so that no release waits in the queue for a pool nobody calls.
+  class Locked {
+   public:
+    explicit Locked(const Pool& pool);
+    Locked(const Pool& pool, std::adopt_lock_t);  // the lock already held by this thread
+    ~Locked();
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    Pool& pool_;
+  };
+  // Lets the lock go, then applies what was queued meanwhile where no other thread takes the lock to.
+  void unlockApplyingQueued();
+  // Applies the queued releases; `all`: every slot, whatever queued_ says (the child of a fork, alone).
+  void applyQueuedLocked(bool all = false) noexcept;
+  // Whether releaseSoon may queue: no recording, no schedule, no offsets arena.
+  void updateQueueableLocked();
   Allocation allocFromOs(uint64_t bytes, Route route);
   // Counts a served allocation; returns it whole (built once, in place: a result patched field by field
   // afterwards is copied out through a store-forwarding stall).
@@ -385,6 +419,11 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   EventPool events_;
   std::vector<std::pair<Stream*, std::deque<Deferred>>> deferred_;  // per stream, in release order
   std::atomic<uint64_t> pins_{0};
+  // releaseSoon's queue: slots a releasing thread fills (nullptr: empty), emptied under the lock; queued_
+  // counts the slots filled and those being filled (never fewer than are filled).
+  std::atomic<const void*> queuedReleases_[kQueuedSlots] = {};
+  std::atomic<uint64_t> queued_{0};
+  std::atomic<bool> queueable_{false};
   std::vector<BlockHeader*> zombies_;  // OS blocks released while pinned: unmapped once unpinned
 };
 

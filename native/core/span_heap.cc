@@ -7,22 +7,37 @@ namespace tp {
 
 void SpanHeap::insert(uintptr_t start, const Entry& entry) {
   // All or nothing: where the second node cannot be allocated (std::bad_alloc) the first is taken out again,
-  // so that both indexes always hold the same spans.
-  const auto bySize = bySize_.emplace(entry.bytes, start).first;
-  try {
-    byStart_.emplace(start, entry);
-  } catch (...) {
-    bySize_.erase(bySize);
-    throw;
+  // so that both indexes always hold the same spans. A spare node is never a new allocation.
+  Sizes::iterator bySize;
+  if (spareSizeCount_ != 0) {
+    Sizes::node_type& node = spareSizes_[--spareSizeCount_];
+    node.value() = {entry.bytes, start};
+    bySize = bySize_.insert(std::move(node)).position;
+  } else {
+    bySize = bySize_.emplace(entry.bytes, start).first;
+  }
+  if (spareStartCount_ != 0) {
+    Starts::node_type& node = spareStarts_[--spareStartCount_];
+    node.key() = start;
+    node.mapped() = entry;
+    byStart_.insert(std::move(node));
+  } else {
+    try {
+      byStart_.emplace(start, entry);
+    } catch (...) {
+      bySize_.erase(bySize);
+      throw;
+    }
   }
   freeBytes_ += entry.bytes;
 }
 
 SpanHeap::Span SpanHeap::remove(Starts::iterator at) {
   const Span span{reinterpret_cast<char*>(at->first), at->second.bytes, at->second.zero};
-  bySize_.erase({at->second.bytes, at->first});
+  const auto bySize = bySize_.find({at->second.bytes, at->first});
+  if (spareSizeCount_ < kSpareNodes) spareSizes_[spareSizeCount_++] = bySize_.extract(bySize); else bySize_.erase(bySize);
   freeBytes_ -= at->second.bytes;
-  byStart_.erase(at);
+  if (spareStartCount_ < kSpareNodes) spareStarts_[spareStartCount_++] = byStart_.extract(at); else byStart_.erase(at);
   return span;
 }
 

@@ -59,14 +59,14 @@ bool heldByThisFork() {
 }
 
 void parent() {
-  if (heldByThisFork()) unlockPoolAfterFork();
+  if (heldByThisFork()) unlockPoolAfterFork(false);
   _IO_list_unlock();
   leavePool();
   pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);
 }
 
 void child() {
-  if (heldByThisFork()) unlockPoolAfterFork();
+  if (heldByThisFork()) unlockPoolAfterFork(true);
   _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
   leavePool();
   pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);

@@ -62,6 +62,7 @@ Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, o
 
 void say(const std::string& line);
 uint64_t defaultReserve();
+void queuedFreeFailed(ReleaseStatus status);
 
 // The pool, made now if it is not yet; nullptr when making it failed (the process is then on the C library).
 Pool* servingPool() {
@@ -395,6 +396,7 @@ void initialise() {
   // each step: 36 MiB peak from 4 MiB, 12 from 1; glibc, whose threshold starts at 128 KiB, 11).
   // docs/benchmarks.md, python-strings and realloc.
   options.reallocMappedFrom = uint64_t{1} << 20;
+  options.queuedReleaseFailed = queuedFreeFailed;  // free() queues where another thread holds the lock (Pool::releaseSoon)
 
   if (planPath) {
     PlanSpec planned;
@@ -551,8 +553,8 @@ void lockPoolForFork() {
   if (Pool* p = made()) p->lockForFork();
 }
 
-void unlockPoolAfterFork() {
-  if (Pool* p = made()) p->unlockAfterFork();
+void unlockPoolAfterFork(bool child) {
+  if (Pool* p = made()) p->unlockAfterFork(child);
   making.unlock();
 }
 
@@ -588,12 +590,16 @@ namespace {
   abort();
 }
 
+// A free() the pool queued (another thread held its lock) that started no live block: found by the thread that
+// applies it, which stops the process as the freeing thread would have.
+void queuedFreeFailed(ReleaseStatus status) { invalidFree(status); }
+
 void releaseToPool(void* p, bool moved) {
   InternalScope inside;
   const int saved = errno;  // free() leaves errno as it was (glibc since 2.33)
   ReleaseStatus status;
   try {
-    status = moved ? pool().releaseMoved(p) : pool().release(p);
+    status = moved ? pool().releaseMoved(p) : pool().releaseSoon(p);
   } catch (...) {
     status = ReleaseStatus::NotOwned;
   }

@@ -73,7 +73,7 @@ void enterPool();
 void leavePool();
 // The pool's locks, taken (in the order its own calls take them) and released around fork() (fork.cc).
 void lockPoolForFork();
-void unlockPoolAfterFork();
+void unlockPoolAfterFork(bool child);
 
 // A block of `bytes` from the pool, 64-byte aligned, or nullptr when the pool cannot serve it (errno
 // untouched: the C library is then asked). *zero, when given: whether the block reads as zero (calloc).
