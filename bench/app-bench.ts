@@ -26,9 +26,49 @@ import { missingMessage, resolveAllocator } from '../dist/replay/allocators.js';
 import type { MachineInfo } from '../dist/report/machine.js';
 import { median, medianInterval, pairedRatios, type MedianInterval } from '../dist/report/stats.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
-import { writeJson } from './harness.js';
+import { optionChecks, writeJson, type BenchArgs } from './harness.js';
 
 export const PEERS = ['jemalloc', 'mimalloc', 'tcmalloc'] as const;
+
+/** The options every bench of an unchanged app takes (with benchArgs' own). */
+export const APP_BENCH_OPTIONS = {
+  runs: { type: 'string' },
+  warmup: { type: 'string' },
+  rounds: { type: 'string' },
+  configs: { type: 'string' },
+  seed: { type: 'string' },
+  'timeout-seconds': { type: 'string' },
+} as const;
+
+/**
+ * APP_BENCH_OPTIONS read and checked (a bad one ends the process with code 2, `NAME bench: …`): --runs
+ * (`runs`, `quickRuns` with --quick), --warmup (`warmup(runs)`), --rounds (6; 2 with --quick), --seed (7),
+ * --timeout-seconds, --configs (arena,tensorpool; each among `known`, the arena among them).
+ */
+export function appBenchSettings(
+  name: string,
+  args: BenchArgs,
+  known: readonly string[],
+  defaults: { runs: number; quickRuns: number; warmup: (runs: number) => number; timeoutSeconds: number },
+) {
+  const { fail, integer } = optionChecks(name, args);
+  const runs = integer('runs', args.quick ? defaults.quickRuns : defaults.runs, 2);
+  const warmup = integer('warmup', defaults.warmup(runs), 0);
+  if (warmup >= runs) fail(`--warmup (${warmup}) must be less than --runs (${runs})`);
+  const configs = String(args.values.configs ?? 'arena,tensorpool').split(',');
+  for (const c of configs) if (!known.includes(c)) fail(`unknown configuration ${JSON.stringify(c)} (known: ${known.join(', ')})`);
+  if (!configs.includes('arena')) fail('the arena is what every ratio is to: keep it in --configs');
+  return {
+    fail,
+    integer,
+    runs,
+    warmup,
+    rounds: integer('rounds', args.quick ? 2 : 6, 1),
+    seed: integer('seed', 7, 0),
+    timeoutSeconds: integer('timeout-seconds', defaults.timeoutSeconds, 1),
+    configs,
+  };
+}
 
 export interface AppBench {
   /** In messages: `NAME bench: FAILED: …`. */

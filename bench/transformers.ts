@@ -25,8 +25,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { PEERS, runAppBench } from './app-bench.js';
-import { benchArgs, optionChecks, printHeader } from './harness.js';
+import { APP_BENCH_OPTIONS, PEERS, appBenchSettings, runAppBench } from './app-bench.js';
+import { benchArgs, printHeader } from './harness.js';
 import { writeTextEncoder } from './transformers-model.js';
 
 const CONFIGS = ['arena', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-decay-off', ...PEERS] as const;
@@ -34,32 +34,15 @@ const CONFIGS = ['arena', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-decay
 const RUN_OPTIONS: Record<string, string[]> = { tensorpool: [], 'tensorpool-adaptive': ['--adaptive'], 'tensorpool-decay-off': ['--decay', 'off'] };
 const INSTALL = 'npm install --ignore-scripts --prefix DIR @huggingface/transformers@4';
 
-const args = benchArgs(1, {
-  transformers: { type: 'string' },
-  runs: { type: 'string' },
-  warmup: { type: 'string' },
-  rounds: { type: 'string' },
-  configs: { type: 'string' },
-  seed: { type: 'string' },
-  'timeout-seconds': { type: 'string' },
-});
-const checks = optionChecks('transformers', args);
+const args = benchArgs(1, { ...APP_BENCH_OPTIONS, transformers: { type: 'string' } });
+const settings = appBenchSettings('transformers', args, CONFIGS, { runs: 200, quickRuns: 40, warmup: (runs) => Math.floor(runs / 10), timeoutSeconds: 120 });
+const { runs, warmup, rounds, seed, timeoutSeconds, configs } = settings;
 // Annotated: a call narrows what follows only through a name declared with its type.
-const fail: (message: string) => never = checks.fail;
-const integer = checks.integer;
+const fail: (message: string) => never = settings.fail;
 const transformersDir = args.values.transformers === undefined ? fail(`--transformers DIR is needed: a directory where @huggingface/transformers is installed (${INSTALL})`) : path.resolve(String(args.values.transformers));
 if (!fs.existsSync(path.join(transformersDir, 'node_modules/@huggingface/transformers/package.json'))) {
   fail(`no @huggingface/transformers in ${transformersDir}/node_modules: install it with ${INSTALL.replace('DIR', transformersDir)}`);
 }
-const runs = integer('runs', args.quick ? 40 : 200, 2);
-const warmup = integer('warmup', Math.floor(runs / 10), 0);
-if (warmup >= runs) fail(`--warmup (${warmup}) must be less than --runs (${runs})`);
-const rounds = integer('rounds', args.quick ? 2 : 6, 1);
-const seed = integer('seed', 7, 0);
-const timeoutSeconds = integer('timeout-seconds', 120, 1);
-const configs = String(args.values.configs ?? 'arena,tensorpool').split(',');
-for (const c of configs) if (!(CONFIGS as readonly string[]).includes(c)) fail(`unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
-if (!configs.includes('arena')) fail('the arena is what every ratio is to: keep it in --configs');
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-transformers-bench-'));
 
