@@ -451,8 +451,7 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
     if (at == spanHeaders_.end() && !spareSpanHeaders_.empty()) {
       // A node a dead header left: no allocation under the pool's lock (a span taken at a new start is the
       // common case: the rest of a split starts where no span did).
-      auto node = std::move(spareSpanHeaders_.back());
-      spareSpanHeaders_.pop_back();
+      auto node = spareSpanHeaders_.take();
       node.key() = start;
       at = spanHeaders_.insert(std::move(node)).position;
     } else if (at == spanHeaders_.end()) {
@@ -499,16 +498,7 @@ void SizeClassPool::dropDeadSpanHeaders() {
   for (const uintptr_t start : deadSpanHeaders_) {
     const auto at = spanHeaders_.find(start);
     if (at == spanHeaders_.end() || at->second.check != 0) continue;
-    if (spareSpanHeaders_.size() < kSpareSpanHeaders) {
-      try {
-        spareSpanHeaders_.push_back(spanHeaders_.extract(at));
-        continue;
-      } catch (const std::bad_alloc&) {
-        // extracted, and freed as the handle goes: as erased
-        continue;
-      }
-    }
-    spanHeaders_.erase(at);
+    spareSpanHeaders_.erase(spanHeaders_, at);
   }
   deadSpanHeaders_.clear();
 }

@@ -18,6 +18,7 @@
 #include "core/arena.h"
 #include "core/classes.h"
 #include "core/header.h"
+#include "core/node_stash.h"
 #include "core/schedule.h"
 #include "core/span_heap.h"
 
@@ -316,9 +317,8 @@ class SizeClassPool {
   // and a free() finds it in constant time however many spans there are.
   mutable std::unordered_map<uintptr_t, BlockHeader> spanHeaders_;  // mutable: headerOf() hands one out
   std::vector<uintptr_t> deadSpanHeaders_;  // markDeadSpanHeaders(), not dropped yet
-  // Nodes of dropped headers, kept for the next spans taken at new starts (at most kSpareSpanHeaders).
-  std::vector<std::unordered_map<uintptr_t, BlockHeader>::node_type> spareSpanHeaders_;
-  static constexpr size_t kSpareSpanHeaders = 64;
+  // Nodes of dropped headers, kept for the next spans taken at new starts.
+  NodeStash<std::unordered_map<uintptr_t, BlockHeader>, 64> spareSpanHeaders_;
   uint64_t rewarmed_ = 0;  // takeRewarmed()
   uint64_t spanEpoch_ = 0, spanDueBefore_ = 0;
   std::vector<DecayState> decay_;

@@ -9,15 +9,15 @@ void SpanHeap::insert(uintptr_t start, const Entry& entry) {
   // All or nothing: where the second node cannot be allocated (std::bad_alloc) the first is taken out again,
   // so that both indexes always hold the same spans. A spare node is never a new allocation.
   Sizes::iterator bySize;
-  if (spareSizeCount_ != 0) {
-    Sizes::node_type& node = spareSizes_[--spareSizeCount_];
+  if (!spareSizes_.empty()) {
+    Sizes::node_type node = spareSizes_.take();
     node.value() = {entry.bytes, start};
     bySize = bySize_.insert(std::move(node)).position;
   } else {
     bySize = bySize_.emplace(entry.bytes, start).first;
   }
-  if (spareStartCount_ != 0) {
-    Starts::node_type& node = spareStarts_[--spareStartCount_];
+  if (!spareStarts_.empty()) {
+    Starts::node_type node = spareStarts_.take();
     node.key() = start;
     node.mapped() = entry;
     byStart_.insert(std::move(node));
@@ -35,9 +35,9 @@ void SpanHeap::insert(uintptr_t start, const Entry& entry) {
 SpanHeap::Span SpanHeap::remove(Starts::iterator at) {
   const Span span{reinterpret_cast<char*>(at->first), at->second.bytes, at->second.zero};
   const auto bySize = bySize_.find({at->second.bytes, at->first});
-  if (spareSizeCount_ < kSpareNodes) spareSizes_[spareSizeCount_++] = bySize_.extract(bySize); else bySize_.erase(bySize);
+  spareSizes_.erase(bySize_, bySize);
   freeBytes_ -= at->second.bytes;
-  if (spareStartCount_ < kSpareNodes) spareStarts_[spareStartCount_++] = byStart_.extract(at); else byStart_.erase(at);
+  spareStarts_.erase(byStart_, at);
   return span;
 }
 

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/node_stash.h"
+
 namespace tp {
 
 class SpanHeap {
@@ -91,13 +93,12 @@ class SpanHeap {
   using Starts = std::map<uintptr_t, Entry>;
   using Sizes = std::set<std::pair<uint64_t, uintptr_t>>;  // (bytes, start) of every free span
   // Both indexes' nodes: a take splits a span and a give merges it, each removing nodes and inserting others.
-  // Those removed are kept (up to kSpareNodes each) for the next inserted, so that a take or give in a steady
+  // Those removed are kept (up to 8 each) for the next inserted, so that a take or give in a steady
   // state allocates and frees nothing: under the pool's lock, each went to the C library (four or so an
   // operation, each through the C library's own lock): a 1-thread run of the handoff program
   // (bench/handoff.ts) took 0.56-0.59 s with them, 0.52-0.53 s without.
   void insert(uintptr_t start, const Entry& entry);
   Span remove(Starts::iterator at);
-  static constexpr size_t kSpareNodes = 8;
   // Takes the spans [first, last] (side by side) as one span, the first `bytes` of it (all of it with 0),
   // the rest left as takeBestFit leaves it.
   Span takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest, std::vector<char*>* absorbed);
@@ -115,9 +116,8 @@ class SpanHeap {
   uint64_t looseBytes_;
   Starts byStart_;
   Sizes bySize_;
-  Starts::node_type spareStarts_[kSpareNodes];
-  Sizes::node_type spareSizes_[kSpareNodes];
-  size_t spareStartCount_ = 0, spareSizeCount_ = 0;
+  NodeStash<Starts, 8> spareStarts_;
+  NodeStash<Sizes, 8> spareSizes_;
   uint64_t freeBytes_ = 0;
   uintptr_t fence_ = 0;  // fenceAt()
   bool keeping_ = false;  // keep()
