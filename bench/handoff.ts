@@ -18,7 +18,7 @@ import path from 'node:path';
 import { preloadLibrary } from '../dist/index.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, buildBenchHelpers, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(5, { operations: { type: 'string' }, threads: { type: 'string' } });
 const operations = Number(args.values.operations ?? 1000000);
@@ -32,14 +32,9 @@ if (!fs.existsSync(preloadLibrary)) {
   process.exit(2);
 }
 const machine = printHeader('handoff: blocks freed by other threads, 2 to 64 threads');
-const root = path.resolve(__dirname, '..');
-const nativeDir = path.join(root, 'build-native');
+const nativeDir = buildBenchHelpers(['tp_handoff', 'tp_rusage']);
 const program = path.join(nativeDir, 'tp_handoff');
 const helper = path.join(nativeDir, 'tp_rusage');
-if (!fs.existsSync(program) || !fs.existsSync(helper)) {
-  execFileSync('cmake', ['-S', root, '-B', nativeDir, '-DCMAKE_BUILD_TYPE=RelWithDebInfo'], { stdio: 'ignore' });
-  execFileSync('cmake', ['--build', nativeDir, '--target', 'tp_handoff', 'tp_rusage'], { stdio: 'ignore' });
-}
 
 interface Run {
   wallNs: number;

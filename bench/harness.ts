@@ -4,6 +4,7 @@
  * What every benchmark shares: its command-line flags (--reps N, --json FILE, --quick, --help), the
  * machine line, and writing results as JSON.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -118,4 +119,18 @@ export function optionChecks(bench: string, args: BenchArgs): { fail(message: st
     return value;
   };
   return { fail, integer };
+}
+
+/**
+ * Builds the bench helpers `targets` (bench/native, CMake) in build-native/ and returns their directory:
+ * configured once, built every time (incremental), so that a helper from an older checkout is never run.
+ */
+export function buildBenchHelpers(targets: string[]): string {
+  const root = path.resolve(__dirname, '..');
+  const nativeDir = path.join(root, 'build-native');
+  if (!fs.existsSync(path.join(nativeDir, 'CMakeCache.txt'))) {
+    execFileSync('cmake', ['-S', root, '-B', nativeDir, '-DCMAKE_BUILD_TYPE=RelWithDebInfo'], { stdio: 'ignore' });
+  }
+  execFileSync('cmake', ['--build', nativeDir, '--target', ...targets], { stdio: 'ignore' });
+  return nativeDir;
 }

@@ -2,7 +2,7 @@
  * Ordinary programs, and malloc-heavy ones, under glibc, the peers (Debian's jemalloc, mimalloc and
  * tcmalloc by LD_PRELOAD, when installed: bench/install-peers.sh) and the preload library as `tensorpool run`
  * starts a program (issue 34: the library sits in front of programs we did not write). Each run is measured
- * by bench/native/rusage.cc as the kernel counts it (wait4: wall time, user + system CPU time, peak RSS), its
+ * by bench/native/rusage.cc as the kernel counts it (wait4: wall time, user + system CPU time, peak RSS, minor faults), its
  * standard output hashed and compared with glibc's. Repetitions are interleaved (every configuration of a
  * program, in an order rotated each repetition, then the next program), and each configuration's run is
  * divided by glibc's run of the same repetition: the table has the median ratio and its 95% distribution-free
@@ -15,7 +15,7 @@
  *   npm run build && npx tsx bench/programs.ts [--reps 5] [--programs LIST] [--configs LIST] [--scale X]
  *                                              [--min-bytes N] [--library FILE] [--quick] [--json out.json] [--help]
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,7 +27,7 @@ import { preloadLibrary } from '../dist/index.js';
 import { missingMessage, resolveAllocator } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios, type MedianInterval } from '../dist/report/stats.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, buildBenchHelpers, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool'] as const;
 type ConfigName = (typeof CONFIGS)[number];
@@ -45,8 +45,8 @@ const usage = (programNames: string[]) => `usage: npx tsx bench/programs.ts [opt
 
 Runs ordinary programs (python3, sqlite3, gzip, xz, node) and malloc-heavy ones (bench/native/malloc-programs.cc)
 under glibc, jemalloc, mimalloc, tcmalloc and tensorpool run (the preload library), interleaved, and prints per
-program the wall time, CPU time and peak RSS of each as ratios to glibc's, with 95% intervals, and whether its
-output is identical to glibc's. Take /tmp/tp-bench.lock (flock) on a shared machine.
+program the wall time, CPU time, peak RSS and minor page faults of each as ratios to glibc's, with 95%
+intervals, and whether its output is identical to glibc's. Take /tmp/tp-bench.lock (flock) on a shared machine.
 
   --reps N          repetitions of every program under every configuration (default 5)
   --programs LIST   programs to run, comma-separated (default: all): ${programNames.join(', ')}
@@ -299,6 +299,7 @@ interface Sample {
   wallNs: number;
   cpuUs: number;
   maxRssKiB: number;
+  minorFaults: number;
   status: number;
   hash: string;
   stderr: string;
@@ -318,20 +319,15 @@ function measure(helper: string, work: string, command: string[], base: NodeJS.P
     child.on('error', reject);
     child.on('close', () => {
       const fields = fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8').trim().split(' ').map(Number) : [];
-      if (fields.length !== 5 || fields.some((f) => !Number.isFinite(f))) return reject(new Error(`tp_rusage reported nothing for ${command[0]}: ${stderr}`));
-      const [wallNs, userUs, sysUs, maxRssKiB, status] = fields;
-      resolve({ wallNs, cpuUs: userUs + sysUs, maxRssKiB, status, hash: hash.digest('hex'), stderr });
+      if (fields.length !== 6 || fields.some((f) => !Number.isFinite(f))) return reject(new Error(`tp_rusage reported nothing for ${command[0]}: ${stderr}`));
+      const [wallNs, userUs, sysUs, maxRssKiB, status, minorFaults] = fields;
+      resolve({ wallNs, cpuUs: userUs + sysUs, maxRssKiB, minorFaults, status, hash: hash.digest('hex'), stderr });
     });
   });
 }
 
 function buildHelpers(): string {
-  const helper = path.join(nativeDir, 'tp_rusage');
-  if (!fs.existsSync(helper) || !fs.existsSync(path.join(nativeDir, 'tp_malloc_programs'))) {
-    execFileSync('cmake', ['-S', root, '-B', nativeDir, '-DCMAKE_BUILD_TYPE=RelWithDebInfo'], { stdio: 'ignore' });
-    execFileSync('cmake', ['--build', nativeDir, '--target', 'tp_rusage', 'tp_malloc_programs'], { stdio: 'ignore' });
-  }
-  return helper;
+  return path.join(buildBenchHelpers(['tp_rusage', 'tp_malloc_programs']), 'tp_rusage');
 }
 
 /** "never made", or what the pool served, from the library's TENSORPOOL_STATS lines. */
@@ -407,19 +403,20 @@ async function main(): Promise<void> {
       const wall = ratio(runs, (s) => s.wallNs);
       const cpu = ratio(runs, (s) => s.cpuUs);
       const rss = ratio(runs, (s) => s.maxRssKiB);
+      const faults = ratio(runs, (s) => s.minorFaults);
       if (config.name === 'glibc') {
-        rows.push([program.name, 'glibc', `${round(median(runs.map((s) => s.wallNs)) / 1e9, 2)} s`, `${round(median(runs.map((s) => s.cpuUs)) / 1e6, 2)} s`, formatBytes(median(runs.map((s) => s.maxRssKiB)) * 1024), output, null]);
+        rows.push([program.name, 'glibc', `${round(median(runs.map((s) => s.wallNs)) / 1e9, 2)} s`, `${round(median(runs.map((s) => s.cpuUs)) / 1e6, 2)} s`, formatBytes(median(runs.map((s) => s.maxRssKiB)) * 1024), String(median(runs.map((s) => s.minorFaults))), output, null]);
       } else {
         const extra = median(runs.map((s, i) => s.maxRssKiB - glibc[i].maxRssKiB)) * 1024;
         const rssCell = `${formatInterval(rss)} ${extra >= 0 ? '+' : '-'}${formatBytes(Math.abs(extra))}`;
-        rows.push(['', config.name, formatInterval(wall), formatInterval(cpu), rssCell, output, config.name === 'tensorpool' ? pool.get(program.name)! : null]);
+        rows.push(['', config.name, formatInterval(wall), formatInterval(cpu), rssCell, formatInterval(faults), output, config.name === 'tensorpool' ? pool.get(program.name)! : null]);
       }
-      results.push({ program: program.name, config: config.name, samples: runs.map(({ stderr: _stderr, ...s }) => s), wall, cpu, peakRss: rss, output, pool: config.name === 'tensorpool' ? pool.get(program.name) : undefined });
+      results.push({ program: program.name, config: config.name, samples: runs.map(({ stderr: _stderr, ...s }) => s), wall, cpu, peakRss: rss, minorFaults: faults, output, pool: config.name === 'tensorpool' ? pool.get(program.name) : undefined });
     }
   }
-  console.log(formatTable(['program', 'config', 'wall (x glibc)', 'CPU (x glibc)', 'peak RSS (x glibc)', 'output', 'pool (tensorpool)'], rows));
+  console.log(formatTable(['program', 'config', 'wall (x glibc)', 'CPU (x glibc)', 'peak RSS (x glibc)', 'minor faults (x glibc)', 'output', 'pool (tensorpool)'], rows));
   for (const program of runnable) console.log(`# ${program.name}: ${program.what}`);
-  console.log(`# glibc rows: medians (wall, user + system CPU, peak RSS); other rows: the median of each run's ratio to glibc's run of the same`);
+  console.log(`# glibc rows: medians (wall, user + system CPU, peak RSS, minor faults); other rows: the median of each run's ratio to glibc's run of the same`);
   console.log(`# repetition and its distribution-free interval (peak RSS: then the median difference from glibc's)`);
   console.log(`# intervals at ${round(confidence * 100, 1)}% confidence with ${args.reps} repetitions (95% from 6 on)`);
   console.log(`# scale ${scale}; tensorpool: ${library} as tensorpool run starts the program${minBytes ? `, --min-bytes ${minBytes}` : ' (default threshold)'}`);

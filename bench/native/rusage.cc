@@ -1,12 +1,14 @@
 // Runs a program and reports what the kernel counted for it, as wait4 returns it: wall time, user and system
-// CPU time and peak resident set size (ru_maxrss, the program's own, and that of any child it waited for).
+// CPU time, peak resident set size (ru_maxrss, the program's own, and that of any child it waited for) and
+// minor page faults (ru_minflt, the program's and its waited-for children's).
 // The NAME=VALUE assignments go to the program's environment only, so an LD_PRELOAD among them measures
 // the program with that allocator while this helper runs without it. Standard input, output and error are
 // the program's. SIGINT and SIGTERM are passed on to the program.
 //
 //   tp_rusage RESULT_FILE [NAME=VALUE...] -- PROGRAM [ARGS...]
-// Writes one line to RESULT_FILE: wall_ns user_us sys_us maxrss_kib status (the exit code, or 128 + the
-// signal that ended the program; 127 when it could not be started). Exits with the same status.
+// Writes one line to RESULT_FILE: wall_ns user_us sys_us maxrss_kib status minor_faults (status: the exit
+// code, or 128 + the signal that ended the program; 127 when it could not be started). Exits with the same
+// status.
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
   }
   const long long wall = nowNs() - start;
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  fprintf(out, "%lld %lld %lld %ld %d\n", wall, micros(usage.ru_utime), micros(usage.ru_stime), usage.ru_maxrss, code);
+  fprintf(out, "%lld %lld %lld %ld %d %ld\n", wall, micros(usage.ru_utime), micros(usage.ru_stime), usage.ru_maxrss, code, usage.ru_minflt);
   if (fclose(out) != 0) {
     fprintf(stderr, "tp_rusage: cannot write %s: %s\n", argv[1], strerror(errno));
     return 2;
