@@ -56,8 +56,9 @@ describe('the preload library: the process allocator', () => {
     expect(Math.min(...r.out.faults)).toBeLessThan(100); // 5 x 4 x 4096 pages written, none faulted in again
   });
 
-  it("keeps glibc's heap top and its mmap threshold up, so what stays below the threshold faults in once, unless the user set glibc's thresholds", () => {
-    // Each repetition allocates 4 MiB of 256 KiB blocks (below --min-bytes 1M: glibc's) and frees them.
+  it("raises glibc's heap thresholds as a block of the pool's would have had glibc served it, so what stays below the threshold faults in once, unless the user set glibc's thresholds", () => {
+    // Each repetition allocates an 8 MiB block (the pool's) and 4 MiB of 256 KiB blocks (below --min-bytes
+    // 1M: glibc's), and frees them.
     const kept = underPool(['--min-bytes', '1M'], ['heap-top']);
     expect(kept.code).toBe(0);
     expect(kept.out.pool.mode).toBe('default');
@@ -584,6 +585,24 @@ describe('the preload library: the process allocator', () => {
       const kept = pattern.exec(preloaded('realloc-arena', { TENSORPOOL_DECAY_MS: 'off' }).out.trim());
       expect(kept).not.toBeNull();
       expect(Number(kept![1])).toBeLessThan(2.5);
+    });
+
+    // glibc alone serves 1 MiB blocks from what 1,000-byte blocks freed; the pool cannot, so glibc gives its
+    // free pages back once the pool takes new memory (82 MiB, twice glibc's peak, before). And glibc gives the
+    // top of its heap back past a trim threshold that only blocks it would have mapped raise (a fixed 64 MiB
+    // kept all 40 MiB of 2,000-byte blocks resident after they were freed).
+    it('holds no more than glibc when small blocks are freed and large ones follow', () => {
+      const pattern = /^resident after the small blocks (\d+) MiB, peak (\d+) MiB$/;
+      for (const task of ['small-then-large', 'small-freed']) {
+        const glibc = pattern.exec(semantics(task).out.trim());
+        expect(glibc, task).not.toBeNull();
+        const ours = preloaded(task);
+        const got = pattern.exec(ours.out.trim());
+        expect(got, ours.out + ours.err).not.toBeNull();
+        // The library's own pages and its first MiB of pool memory: a few MiB at most.
+        expect(Number(got![1]), task).toBeLessThanOrEqual(Number(glibc![1]) + 4);
+        expect(Number(got![2]), task).toBeLessThanOrEqual(Number(glibc![2]) + 4);
+      }
     });
 
     it('blocks realloc\'d to sizes drawn at random take no more page faults than about glibc\'s', () => {

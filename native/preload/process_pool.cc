@@ -1,7 +1,6 @@
 #include "process_pool.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "os/os.h"
 #include "core/pool.h"
 #include "fork.h"
+#include "c_heap.h"
 #include "next_allocator.h"
 #include "plan_file.h"
 #include "program_name.h"
@@ -324,23 +324,6 @@ std::string recordFileOf(const char* path) {
   return file;
 }
 
-// The C library keeps serving what is below the threshold, and by default gives the top of its heap back
-// to the OS as soon as 128 KiB of it is free, so the next requests fault those pages in again: resnet18
-// replayed through this library took 0-16 page faults per repetition from glibc's heap, 0.1-0.2 with
-// MALLOC_TRIM_THRESHOLD_=1G. The pool keeps its memory; the heap beside it keeps its top too, up to 64 MiB
-// (the most glibc's own dynamic threshold reaches). Setting it freezes glibc's mmap threshold, so that is
-// set to its dynamic maximum, 32 MiB: requests between 128 KiB and a high TENSORPOOL_MIN_BYTES come from
-// the heap rather than from a mapping each. A setting of the user's own is left as it is.
-void keepHeapTop() {
-  const char* tunables = getenv("GLIBC_TUNABLES");
-  if (getenv("MALLOC_TRIM_THRESHOLD_") || getenv("MALLOC_MMAP_THRESHOLD_") ||
-      (tunables && (strstr(tunables, "malloc.trim_threshold") || strstr(tunables, "malloc.mmap_threshold")))) {
-    return;
-  }
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
-}
-
 // Address space the default classes may grow into: 16 GiB, or under an RLIMIT_AS (`ulimit -v`) at most
 // half of what the limit leaves, so that the program keeps the rest (the pool turned itself off below 16 GiB).
 uint64_t defaultReserve() {
@@ -447,7 +430,7 @@ void initialise() {
   api.minBytes = minBytes;
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
   api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
-  keepHeapTop();
+  initialiseCHeap();
   struct rlimit limit;
   detail::addressLimited.store(getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY, std::memory_order_relaxed);
   ready.store(true, std::memory_order_release);
@@ -573,6 +556,7 @@ void* poolAlloc(size_t bytes, bool* zero) {
   }
   errno = saved;
   if (a.status != AllocStatus::Ok) return nullptr;
+  cHeapBesidePool(bytes, a.route == Route::Grown || a.route == Route::OsFallback || a.route == Route::OsOversize);
   // Fresh mappings, and arena blocks never written since carved or given back to the OS, read as zero.
   if (zero) *zero = a.zeroed;
   return a.data;

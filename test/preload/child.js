@@ -82,10 +82,11 @@ if (task === 'float32') {
     out.releaseMoved = `${error.code}: ${error.message}`;
   }
 } else if (task === 'heap-top') {
-  // 16 blocks of 256 KiB (run below the threshold: the C library's), all live, then all freed: 4 MiB
-  // free at the top of glibc's heap at the end of every repetition, or, above glibc's mmap threshold,
-  // unmapped block by block.
-  let csv = 'op,id,size,stream\n';
+  // An 8 MiB block (the pool's: run with a threshold of 1 MiB), then 16 blocks of 256 KiB (the C library's),
+  // all live, then all freed: 4 MiB free at the top of glibc's heap at the end of every repetition, kept
+  // below a trim threshold of twice 8 MiB (glibc's own, had it mapped and freed the 8 MiB), or, above glibc's
+  // mmap threshold, unmapped block by block.
+  let csv = 'op,id,size,stream\na,16,8388608,0\nf,16,,0\n';
   for (let i = 0; i < 16; i++) csv += `a,${i},262144,0\n`;
   for (let i = 0; i < 16; i++) csv += `f,${i},,0\n`;
   const trace = parseTrace(Buffer.from(csv), 'heap-top.csv');

@@ -12,6 +12,10 @@
  *   semantics realloc-random  200 blocks of 16 B-1 MiB (3% of 1-16 MiB), one per step freed and replaced or
  *                        (a quarter of the time) realloc'd to a new size, up or down, 20,000 steps: bytes
  *                        intact, the minor page faults the steps took
+ *   semantics small-then-large  40 MiB of 1,000-byte blocks written and freed (last first), then 40 blocks of
+ *                        1 MiB written: the resident MiB after the frees, and the peak
+ *   semantics small-freed     the same with 2,000-byte blocks (glibc's thread cache keeps none) and no 1 MiB
+ *                        blocks after them
  *   semantics errno      errno after a served request (untouched) and after a failed posix_memalign
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
@@ -171,6 +175,40 @@ static uint64_t peakResident(void) {
   }
   if (f) fclose(f);
   return kib << 10;
+}
+
+/* The process's resident bytes now (VmRSS). */
+static uint64_t resident(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  char line[256];
+  uint64_t kib = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "VmRSS:", 6) == 0) kib = strtoull(line + 6, NULL, 10);
+  }
+  if (f) fclose(f);
+  return kib << 10;
+}
+
+/* 40 MiB of small blocks of `size` bytes, written, then freed last first; then, with `large`, 40 blocks of
+ * 1 MiB written. Prints the resident MiB after the small blocks were freed and the peak. */
+static int smallThenLarge(size_t size, int large) {
+  const size_t count = ((size_t)40 << 20) / size;
+  void** small = malloc(count * sizeof *small);
+  if (!small) return perror("malloc"), 1;
+  for (size_t i = 0; i < count; i++) {
+    if (!(small[i] = malloc(size))) return perror("malloc"), 1;
+    memset(small[i], 1, size);
+  }
+  for (size_t i = count; i-- > 0;) free(small[i]);
+  const uint64_t afterFree = resident();
+  void* buffers[40];
+  for (int i = 0; large && i < 40; i++) {
+    if (!(buffers[i] = malloc(1 << 20))) return perror("malloc"), 1;
+    memset(buffers[i], 2, 1 << 20);
+  }
+  printf("resident after the small blocks %llu MiB, peak %llu MiB\n", (unsigned long long)(afterFree >> 20),
+         (unsigned long long)(peakResident() >> 20));
+  return 0;
 }
 
 /* Grows `buffer` by an eighth at a time up to `to` bytes, writing what each step adds. */
@@ -462,6 +500,8 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "realloc-arena")) return reallocArena();
   if (!strcmp(what, "realloc-random")) return reallocRandom();
   if (!strcmp(what, "usable-size")) return usableSize();
+  if (!strcmp(what, "small-then-large")) return smallThenLarge(1000, 1);
+  if (!strcmp(what, "small-freed")) return smallThenLarge(2000, 0);
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
   if (!strcmp(what, "chain")) return chain();
@@ -495,6 +535,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }

@@ -1,0 +1,30 @@
+// The C library's heap beside the pool. Below the threshold the program's memory is the next allocator's
+// (glibc's), above it the pool's, and neither reuses what the other has free. Two things keep the pair from
+// holding more than glibc alone would:
+// - glibc gives the top of its heap back once more of it is free than its trim threshold, which starts at
+//   128 KiB and rises, each time glibc frees a chunk it had mapped (up to 32 MiB), to twice that chunk (its
+//   mmap threshold to the chunk). The chunks that raised it are now the pool's, so glibc never sees them:
+//   its thresholds follow the pool's blocks instead (a fixed 64 MiB kept up to 64 MiB of free heap that
+//   glibc alone gives back).
+// - glibc alone serves a large request from memory its small ones freed; the pool cannot. So when the pool
+//   takes new memory from the OS, glibc first gives its free pages back (malloc_trim): a program that freed
+//   40 MB of small objects and then wrote 40 MB of 1 MiB buffers peaked at 2x glibc's RSS.
+#pragma once
+
+#include <cstddef>
+
+namespace tp::preload {
+
+// Reads the user's settings once, at start-up: a threshold set in MALLOC_TRIM_THRESHOLD_,
+// MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES is left as it is (cHeapBesidePool then sets none).
+void initialiseCHeap();
+
+// The pool served a block of `bytes`; `fresh`: from memory it took from the OS for it (grown, or mapped).
+// glibc's thresholds rise to the block as they would have had glibc mapped and freed it, in steps of an
+// eighth of a power of two (a few dozen mallopt calls in a process's life at most), never down. After
+// fresh memory adds up to an eighth of all the pool took so far (at least 1 MiB), the next allocator's
+// malloc_trim(0) runs: a few dozen times while the pool grows to its peak. Lock-free otherwise.
+// Pre: no lock of the pool's held (mallopt and malloc_trim take glibc's). errno is left as it was.
+void cHeapBesidePool(size_t bytes, bool fresh);
+
+}  // namespace tp::preload
