@@ -21,7 +21,8 @@
  *
  * Rounds interleave the configurations (one server each, in turn). Reported per configuration (medians over
  * rounds): throughput (requests/s), p50 and p99 latency, the server's peak RSS (VmHWM) and RSS at the end,
- * RSS growth from the end of the first 10% of requests to the end, minor page faults per request after the
+ * RSS growth from the end of the first 10% of requests to the end (two instants, and the median of the RSS samples
+ * over the last 5% of requests against their median over 5-15%, which no one instant decides), minor page faults per request after the
  * first 10% (kernel-counted: /proc/<pid>/stat of the server); the RSS when the sessions were made, and the peak
  * above it (the peak is counted from there: /proc/<pid>/clear_refs resets it, so that the transient of loading
  * the model does not count); and each one's ratio to the arena's of the same
@@ -41,7 +42,7 @@ import path from 'node:path';
 import { preloadLibrary } from '../dist/index.js';
 import { findLibrary } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
-import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
+import { median, medianInterval, pairedRatios, quantile, windowedGrowth } from '../dist/report/stats.js';
 import { encoderModel } from './encoder-model.js';
 import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
@@ -181,6 +182,7 @@ interface Outcome {
   readyRss: number;
   endRss: number;
   growth: number; // RSS at the end / RSS at the end of the first 10% of requests - 1
+  windowedGrowth: number; // the same from the samples' medians over the last 5% of requests and over 5-15% (NaN: too few)
   faultsPerRequest: number;
   samples: Sample[];
   checksums: Record<string, number>;
@@ -283,6 +285,7 @@ async function load(port: number, pid: number, sequence: string[], limitSeconds:
     readyRss,
     endRss: end.rss,
     growth: end.rss / m.rss - 1,
+    windowedGrowth: windowedGrowth(samples.map((s) => ({ at: s.done, value: s.rss })), tenth, done, done / 20),
     faultsPerRequest: (end.faults - m.faults) / Math.max(1, done - tenth),
     samples,
     checksums,
@@ -389,6 +392,7 @@ async function main(): Promise<void> {
       readyRss: med((o) => o.readyRss),
       endRss: med((o) => o.endRss),
       growth: med((o) => o.growth),
+      windowedGrowth: med((o) => o.windowedGrowth),
       faultsPerRequest: med((o) => o.faultsPerRequest),
       peakVsArena: ratio(name, (o) => o.peakRss),
       aboveVsArena: ratio(name, (o) => o.peakRss - o.readyRss),
@@ -399,7 +403,7 @@ async function main(): Promise<void> {
       samples: done[0].samples,
     };
   });
-  const headers = ['configuration', 'req/s', 'p50 ms', 'p99 ms', 'ready RSS', 'peak RSS', 'end RSS', 'growth', 'faults/req', 'peak vs arena', 'above ready vs arena', 'req/s vs arena', 'p99 vs arena', 'faults vs arena', 'outputs'];
+  const headers = ['configuration', 'req/s', 'p50 ms', 'p99 ms', 'ready RSS', 'peak RSS', 'end RSS', 'growth', 'growth (medians)', 'faults/req', 'peak vs arena', 'above ready vs arena', 'req/s vs arena', 'p99 vs arena', 'faults vs arena', 'outputs'];
   const rows = results.map((r) =>
     'error' in r
       ? [r.name, `(${r.error})`]
@@ -412,6 +416,7 @@ async function main(): Promise<void> {
           formatBytes(r.peakRss),
           formatBytes(r.endRss),
           `${(100 * r.growth).toFixed(1)}%`,
+          Number.isNaN(r.windowedGrowth) ? '' : `${(100 * r.windowedGrowth).toFixed(1)}%`,
           round(r.faultsPerRequest, 1),
           r.peakVsArena ? formatInterval(r.peakVsArena) : '',
           r.aboveVsArena ? formatInterval(r.aboveVsArena) : '',
@@ -423,7 +428,7 @@ async function main(): Promise<void> {
   );
   const table = formatTable(headers, rows);
   console.log(table);
-  console.log('# medians over rounds; ratios: each round paired with the arena\'s of the same round, median [95% interval]; growth: RSS at the end over RSS after the first 10% of requests; faults: minor, the server process, after the first 10%');
+  console.log('# medians over rounds; ratios: each round paired with the arena\'s of the same round, median [95% interval]; growth: RSS at the end over RSS after the first 10% of requests, and the median of the RSS samples (every 100 ms) over the last 5% of requests over their median over 5-15%; faults: minor, the server process, after the first 10%');
   const report = { machine, model: modelName, shapes: shapeText, requests, rounds, workers, concurrency, results };
   writeJson(args.json, report);
   if (args.values.html) {
