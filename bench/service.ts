@@ -413,7 +413,7 @@ async function main(): Promise<void> {
       }
       outcomes.get(name)!.push(outcome);
       if (outcome) {
-        console.log(`# round ${round + 1} ${name}: ${outcome.requests} req in ${outcome.seconds.toFixed(1)} s, peak ${formatBytes(outcome.peakRss)}, p99 ${outcome.p99.toFixed(1)} ms, ${outcome.faultsPerRequest.toFixed(1)} faults/req`);
+        console.log(`# round ${round + 1} ${name}: ${outcome.requests} req in ${outcome.seconds.toFixed(1)} s, peak ${formatBytes(outcome.peakRss)}, p99 ${outcome.p99.toFixed(1)} ms, ${outcome.faultsPerRequest.toFixed(1)} faults/req, growth ${(100 * outcome.growth).toFixed(1)}% (medians ${(100 * outcome.windowedGrowth).toFixed(1)}%)`);
       }
     }
   }
