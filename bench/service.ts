@@ -438,7 +438,7 @@ async function main(): Promise<void> {
       readyRss: med((o) => o.readyRss),
       endRss: med((o) => o.endRss),
       growth: med((o) => o.growth),
-      windowedGrowth: med((o) => o.windowedGrowth),
+      windowedGrowth: median(done.map((o) => o.windowedGrowth).filter((g) => !Number.isNaN(g))), // NaN: no round had samples in both windows
       faultsPerRequest: med((o) => o.faultsPerRequest),
       peakVsArena: ratio(name, (o) => o.peakRss),
       aboveVsArena: ratio(name, (o) => o.peakRss - o.readyRss),
