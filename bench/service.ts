@@ -21,7 +21,8 @@
  *
  * Rounds interleave the configurations (one server each, in turn). Reported per configuration (medians over
  * rounds): throughput (requests/s), p50 and p99 latency, the server's peak RSS (VmHWM) and RSS at the end,
- * RSS growth from the end of the first 10% of requests to the end, minor page faults per request after the
+ * RSS growth from the end of the first 10% of requests to the end (two instants, and the median of the RSS samples
+ * over the last 5% of requests against their median over 5-15%, which no one instant decides), minor page faults per request after the
  * first 10% (kernel-counted: /proc/<pid>/stat of the server); the RSS when the sessions were made, and the peak
  * above it (the peak is counted from there: /proc/<pid>/clear_refs resets it, so that the transient of loading
  * the model does not count); and each one's ratio to the arena's of the same
@@ -30,7 +31,7 @@
  *
  *   npm run build && npx tsx bench/service.ts [--model encoder|det|FILE] [--requests 10000] [--seconds 240]
  *       [--rounds 2] [--workers 2] [--concurrency 4] [--configs LIST] [--record-requests 400] [--seed 1]
- *       [--json out.json] [--html out.html]
+ *       [--series out.jsonl] [--json out.json] [--html out.html]
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -41,7 +42,7 @@ import path from 'node:path';
 import { preloadLibrary } from '../dist/index.js';
 import { findLibrary } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
-import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
+import { median, medianInterval, pairedRatios, quantile, windowedGrowth } from '../dist/report/stats.js';
 import { encoderModel } from './encoder-model.js';
 import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
@@ -57,6 +58,10 @@ const usage = `usage: npx tsx bench/service.ts [options]   (npm run build first)
   --configs LIST       of: ${'CONFIGS'} (default all)
   --record-requests N  the recording tensorpool-planned is trained from (default 400)
   --seed N             the request sequence's seed (default 1)
+  --series FILE        every second, one JSON line of the server's resident memory by kind of mapping
+                       (/proc/PID/smaps: anonymous reservations of 1 GiB or more, which is the process pool's
+                       arena; the brk heap; other anonymous memory, V8's heaps and the C library's mmapped
+                       chunks among it; files) with the configuration, round and requests done: which part grows
   --json FILE, --html FILE   write the results`;
 
 const CONFIGS = [
@@ -67,7 +72,7 @@ type ConfigName = (typeof CONFIGS)[number];
 const PEERS: Partial<Record<ConfigName, string>> = { jemalloc: 'libjemalloc.so.2', mimalloc: 'libmimalloc.so.2', tcmalloc: 'libtcmalloc_minimal.so.4' };
 
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
-  console.log(usage.replace("${'CONFIGS'}", CONFIGS.join(', ')));
+  console.log(usage.replace('of: CONFIGS', `of: ${CONFIGS.join(', ')}`));
   process.exit(0);
 }
 const args = benchArgs(1, {
@@ -82,6 +87,7 @@ const args = benchArgs(1, {
   'record-requests': { type: 'string' },
   seed: { type: 'string' },
   html: { type: 'string' },
+  series: { type: 'string' },
 });
 const checks = optionChecks('service', args);
 // Annotated: a call narrows what follows only through a name declared with its type.
@@ -181,6 +187,7 @@ interface Outcome {
   readyRss: number;
   endRss: number;
   growth: number; // RSS at the end / RSS at the end of the first 10% of requests - 1
+  windowedGrowth: number; // the same from the samples' medians over the last 5% of requests and over 5-15% (NaN: too few)
   faultsPerRequest: number;
   samples: Sample[];
   checksums: Record<string, number>;
@@ -191,6 +198,43 @@ function procStatus(pid: number): { rss: number; hwm: number } {
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024;
   return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
 }
+/** The server's resident bytes by kind of mapping (--series). */
+interface ResidentByKind {
+  reservations: number; // anonymous mappings of 1 GiB or more: the process pool's arena
+  brk: number;
+  anonymous: number;
+  files: number;
+}
+function residentByKind(pid: number): ResidentByKind {
+  const out: ResidentByKind = { reservations: 0, brk: 0, anonymous: 0, files: 0 };
+  let kind: keyof ResidentByKind = 'files';
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const range = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (range) {
+      const size = parseInt(range[2], 16) - parseInt(range[1], 16);
+      const name = range[3];
+      kind = name === '[heap]' ? 'brk' : name === '' ? (size >= 2 ** 30 ? 'reservations' : 'anonymous') : 'files';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) out[kind] += Number(rss[1]) * 1024;
+  }
+  return out;
+}
+const seriesFile = args.values.series === undefined ? null : String(args.values.series);
+if (seriesFile !== null) fs.writeFileSync(seriesFile, '');
+/** --series: a line for this moment of `pid`'s run (a server that has just exited is skipped). */
+function writeSeries(label: { config: ConfigName; round: number }, pid: number, done: number): void {
+  if (seriesFile === null) return;
+  let resident: ResidentByKind;
+  try {
+    resident = residentByKind(pid);
+  } catch {
+    return;
+  }
+  fs.appendFileSync(seriesFile, `${JSON.stringify({ ...label, done, ...resident })}\n`);
+}
+
 function minorFaults(pid: number): number {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]); // field 10, minflt
@@ -225,7 +269,7 @@ function stopServer(child: ChildProcess): Promise<string> {
 }
 
 /** Loads the server with `sequence`, --concurrency at a time, until done or --seconds are over. */
-async function load(port: number, pid: number, sequence: string[], limitSeconds: number) {
+async function load(port: number, pid: number, sequence: string[], limitSeconds: number, label?: { config: ConfigName; round: number }) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   const latencies: number[] = new Array(sequence.length);
   const checksums: Record<string, number> = {};
@@ -243,6 +287,8 @@ async function load(port: number, pid: number, sequence: string[], limitSeconds:
   const deadline = started + limitSeconds * 1000;
   const tenth = Math.max(1, Math.floor(sequence.length / 10));
   const sampler = setInterval(() => samples.push({ done, rss: procStatus(pid).rss }), 100);
+  const series = label && seriesFile !== null ? setInterval(() => writeSeries(label, pid, done), 1000) : null;
+  if (label) writeSeries(label, pid, 0);
   const one = (dims: string): Promise<number> =>
     new Promise((resolve, reject) => {
       const t = performance.now();
@@ -268,6 +314,8 @@ async function load(port: number, pid: number, sequence: string[], limitSeconds:
   };
   await Promise.all(Array.from({ length: concurrency }, lane));
   clearInterval(sampler);
+  if (series) clearInterval(series);
+  if (label) writeSeries(label, pid, done);
   const end = { ...procStatus(pid), faults: minorFaults(pid), time: performance.now() };
   agent.destroy();
   samples.push({ done, rss: end.rss });
@@ -283,16 +331,17 @@ async function load(port: number, pid: number, sequence: string[], limitSeconds:
     readyRss,
     endRss: end.rss,
     growth: end.rss / m.rss - 1,
+    windowedGrowth: windowedGrowth(samples.map((s) => ({ at: s.done, value: s.rss })), tenth, done, done / 20),
     faultsPerRequest: (end.faults - m.faults) / Math.max(1, done - tenth),
     samples,
     checksums,
   };
 }
 
-async function measure(how: Command, sequence: string[]): Promise<Outcome> {
+async function measure(how: Command, sequence: string[], label: { config: ConfigName; round: number }): Promise<Outcome> {
   const { child, port, pid } = await startServer(how);
   try {
-    return await load(port, pid, sequence, seconds);
+    return await load(port, pid, sequence, seconds, label);
   } finally {
     await stopServer(child);
   }
@@ -357,14 +406,14 @@ async function main(): Promise<void> {
       if (typeof how === 'string') errors.set(name, how);
       else {
         try {
-          outcome = await measure(how, sequence);
+          outcome = await measure(how, sequence, { config: name, round: round + 1 });
         } catch (error) {
           errors.set(name, (error as Error).message.split('\n')[0]);
         }
       }
       outcomes.get(name)!.push(outcome);
       if (outcome) {
-        console.log(`# round ${round + 1} ${name}: ${outcome.requests} req in ${outcome.seconds.toFixed(1)} s, peak ${formatBytes(outcome.peakRss)}, p99 ${outcome.p99.toFixed(1)} ms, ${outcome.faultsPerRequest.toFixed(1)} faults/req`);
+        console.log(`# round ${round + 1} ${name}: ${outcome.requests} req in ${outcome.seconds.toFixed(1)} s, peak ${formatBytes(outcome.peakRss)}, p99 ${outcome.p99.toFixed(1)} ms, ${outcome.faultsPerRequest.toFixed(1)} faults/req, growth ${(100 * outcome.growth).toFixed(1)}% (medians ${(100 * outcome.windowedGrowth).toFixed(1)}%)`);
       }
     }
   }
@@ -389,6 +438,7 @@ async function main(): Promise<void> {
       readyRss: med((o) => o.readyRss),
       endRss: med((o) => o.endRss),
       growth: med((o) => o.growth),
+      windowedGrowth: median(done.map((o) => o.windowedGrowth).filter((g) => !Number.isNaN(g))), // NaN: no round had samples in both windows
       faultsPerRequest: med((o) => o.faultsPerRequest),
       peakVsArena: ratio(name, (o) => o.peakRss),
       aboveVsArena: ratio(name, (o) => o.peakRss - o.readyRss),
@@ -399,7 +449,7 @@ async function main(): Promise<void> {
       samples: done[0].samples,
     };
   });
-  const headers = ['configuration', 'req/s', 'p50 ms', 'p99 ms', 'ready RSS', 'peak RSS', 'end RSS', 'growth', 'faults/req', 'peak vs arena', 'above ready vs arena', 'req/s vs arena', 'p99 vs arena', 'faults vs arena', 'outputs'];
+  const headers = ['configuration', 'req/s', 'p50 ms', 'p99 ms', 'ready RSS', 'peak RSS', 'end RSS', 'growth', 'growth (medians)', 'faults/req', 'peak vs arena', 'above ready vs arena', 'req/s vs arena', 'p99 vs arena', 'faults vs arena', 'outputs'];
   const rows = results.map((r) =>
     'error' in r
       ? [r.name, `(${r.error})`]
@@ -412,6 +462,7 @@ async function main(): Promise<void> {
           formatBytes(r.peakRss),
           formatBytes(r.endRss),
           `${(100 * r.growth).toFixed(1)}%`,
+          Number.isNaN(r.windowedGrowth) ? '' : `${(100 * r.windowedGrowth).toFixed(1)}%`,
           round(r.faultsPerRequest, 1),
           r.peakVsArena ? formatInterval(r.peakVsArena) : '',
           r.aboveVsArena ? formatInterval(r.aboveVsArena) : '',
@@ -423,7 +474,7 @@ async function main(): Promise<void> {
   );
   const table = formatTable(headers, rows);
   console.log(table);
-  console.log('# medians over rounds; ratios: each round paired with the arena\'s of the same round, median [95% interval]; growth: RSS at the end over RSS after the first 10% of requests; faults: minor, the server process, after the first 10%');
+  console.log('# medians over rounds; ratios: each round paired with the arena\'s of the same round, median [95% interval]; growth: RSS at the end over RSS after the first 10% of requests, and the median of the RSS samples (every 100 ms) over the last 5% of requests over their median over 5-15%; faults: minor, the server process, after the first 10%');
   const report = { machine, model: modelName, shapes: shapeText, requests, rounds, workers, concurrency, results };
   writeJson(args.json, report);
   if (args.values.html) {

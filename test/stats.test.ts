@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { median, medianInterval, pairedRatios } from '../lib/report/stats.js';
+import { median, medianInterval, pairedRatios, windowedGrowth } from '../lib/report/stats.js';
 
 const oneTo = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
@@ -42,5 +42,28 @@ describe('pairedRatios', () => {
     expect(pairedRatios([2, 9], [4, 3])).toEqual([0.5, 3]);
     expect(median(pairedRatios([1, 2, 3], [1, 1, 1]))).toBe(2);
     expect(() => pairedRatios([1], [1, 2])).toThrow(/differ in length: 1 and 2/);
+  });
+});
+
+describe('windowedGrowth', () => {
+  const ramp = (values: number[]) => values.map((value, i) => ({ at: i, value }));
+
+  it('compares the medians of the two windows: a lone spike or dip at either end does not decide it', () => {
+    // Flat at 100 with a spike at the start mark and a dip at the end mark: the instants say -60%, the trend is 0.
+    const samples = ramp([100, 100, 150, 100, 100, 100, 100, 100, 60, 100]);
+    expect(windowedGrowth(samples, 2, 8, 1)).toBe(0);
+    expect(samples[8].value / samples[2].value - 1).toBeCloseTo(-0.6, 10);
+  });
+
+  it('follows a real trend', () => {
+    const samples = ramp([100, 100, 100, 101, 102, 103, 104, 110, 110, 110]);
+    expect(windowedGrowth(samples, 1, 8, 1)).toBeCloseTo(0.1, 10);
+  });
+
+  it('is NaN when a window holds no sample, and reads only the samples it is given', () => {
+    const samples = ramp([1, 2, 3]);
+    expect(windowedGrowth(samples, 0, 10, 1)).toBeNaN();
+    expect(windowedGrowth([], 0, 1, 1)).toBeNaN();
+    expect(samples.map((s) => s.value)).toEqual([1, 2, 3]);
   });
 });

@@ -55,3 +55,24 @@ export function pairedRatios(a: readonly number[], b: readonly number[]): number
   if (a.length !== b.length) throw new RangeError(`paired samples differ in length: ${a.length} and ${b.length}`);
   return a.map((x, i) => x / b[i]);
 }
+
+/** One sample of a quantity over a run: `at` how far the run had got (requests done, say), `value` the quantity then. */
+export interface ProgressSample {
+  at: number;
+  value: number;
+}
+
+/**
+ * The growth of a sampled quantity from `from` to `to` (in the samples' `at` units) that no single sample's
+ * moment decides: the median of the samples within `halfWidth` of `to` over the median of those within
+ * `halfWidth` of `from`, minus 1. A process's RSS read at one instant moves with where that instant falls
+ * (a garbage collection under way, memory given back a moment later), so two instants can differ by more
+ * than the trend between them. NaN when either window holds no sample.
+ */
+export function windowedGrowth(samples: readonly ProgressSample[], from: number, to: number, halfWidth: number): number {
+  const around = (centre: number) => samples.filter((s) => Math.abs(s.at - centre) <= halfWidth).map((s) => s.value);
+  const start = around(from);
+  const end = around(to);
+  if (start.length === 0 || end.length === 0) return Number.NaN;
+  return median(end) / median(start) - 1;
+}
