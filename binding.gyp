@@ -35,8 +35,11 @@
       # The C++ runtime linked in, its symbols local (exports.map): a C program that loads the library maps
       # no libstdc++, libm or libgcc_s (1.5 MiB of their pages resident in /bin/true), and the host's own C++
       # runtime (node's) never meets ours. --wrap=malloc: that runtime's allocations are the library's own.
-      "cflags": ["-fvisibility=hidden", "-fPIC"],
-      "ldflags": ["-Wl,--no-undefined", "-static-libstdc++", "-static-libgcc", "-Wl,--wrap=malloc",
+      # --gc-sections drops the functions nothing calls (557 KB of code and constants, 455 KB without them):
+      # every program that loads the library holds pages of its code (the kernel maps up to 64 KiB around
+      # each page a program touches), 0.6-0.8 MiB more resident than glibc alone in a program that only starts.
+      "cflags": ["-fvisibility=hidden", "-fPIC", "-ffunction-sections", "-fdata-sections"],
+      "ldflags": ["-Wl,--no-undefined", "-Wl,--gc-sections", "-static-libstdc++", "-static-libgcc", "-Wl,--wrap=malloc",
                   "-Wl,--version-script=<(module_root_dir)/native/preload/exports.map"],
       "libraries": ["-ldl", "-lpthread"]
     }
