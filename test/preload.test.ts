@@ -605,6 +605,23 @@ describe('the preload library: the process allocator', () => {
       }
     });
 
+    it('mallinfo2 and mallinfo count the blocks the pool serves, as glibc counts its own', () => {
+      expect(semantics('mallinfo').out.trim()).toBe('mallinfo2 counts the blocks: yes; mallinfo: yes');
+      expect(preloaded('mallinfo').out.trim()).toBe('mallinfo2 counts the blocks: yes; mallinfo: yes');
+    });
+
+    // The pool's decay ran only on the pool's own calls: a program that went on with small blocks alone held
+    // its 40 MiB of freed 1 MiB blocks to the end (glibc unmaps or trims them at once).
+    it('gives the memory of freed large blocks back while the program goes on with small ones only', () => {
+      const pattern = /^resident after 3 s of small blocks (\d+) MiB$/;
+      const glibc = pattern.exec(semantics('large-then-small').out.trim());
+      expect(glibc).not.toBeNull();
+      const ours = preloaded('large-then-small', { TENSORPOOL_DECAY_MS: '100' });
+      const got = pattern.exec(ours.out.trim());
+      expect(got, ours.out + ours.err).not.toBeNull();
+      expect(Number(got![1])).toBeLessThanOrEqual(Number(glibc![1]) + 8);
+    });
+
     it('blocks realloc\'d to sizes drawn at random take no more page faults than about glibc\'s', () => {
       const pattern = /^bytes intact; minor faults (\d+)$/;
       const glibc = pattern.exec(semantics('realloc-random').out.trim());

@@ -833,6 +833,13 @@ uint64_t Pool::trim() {
   return counters_.purgedBytes - before;
 }
 
+void Pool::decayTick() {
+  if (!mu_.try_lock()) return;
+  const Locked lock(*this, std::adopt_lock);
+  if (counters_.closed) return;
+  decayLocked();
+}
+
 uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
   const Locked lock(*this);
   auto spareOf = [](const SizeClassPool& generation) { return generation.arena().reservedBytes() - generation.arena().carvedBytes(); };

@@ -206,6 +206,10 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // locked arenas, or a closed pool; retired arenas gave their free pages back when they retired
   // (discardRetired). Never throws (memory short for the spans' bookkeeping: it gives back what it did).
   uint64_t trim();
+  // Decay's turn without an alloc, release or mark: for a program that stopped calling the pool but goes on
+  // running (the process pool calls it now and then from the C library's side), so that what it freed goes
+  // back once idle, as the program's next call would have let it. Runs only if the lock is free: never waits.
+  void decayTick();
 
   // Fits the arenas' unused reservations into an address space limit lowered while the pool lives
   // (setrlimit(RLIMIT_AS) after start-up): `limit` is the limit, `mapped` the address space the process

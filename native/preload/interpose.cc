@@ -5,7 +5,9 @@
 // after this library), which also frees, resizes and measures every block it made: none of its blocks
 // reaches another allocator. free, realloc and malloc_usable_size tell the pool's blocks apart by address
 // (ownedByPool: a lock-free bitmap).
+#include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -150,8 +152,16 @@ extern "C" void* __wrap_malloc(size_t bytes) {
   return malloc(bytes);
 }
 
+// Frees the C library served since this thread last gave the pool's decay a turn (poolDecayTick).
+static thread_local unsigned freesSinceDecayTick __attribute__((tls_model("initial-exec"))) = 0;
+constexpr unsigned kFreesPerDecayTick = 256;
+
 TP_EXPORT void free(void* p) {
   if (__builtin_expect(ownedByPool(p), 0)) return poolFree(p);
+  if (__builtin_expect(++freesSinceDecayTick >= kFreesPerDecayTick, 0)) {
+    freesSinceDecayTick = 0;
+    poolDecayTick();
+  }
   nextFree(p);
 }
 
@@ -266,6 +276,45 @@ TP_EXPORT int malloc_trim(size_t pad) {
   const int nextGaveBack = next.trim.load(std::memory_order_relaxed)(pad);
   const bool poolGaveBack = poolTrim() != 0;
   return nextGaveBack || poolGaveBack ? 1 : 0;
+}
+
+// The next allocator's figures with the pool's added: a program that watches its heap with mallinfo2 (or a
+// test of glibc's that checks its blocks are counted) sees the blocks the pool serves, the arena's as glibc
+// counts its heap, the ones in mappings of their own as its mapped chunks. The pool's free memory is counted
+// in neither `fordblks` nor `keepcost`: those are what glibc itself could trim.
+TP_EXPORT struct mallinfo2 mallinfo2(void) {
+  using Mallinfo2Fn = struct mallinfo2 (*)(void);
+  static std::atomic<Mallinfo2Fn> nextMallinfo2{nullptr};
+  Mallinfo2Fn fn = nextMallinfo2.load(std::memory_order_acquire);
+  if (!fn) {
+    fn = reinterpret_cast<Mallinfo2Fn>(dlsym(RTLD_NEXT, "mallinfo2"));
+    nextMallinfo2.store(fn, std::memory_order_release);
+  }
+  struct mallinfo2 info{};
+  if (fn) info = fn();
+  const PoolHeld held = poolHeld();
+  info.arena += held.carved;
+  info.uordblks += held.arenaLive;
+  info.hblks += held.mappedBlocks;
+  info.hblkhd += held.mappedBytes;
+  return info;
+}
+
+// As glibc's: mallinfo2's figures in ints (each truncated as glibc's are).
+TP_EXPORT struct mallinfo mallinfo(void) {
+  const struct mallinfo2 wide = mallinfo2();
+  struct mallinfo info;
+  info.arena = static_cast<int>(wide.arena);
+  info.ordblks = static_cast<int>(wide.ordblks);
+  info.smblks = static_cast<int>(wide.smblks);
+  info.hblks = static_cast<int>(wide.hblks);
+  info.hblkhd = static_cast<int>(wide.hblkhd);
+  info.usmblks = static_cast<int>(wide.usmblks);
+  info.fsmblks = static_cast<int>(wide.fsmblks);
+  info.uordblks = static_cast<int>(wide.uordblks);
+  info.fordblks = static_cast<int>(wide.fordblks);
+  info.keepcost = static_cast<int>(wide.keepcost);
+  return info;
 }
 
 TP_EXPORT size_t malloc_usable_size(void* p) {

@@ -652,6 +652,32 @@ void* poolAllocMoved(size_t bytes) {
   return fresh;
 }
 
+void poolDecayTick() {
+  Pool* serving = made();
+  if (!serving || insidePool()) return;
+  InternalScope inside;
+  const int saved = errno;
+  serving->decayTick();
+  errno = saved;
+}
+
+PoolHeld poolHeld() {
+  PoolHeld held;
+  if (!made() || insidePool()) return held;
+  InternalScope inside;
+  const int saved = errno;
+  try {
+    const PoolStats stats = pool().stats();
+    held.carved = stats.arenaBytes;
+    held.arenaLive = stats.bytesLive > stats.osLiveBytes ? stats.bytesLive - stats.osLiveBytes : 0;
+    held.mappedBlocks = stats.osLiveBlocks;
+    held.mappedBytes = stats.osLiveBytes;
+  } catch (...) {  // std::bad_alloc from the stats' own bookkeeping: the next allocator's figures alone
+  }
+  errno = saved;
+  return held;
+}
+
 uint64_t poolTrim() {
   if (!made() || insidePool()) return 0;
   InternalScope inside;

@@ -99,6 +99,19 @@ void* poolAllocMoved(size_t bytes);
 // malloc_trim: the pages of the pool's free blocks and spans go back to the OS now (Pool::trim). Returns the
 // bytes given back (0 before the pool is made, and on a thread inside the pool, which may hold its lock).
 uint64_t poolTrim();
+// What the pool holds, for mallinfo and mallinfo2 (interpose.cc adds it to the next allocator's figures):
+// all zero before the pool is made and on a thread inside the pool (which may hold its lock).
+struct PoolHeld {
+  uint64_t carved = 0;      // the arena's memory carved for blocks (glibc's `arena`: its heap)
+  uint64_t arenaLive = 0;   // bytes asked for by the live blocks there (`uordblks`)
+  uint64_t mappedBlocks = 0, mappedBytes = 0;  // live blocks in mappings of their own (`hblks`, `hblkhd`)
+};
+PoolHeld poolHeld();
+// Decay's turn from a free() the C library serves (Pool::decayTick): a program whose large blocks are all
+// freed and that goes on with small ones only gets the pool's memory back once it is idle, as glibc unmaps
+// or trims it (without this, at the pool's next call, which may never come). Nothing before the pool is made
+// or inside it; never waits for the pool's lock. errno is left as it was.
+void poolDecayTick();
 
 // After the program lowered its RLIMIT_AS (address_limit.cc): the pool's spare reservation shrunk to fit
 // what the limit leaves (Pool::fitAddressSpace). A pool not made yet reserves within the limit when it is.

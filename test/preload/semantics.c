@@ -16,6 +16,9 @@
  *                        1 MiB written: the resident MiB after the frees, and the peak
  *   semantics small-freed     the same with 2,000-byte blocks (glibc's thread cache keeps none) and no 1 MiB
  *                        blocks after them
+ *   semantics large-then-small  40 blocks of 1 MiB written and freed, then 3 s of small blocks only: the
+ *                        resident MiB after
+ *   semantics mallinfo   whether mallinfo2 and mallinfo count ten blocks of 1 MiB as in use
  *   semantics errno      errno after a served request (untouched) and after a failed posix_memalign
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
  *   semantics double-free     a 256 KiB block freed twice (glibc aborts)
@@ -208,6 +211,45 @@ static int smallThenLarge(size_t size, int large) {
   }
   printf("resident after the small blocks %llu MiB, peak %llu MiB\n", (unsigned long long)(afterFree >> 20),
          (unsigned long long)(peakResident() >> 20));
+  return 0;
+}
+
+/* 40 blocks of 1 MiB written and freed, then, for 3 s, small blocks only (1,000 allocated and freed every
+ * 100 ms): the resident MiB after. */
+static int largeThenSmall(void) {
+  void* buffers[40];
+  for (int i = 0; i < 40; i++) {
+    if (!(buffers[i] = malloc(1 << 20))) return perror("malloc"), 1;
+    memset(buffers[i], 2, 1 << 20);
+  }
+  for (int i = 0; i < 40; i++) free(buffers[i]);
+  for (int step = 0; step < 30; step++) {
+    usleep(100000);
+    for (int i = 0; i < 1000; i++) {
+      char* volatile small = malloc(1000);
+      if (!small) return perror("malloc"), 1;
+      small[0] = 1;
+      free(small);
+    }
+  }
+  printf("resident after 3 s of small blocks %llu MiB\n", (unsigned long long)(resident() >> 20));
+  return 0;
+}
+
+/* mallinfo2 and mallinfo before and after ten blocks of 1 MiB: whether the bytes in use (in the heap and in
+ * mappings) grew by at least 10 MiB. */
+static int mallinfoCounts(void) {
+  const struct mallinfo2 before = mallinfo2();
+  const struct mallinfo beforeInts = mallinfo();
+  void* volatile blocks[10];
+  for (int i = 0; i < 10; i++) blocks[i] = malloc(1 << 20);
+  const struct mallinfo2 after = mallinfo2();
+  const struct mallinfo afterInts = mallinfo();
+  const size_t grew = (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
+  const long grewInts = ((long)afterInts.uordblks + afterInts.hblkhd) - ((long)beforeInts.uordblks + beforeInts.hblkhd);
+  printf("mallinfo2 counts the blocks: %s; mallinfo: %s\n", grew >= ((size_t)10 << 20) ? "yes" : "no",
+         grewInts >= (10L << 20) ? "yes" : "no");
+  for (int i = 0; i < 10; i++) free(blocks[i]);
   return 0;
 }
 
@@ -502,6 +544,8 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "usable-size")) return usableSize();
   if (!strcmp(what, "small-then-large")) return smallThenLarge(1000, 1);
   if (!strcmp(what, "small-freed")) return smallThenLarge(2000, 0);
+  if (!strcmp(what, "large-then-small")) return largeThenSmall();
+  if (!strcmp(what, "mallinfo")) return mallinfoCounts();
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
   if (!strcmp(what, "chain")) return chain();
@@ -535,6 +579,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|large-then-small|mallinfo|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }
