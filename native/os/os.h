@@ -81,6 +81,8 @@ constexpr unsigned kGranuleShift = 21;
 constexpr size_t kTrackWords = (uint64_t{1} << 47) >> kGranuleShift >> 6;  // 47-bit user space, a bit a granule
 extern std::atomic<std::atomic<uint64_t>*> trackBits;                      // null until trackMappings()
 }  // namespace detail
+// Whether trackMappings() has run: until then no pointer is a tracked mapping.
+inline bool mappingsTracked() { return detail::trackBits.load(std::memory_order_acquire) != nullptr; }
 inline bool isTrackedMapping(const void* p) {
   std::atomic<uint64_t>* bits = detail::trackBits.load(std::memory_order_acquire);
   const uint64_t g = reinterpret_cast<uintptr_t>(p) >> detail::kGranuleShift;

@@ -157,8 +157,11 @@ static thread_local unsigned freesSinceDecayTick __attribute__((tls_model("initi
 constexpr unsigned kFreesPerDecayTick = 256;
 
 TP_EXPORT void free(void* p) {
-  if (__builtin_expect(ownedByPool(p), 0)) return poolFree(p);
-  if (__builtin_expect(++freesSinceDecayTick >= kFreesPerDecayTick, 0)) {
+  // No pool made (no mapping tracked): the C library's free, at the cost it had before decay's turns.
+  if (__builtin_expect(!poolMapsAny(), 1)) return nextFree(p);
+  if (ownedByPool(p)) return poolFree(p);
+  if (__builtin_expect(detail::decayOnFrees.load(std::memory_order_relaxed), 1) &&
+      __builtin_expect(++freesSinceDecayTick >= kFreesPerDecayTick, 0)) {
     freesSinceDecayTick = 0;
     poolDecayTick();
   }

@@ -35,6 +35,7 @@ namespace tp::preload {
 thread_local unsigned detail::insideDepth = 0;
 std::atomic<size_t> detail::routeFrom{SIZE_MAX};
 std::atomic<bool> detail::addressLimited{false};
+std::atomic<bool> detail::decayOnFrees{false};
 
 namespace {
 using detail::insideDepth;
@@ -82,6 +83,7 @@ Pool* servingPool() {
   if (!os::trackMappings()) error = std::string("cannot map the address map: ") + strerror(errno);
   else fresh = Pool::create(recipe->plan, recipe->options, &error);
   if (fresh && recipe->record) fresh->startRecording(recipe->recordEvents);
+  const bool decays = recipe->options.decayMs != PoolOptions::kNoDecay;
   delete recipe;
   recipe = nullptr;
   if (!fresh) {
@@ -93,6 +95,7 @@ Pool* servingPool() {
   errno = saved;
   processPool = new std::shared_ptr<Pool>(std::move(fresh));
   madePool.store(processPool->get(), std::memory_order_release);
+  detail::decayOnFrees.store(decays, std::memory_order_relaxed);
   return made();
 }
 

@@ -49,6 +49,9 @@ namespace detail {
 // The smallest request the pool serves: SIZE_MAX until the pool is ready, then TENSORPOOL_MIN_BYTES.
 extern std::atomic<size_t> routeFrom;
 extern std::atomic<bool> addressLimited;
+// Whether the C library's frees give the pool's decay a turn now and then (poolDecayTick): once the pool is
+// made, unless decay is off. Until then free() reads this one flag and nothing else for it.
+extern std::atomic<bool> decayOnFrees;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
 // TLS may, on a thread's first access).
 extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
@@ -65,6 +68,8 @@ inline bool routesToPool(size_t bytes) { return mayRouteToPool(bytes) && detail:
 // that failed succeed after the pool gave back its spare reservation (poolGaveBackSpare).
 inline bool addressSpaceLimited() { return detail::addressLimited.load(std::memory_order_relaxed); }
 inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
+// Whether the pool has mapped anything: until it has, no pointer is the pool's. One load.
+inline bool poolMapsAny() { return os::mappingsTracked(); }
 
 // Whether this thread is inside the pool now (InternalScope, enterPool): it may hold the pool's locks.
 bool insidePool();
