@@ -733,6 +733,15 @@ TEST(a_switch_installed_at_a_mark_discards_the_old_free_pages_only_when_asked) {
 namespace {
 std::shared_ptr<Pool> decayingPool(uint64_t decayMs) { return tpt::growingPool(Growth::BeforeBorrowing, decayMs); }
 using tpt::allZero;
+
+// `count` blocks of `bytes` allocated, written all through (resident), then freed; their addresses to `blocks`.
+void writtenAndFreed(Pool& pool, void** blocks, int count, uint64_t bytes) {
+  for (int i = 0; i < count; ++i) {
+    blocks[i] = pool.alloc(bytes).data;
+    std::memset(blocks[i], 1, bytes);
+  }
+  for (int i = 0; i < count; ++i) CHECK(pool.release(blocks[i]) == ReleaseStatus::Ok);
+}
 }  // namespace
 
 TEST(idle_free_blocks_give_their_pages_back_a_bounded_number_per_call_and_then_read_as_zero) {
@@ -773,11 +782,7 @@ TEST(a_block_reused_between_epochs_is_never_purged_and_the_idle_ones_are) {
   auto pool = decayingPool(300);
   constexpr uint64_t kBytes = 1 << 20;
   void* blocks[8];
-  for (void*& b : blocks) {
-    b = pool->alloc(kBytes).data;
-    std::memset(b, 1, kBytes);
-  }
-  for (void* b : blocks) CHECK(pool->release(b) == ReleaseStatus::Ok);
+  writtenAndFreed(*pool, blocks, 8, kBytes);
   uint64_t zeroedServed = 0;
   const uint64_t start = os::monotonicNs();
   while (os::monotonicNs() - start < 1500ull * 1000 * 1000) {
@@ -817,11 +822,7 @@ TEST(decay_on_the_coarse_clock_gives_idle_blocks_back_after_its_period_and_not_b
   auto pool = decayingPool(kPeriodMs);
   constexpr uint64_t kBytes = 1 << 20;
   void* blocks[4];
-  for (void*& b : blocks) {
-    b = pool->alloc(kBytes).data;
-    std::memset(b, 1, kBytes);
-  }
-  for (void* b : blocks) CHECK(pool->release(b) == ReleaseStatus::Ok);
+  writtenAndFreed(*pool, blocks, 4, kBytes);
   uint64_t purgedAt = 0;
   while (os::monotonicNs() - created < 10ull * 1000 * 1000 * 1000) {
     Allocation other = pool->alloc(8 << 20);  // another class's calls give decay its turns
