@@ -40,7 +40,8 @@ struct PoolOptions {
   static constexpr uint64_t kNoMappedGrowth = UINT64_MAX;
   static constexpr uint64_t kMappedFromMost = uint64_t{32} << 20;  // glibc's DEFAULT_MMAP_THRESHOLD_MAX (64-bit)
   // Decay (SizeClassPool::endDecayEpoch): a free block of a class carved on demand that is not handed out
-  // for this long gives its pages back. kNoDecay: never. An epoch ends once it has lasted decayMs and,
+  // for this long (timed on os::coarseMonotonicNs(): up to a tick longer) gives its pages back. kNoDecay:
+  // never. An epoch ends once it has lasted decayMs and,
   // where the program marks iterations, has seen kDecayMarks marks (or the marks have stopped for longer
   // than twice the longest iteration): a block reused every iteration, or every few, is never purged.
   uint64_t decayMs = kNoDecay;

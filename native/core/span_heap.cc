@@ -5,7 +5,7 @@
 
 namespace tp {
 
-void SpanHeap::insert(uintptr_t start, const Entry& entry) {
+void SpanHeap::insert(uintptr_t start, const Entry& entry, Starts::const_iterator following) {
   // All or nothing: where the second node cannot be allocated (std::bad_alloc) the first is taken out again,
   // so that both indexes always hold the same spans. A spare node is never a new allocation.
   Sizes::iterator bySize;
@@ -20,10 +20,10 @@ void SpanHeap::insert(uintptr_t start, const Entry& entry) {
     Starts::node_type node = spareStarts_.take();
     node.key() = start;
     node.mapped() = entry;
-    byStart_.insert(std::move(node));
+    byStart_.insert(following, std::move(node));
   } else {
     try {
-      byStart_.emplace(start, entry);
+      byStart_.emplace_hint(following, start, entry);
     } catch (...) {
       bySize_.erase(bySize);
       throw;
@@ -32,9 +32,9 @@ void SpanHeap::insert(uintptr_t start, const Entry& entry) {
   freeBytes_ += entry.bytes;
 }
 
-SpanHeap::Span SpanHeap::remove(Starts::iterator at) {
+SpanHeap::Span SpanHeap::remove(Starts::iterator at, Sizes::iterator bySize) {
   const Span span{reinterpret_cast<char*>(at->first), at->second.bytes, at->second.zero};
-  const auto bySize = bySize_.find({at->second.bytes, at->first});
+  if (bySize == bySize_.end()) bySize = bySize_.find({at->second.bytes, at->first});
   spareSizes_.erase(bySize_, bySize);
   freeBytes_ -= at->second.bytes;
   spareStarts_.erase(byStart_, at);
@@ -42,9 +42,10 @@ SpanHeap::Span SpanHeap::remove(Starts::iterator at) {
 }
 
 SpanHeap::Span SpanHeap::takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest,
-                                 std::vector<char*>* absorbed) {
+                                 std::vector<char*>* absorbed, Sizes::iterator firstBySize) {
   Span run{reinterpret_cast<char*>(first->first), 0, true};
   Entry tail{};
+  const auto following = std::next(last);  // where the rest goes back: the tree need not be searched for it
   for (auto at = first;;) {
     const bool isLast = at == last;
     if (at != first && !at->second.zero) absorbed->push_back(reinterpret_cast<char*>(at->first));
@@ -52,13 +53,13 @@ SpanHeap::Span SpanHeap::takeRun(Starts::iterator first, Starts::iterator last, 
     run.zero = run.zero && at->second.zero;
     run.bytes += at->second.bytes;
     const auto next = std::next(at);
-    remove(at);
+    remove(at, at == first ? firstBySize : bySize_.end());
     if (isLast) break;
     at = next;
   }
   // The rest lies in the last span (a shortest run needs all of the others): it keeps that span's epoch.
   if (bytes != 0 && run.bytes - bytes >= minRest && run.bytes > bytes) {
-    insert(reinterpret_cast<uintptr_t>(run.start) + bytes, Entry{run.bytes - bytes, tail.epoch, tail.zero});
+    insert(reinterpret_cast<uintptr_t>(run.start) + bytes, Entry{run.bytes - bytes, tail.epoch, tail.zero}, following);
     run.bytes = bytes;
   }
   return run;
@@ -68,7 +69,7 @@ bool SpanHeap::takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vec
   const auto fit = bySize_.lower_bound({bytes, 0});
   if (fit != bySize_.end()) {
     const auto at = byStart_.find(fit->second);
-    *out = takeRun(at, at, bytes, minRest, absorbed);
+    *out = takeRun(at, at, bytes, minRest, absorbed, fit);
     return true;
   }
   // The shortest window of spans side by side holding `bytes`: a window over each stretch of neighbours.
@@ -82,7 +83,7 @@ bool SpanHeap::takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vec
     if (total >= bytes && total < bestTotal) bestFirst = first, bestLast = at, bestTotal = total;
   }
   if (bestFirst == byStart_.end()) return false;
-  *out = takeRun(bestFirst, bestLast, bytes, minRest, absorbed);
+  *out = takeRun(bestFirst, bestLast, bytes, minRest, absorbed, bySize_.end());
   return true;
 }
 
@@ -92,7 +93,7 @@ bool SpanHeap::takeEndingAt(const char* end, Span* out, std::vector<char*>* abso
   if (last->first + last->second.bytes != reinterpret_cast<uintptr_t>(end)) return false;
   auto first = last;
   while (first != byStart_.begin() && std::prev(first)->first + std::prev(first)->second.bytes == first->first) --first;
-  *out = takeRun(first, last, 0, 0, absorbed);
+  *out = takeRun(first, last, 0, 0, absorbed, bySize_.end());
   return true;
 }
 
@@ -112,7 +113,7 @@ bool SpanHeap::takeAt(const char* start, uint64_t bytes, uint64_t minRest, Span*
   for (auto at = first; at != byStart_.end() && at->first == first->first + total; ++at) {
     total += at->second.bytes;
     if (total >= bytes) {
-      *out = takeRun(first, at, bytes, minRest, absorbed);
+      *out = takeRun(first, at, bytes, minRest, absorbed, bySize_.end());
       return true;
     }
   }
@@ -131,16 +132,18 @@ int SpanHeap::give(Span span, uint64_t epoch, char* absorbed[2]) {
 int SpanHeap::merge(uintptr_t start, Entry merged, char* absorbed[2]) {
   int count = 0;
   const bool zero = merged.zero;
-  const auto next = byStart_.find(start + merged.bytes);
-  if (next != byStart_.end() && mergeable(start, merged, next->first, next->second)) {
-    if (!next->second.zero) absorbed[count++] = reinterpret_cast<char*>(next->first);
-    merged.epoch = std::max(merged.epoch, next->second.epoch);
-    merged.zero = merged.zero && next->second.zero;
-    merged.bytes += remove(next).bytes;
-  }
+  // One search of the tree finds both neighbours and where the merged span goes (the span is not in it).
   const auto after = byStart_.lower_bound(start);
-  if (after != byStart_.begin()) {
-    const auto before = std::prev(after);
+  const auto before = after == byStart_.begin() ? byStart_.end() : std::prev(after);
+  auto following = after;
+  if (after != byStart_.end() && after->first == start + merged.bytes && mergeable(start, merged, after->first, after->second)) {
+    if (!after->second.zero) absorbed[count++] = reinterpret_cast<char*>(after->first);
+    merged.epoch = std::max(merged.epoch, after->second.epoch);
+    merged.zero = merged.zero && after->second.zero;
+    following = std::next(after);
+    merged.bytes += remove(after).bytes;
+  }
+  if (before != byStart_.end()) {
     if (before->first + before->second.bytes == start && mergeable(before->first, before->second, start, merged)) {
       if (!zero) absorbed[count++] = reinterpret_cast<char*>(start);
       merged.epoch = std::max(merged.epoch, before->second.epoch);
@@ -150,7 +153,7 @@ int SpanHeap::merge(uintptr_t start, Entry merged, char* absorbed[2]) {
       remove(before);
     }
   }
-  insert(start, merged);
+  insert(start, merged, following);
   return count;
 }
 

@@ -97,11 +97,16 @@ class SpanHeap {
   // state allocates and frees nothing: under the pool's lock, each went to the C library (four or so an
   // operation, each through the C library's own lock): a 1-thread run of the handoff program
   // (bench/handoff.ts) took 0.56-0.59 s with them, 0.52-0.53 s without.
-  void insert(uintptr_t start, const Entry& entry);
-  Span remove(Starts::iterator at);
+  // `following`: the first span after `start` (end() for none), a hint that spares the search of byStart_.
+  void insert(uintptr_t start, const Entry& entry, Starts::const_iterator following);
+  // `bySize`: the span's entry in bySize_ where the caller has it, else bySize_.end() (then it is searched).
+  Span remove(Starts::iterator at, Sizes::iterator bySize);
+  Span remove(Starts::iterator at) { return remove(at, bySize_.end()); }
   // Takes the spans [first, last] (side by side) as one span, the first `bytes` of it (all of it with 0),
   // the rest left as takeBestFit leaves it.
-  Span takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest, std::vector<char*>* absorbed);
+  // `firstBySize`: first's entry in bySize_, or bySize_.end() (remove()'s).
+  Span takeRun(Starts::iterator first, Starts::iterator last, uint64_t bytes, uint64_t minRest, std::vector<char*>* absorbed,
+               Sizes::iterator firstBySize);
   // give()'s merge of the free span `entry` at `start` (not in the index) with its neighbours; then inserts it.
   int merge(uintptr_t start, Entry entry, char* absorbed[2]);
   // Whether free spans `a` (at aStart) and `b` (at bStart), side by side, become one: never across the

@@ -168,6 +168,13 @@ CHeapBytes cHeapBytes();
 
 // Monotonic clock in nanoseconds (vDSO; no system call on x86-64).
 uint64_t monotonicNs();
+// The same clock as the kernel last saw it at a tick (CLOCK_MONOTONIC_COARSE): never runs backwards, lags
+// monotonicNs() by at most one tick (coarseResolutionNs(), 1-10 ms), and costs a quarter of it (vDSO, no
+// clock read: 4 ns against 16 on x86-64), for timing periods of milliseconds on every malloc. Its values
+// compare only with its own: one taken after a monotonicNs() may be smaller.
+uint64_t coarseMonotonicNs();
+// A tick of coarseMonotonicNs() in nanoseconds (clock_getres; 1 where the system cannot say).
+uint64_t coarseResolutionNs();
 
 // 64 bits from the kernel's random source, for per-pool header secrets.
 uint64_t randomSeed();

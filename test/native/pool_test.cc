@@ -733,6 +733,15 @@ TEST(a_switch_installed_at_a_mark_discards_the_old_free_pages_only_when_asked) {
 namespace {
 std::shared_ptr<Pool> decayingPool(uint64_t decayMs) { return tpt::growingPool(Growth::BeforeBorrowing, decayMs); }
 using tpt::allZero;
+
+// `count` blocks of `bytes` allocated, written all through (resident), then freed; their addresses to `blocks`.
+void writtenAndFreed(Pool& pool, void** blocks, int count, uint64_t bytes) {
+  for (int i = 0; i < count; ++i) {
+    blocks[i] = pool.alloc(bytes).data;
+    std::memset(blocks[i], 1, bytes);
+  }
+  for (int i = 0; i < count; ++i) CHECK(pool.release(blocks[i]) == ReleaseStatus::Ok);
+}
 }  // namespace
 
 TEST(idle_free_blocks_give_their_pages_back_a_bounded_number_per_call_and_then_read_as_zero) {
@@ -773,11 +782,7 @@ TEST(a_block_reused_between_epochs_is_never_purged_and_the_idle_ones_are) {
   auto pool = decayingPool(300);
   constexpr uint64_t kBytes = 1 << 20;
   void* blocks[8];
-  for (void*& b : blocks) {
-    b = pool->alloc(kBytes).data;
-    std::memset(b, 1, kBytes);
-  }
-  for (void* b : blocks) CHECK(pool->release(b) == ReleaseStatus::Ok);
+  writtenAndFreed(*pool, blocks, 8, kBytes);
   uint64_t zeroedServed = 0;
   const uint64_t start = os::monotonicNs();
   while (os::monotonicNs() - start < 1500ull * 1000 * 1000) {
@@ -792,6 +797,45 @@ TEST(a_block_reused_between_epochs_is_never_purged_and_the_idle_ones_are) {
   const PoolStats s = pool->stats();
   CHECK(s.purgedBlocks == 7);  // the seven below the one in use
   CHECK(zeroedServed == 0);    // the one in use was never given back
+}
+
+TEST(the_coarse_clock_never_runs_backwards_nor_ahead_of_the_fine_one_and_lags_it_by_a_tick_at_most) {
+  const uint64_t tick = os::coarseResolutionNs();
+  CHECK(tick >= 1 && tick <= 100000000ull);
+  uint64_t last = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t before = os::monotonicNs();
+    const uint64_t coarse = os::coarseMonotonicNs();
+    const uint64_t after = os::monotonicNs();
+    CHECK(coarse >= last);
+    CHECK(coarse <= after);
+    CHECK(coarse + 2 * tick >= before);  // a tick, and a tick's worth of slack for a late timer
+    last = coarse;
+  }
+}
+
+TEST(decay_on_the_coarse_clock_gives_idle_blocks_back_after_its_period_and_not_before) {
+  // Real time. Decay reads os::coarseMonotonicNs(): the purge must still come, and never before a period
+  // (less a tick of the coarse clock) since the pool was created.
+  constexpr uint64_t kPeriodMs = 100;
+  const uint64_t created = os::monotonicNs();
+  auto pool = decayingPool(kPeriodMs);
+  constexpr uint64_t kBytes = 1 << 20;
+  void* blocks[4];
+  writtenAndFreed(*pool, blocks, 4, kBytes);
+  uint64_t purgedAt = 0;
+  while (os::monotonicNs() - created < 10ull * 1000 * 1000 * 1000) {
+    Allocation other = pool->alloc(8 << 20);  // another class's calls give decay its turns
+    CHECK(pool->release(other.data) == ReleaseStatus::Ok);
+    if (pool->stats().purgedBlocks >= 4) {
+      purgedAt = os::monotonicNs();
+      break;
+    }
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, nullptr);
+  }
+  CHECK(purgedAt != 0);
+  CHECK(purgedAt - created + os::coarseResolutionNs() >= kPeriodMs * 1000 * 1000);
 }
 
 TEST(a_pool_without_decay_or_with_a_plan_keeps_its_free_blocks) {

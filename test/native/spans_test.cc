@@ -3,6 +3,8 @@
 // inside a merged span is never taken for a block.
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <random>
 #include <sys/mman.h>
 #include <vector>
 
@@ -72,6 +74,143 @@ TEST(span_heap_takes_the_best_fit_splits_what_is_left_and_merges_neighbours_when
   CHECK(heap.give(span, 0, absorbed) == 0);
   CHECK(heap.idleSince(5, 10, 1 << 30).size() == 1);  // the rest at 680,000, freed in epoch 0
   CHECK(heap.idleSince(0, 10, 1 << 30).empty());
+}
+
+namespace {
+// SpanHeap's rules (span_heap.h) done the slow way, on a plain map: what the heap must agree with.
+struct ModelSpan {
+  uint64_t bytes, epoch;
+  bool zero;
+};
+struct SpanModel {
+  std::map<uintptr_t, ModelSpan> spans;
+  uint64_t loose;
+  bool mergeable(const ModelSpan& a, const ModelSpan& b) const {
+    return (a.zero && a.bytes < loose) || (b.zero && b.bytes < loose) || (a.zero == b.zero && (a.zero || a.epoch == b.epoch));
+  }
+  void give(uintptr_t start, ModelSpan span) {
+    auto next = spans.find(start + span.bytes);
+    if (next != spans.end() && mergeable(span, next->second)) {
+      span = {span.bytes + next->second.bytes, std::max(span.epoch, next->second.epoch), span.zero && next->second.zero};
+      spans.erase(next);
+    }
+    for (auto& [at, before] : spans) {
+      if (at + before.bytes == start && mergeable(before, span)) {
+        span = {span.bytes + before.bytes, std::max(span.epoch, before.epoch), span.zero && before.zero};
+        start = at;
+        spans.erase(at);
+        break;
+      }
+    }
+    spans[start] = span;
+  }
+  // The smallest span that holds `bytes` (the lowest on a tie), else the shortest run of neighbours (the
+  // lowest on a tie), taken, its rest left in the last span's place.
+  bool take(uint64_t bytes, uint64_t minRest, uintptr_t* start, uint64_t* taken, bool* zero) {
+    auto best = spans.end();
+    for (auto at = spans.begin(); at != spans.end(); ++at) {
+      if (at->second.bytes >= bytes && (best == spans.end() || at->second.bytes < best->second.bytes)) best = at;
+    }
+    auto first = best, last = best;
+    if (best == spans.end()) {
+      uint64_t bestTotal = UINT64_MAX;
+      for (auto from = spans.begin(); from != spans.end(); ++from) {
+        uint64_t total = 0;
+        for (auto to = from; to != spans.end() && (to == from || std::prev(to)->first + std::prev(to)->second.bytes == to->first); ++to) {
+          total += to->second.bytes;
+          if (total >= bytes) {
+            if (total < bestTotal) bestTotal = total, first = from, last = to;
+            break;
+          }
+        }
+      }
+      if (first == spans.end()) return false;
+    }
+    *start = first->first;
+    *taken = 0;
+    *zero = true;
+    const ModelSpan tail = last->second;
+    for (auto at = first, end = std::next(last); at != end;) {
+      *taken += at->second.bytes;
+      *zero = *zero && at->second.zero;
+      at = spans.erase(at);
+    }
+    if (*taken - bytes >= minRest && *taken > bytes) {
+      spans[*start + bytes] = {*taken - bytes, tail.epoch, tail.zero};
+      *taken = bytes;
+    }
+    return true;
+  }
+};
+}  // namespace
+
+TEST(span_heap_agrees_with_its_rules_done_the_slow_way_over_random_takes_gives_and_given_back_pages) {
+  static char memory[1 << 22];
+  const uintptr_t base = reinterpret_cast<uintptr_t>(memory);
+  constexpr uint64_t kLoose = 4096;
+  SpanHeap heap(kLoose);
+  SpanModel model{{}, kLoose};
+  std::mt19937_64 random(7);
+  std::vector<std::pair<uintptr_t, uint64_t>> live;  // taken spans: (start, bytes)
+  // The whole range, given in pieces of random sizes, epochs and kinds.
+  for (uintptr_t at = 0; at < sizeof memory;) {
+    const uint64_t bytes = std::min<uint64_t>(sizeof memory - at, 1024 + random() % 65536);
+    const ModelSpan span{bytes, random() % 3, random() % 4 == 0};
+    char* absorbed[2];
+    heap.give({memory + at, bytes, span.zero}, span.epoch, absorbed);
+    model.give(base + at, span);
+    at += bytes;
+  }
+  uint64_t epoch = 3;
+  for (int step = 0; step < 20000; ++step) {
+    const unsigned op = random() % 16;
+    char* absorbed[2];
+    if (op < 7) {
+      const uint64_t bytes = 1 + random() % (op == 0 ? 400000 : 40000);
+      const uint64_t minRest = random() % 2 ? 0 : 8192;
+      SpanHeap::Span got;
+      std::vector<char*> inside;
+      uintptr_t start = 0;
+      uint64_t taken = 0;
+      bool zero = false;
+      const bool found = model.take(bytes, minRest, &start, &taken, &zero);
+      CHECK(heap.takeBestFit(bytes, minRest, &got, &inside) == found);
+      if (!found) continue;
+      CHECK(reinterpret_cast<uintptr_t>(got.start) == start && got.bytes == taken && got.zero == zero);
+      live.emplace_back(start, taken);
+    } else if (op < 15 && !live.empty()) {
+      const size_t pick = random() % live.size();
+      const auto [start, bytes] = live[pick];
+      live[pick] = live.back();
+      live.pop_back();
+      const ModelSpan span{bytes, epoch, random() % 8 == 0};
+      heap.give({reinterpret_cast<char*>(start), bytes, span.zero}, span.epoch, absorbed);
+      model.give(start, span);
+    } else if (op == 15) {
+      epoch++;
+      const std::vector<SpanHeap::Span> idle = heap.idleSince(epoch - 1, 4, UINT64_MAX);
+      for (const SpanHeap::Span& span : idle) {  // decay gives their pages back
+        heap.markZero(span.start, absorbed);
+        const auto at = model.spans.find(reinterpret_cast<uintptr_t>(span.start));
+        if (at == model.spans.end()) continue;  // merged into an idle one before it, given back with it
+        ModelSpan entry = at->second;
+        model.spans.erase(at);
+        entry.zero = true;
+        model.give(reinterpret_cast<uintptr_t>(span.start), entry);
+      }
+    }
+    const std::vector<SpanHeap::Span> spans = heap.spans();
+    CHECK(spans.size() == model.spans.size());
+    uint64_t free = 0;
+    auto expected = model.spans.begin();
+    for (const SpanHeap::Span& span : spans) {
+      CHECK(reinterpret_cast<uintptr_t>(span.start) == expected->first && span.bytes == expected->second.bytes &&
+            span.zero == expected->second.zero);
+      free += span.bytes;
+      ++expected;
+    }
+    CHECK(heap.freeBytes() == free && heap.count() == spans.size());
+  }
 }
 
 TEST(span_heap_keeps_a_span_given_back_apart_from_a_resident_neighbour_so_it_is_never_given_back_twice) {
