@@ -8,7 +8,10 @@
  * (from /proc/stat) is measured again, up to 10 times per repetition; the pairs kept disturbed are counted
  * (glibc, which keeps both cores busy, loses most to other work: its ratio then flatters the library).
  *
- *   npm run build && npx tsx bench/handoff.ts [--reps 5] [--operations 1000000] [--threads 2,16,64] [--json out.json]
+ *   npm run build && npx tsx bench/handoff.ts [--reps 5] [--operations 1000000] [--threads 2,16,64]
+ *                                             [--library FILE] [--json out.json]
+ * --library: the preload library to measure (default: this package's build), such as another branch's
+ * build/Release/tensorpool-preload.so.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -20,15 +23,16 @@ import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
 import { benchArgs, buildBenchHelpers, printHeader, writeJson } from './harness.js';
 
-const args = benchArgs(5, { operations: { type: 'string' }, threads: { type: 'string' } });
+const args = benchArgs(5, { operations: { type: 'string' }, threads: { type: 'string' }, library: { type: 'string' } });
+const library = args.values.library === undefined ? preloadLibrary : path.resolve(String(args.values.library));
 const operations = Number(args.values.operations ?? 1000000);
 const threadCounts = String(args.values.threads ?? '2,16,64').split(',').map(Number);
 if (!Number.isInteger(operations) || operations < 1 || threadCounts.some((t) => !Number.isInteger(t) || t < 1)) {
   console.error('--operations takes a positive integer, --threads a comma-separated list of them');
   process.exit(2);
 }
-if (!fs.existsSync(preloadLibrary)) {
-  console.error(`no preload library at ${preloadLibrary}: npm run build`);
+if (!fs.existsSync(library)) {
+  console.error(`no preload library at ${library}${args.values.library === undefined ? ': npm run build' : ''}`);
   process.exit(2);
 }
 const machine = printHeader('handoff: blocks freed by other threads, 2 to 64 threads');
@@ -70,7 +74,7 @@ for (let rep = 0; rep < args.reps; rep++) {
   for (const threads of threadCounts) {
     for (let attempt = 0; attempt < kAttempts; attempt++) {
       const glibc = run(threads, undefined);
-      const tensorpool = run(threads, preloadLibrary);
+      const tensorpool = run(threads, library);
       const quiet = Math.max(glibc.otherCpuS, tensorpool.otherCpuS) <= 0.1;
       if (quiet || attempt === kAttempts - 1) {
         pairs.get(threads)!.push({ glibc, tensorpool });
