@@ -31,26 +31,17 @@ python=${PYTHON_TESTS_PYTHON:-/usr/bin/python3.11}
 timeout=${PYTHON_TESTS_TIMEOUT:-300}
 jobs=${PYTHON_TESTS_JOBS:-$(($(nproc) + 2))}
 only=${PYTHON_TESTS_ONLY:-}
-# The tests run with nothing of the caller's preloading, pool or Python settings (PYTHONUNBUFFERED fails
-# test_cmd_line's buffering test under glibc itself).
-unset LD_PRELOAD
-for name in $(env | sed -n 's/^\(TENSORPOOL_[A-Za-z0-9_]*\)=.*/\1/p; s/^\(PYTHON[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$name"; done
+. "$(dirname "$0")/lib/python-configurations.sh"  # clears the environment (read settings first); glibc, default, min1
 
 # --- The interpreter and its test package -------------------------------------------------------------------
 has_tests() { [ -x "$python" ] && [ "$("$python" -c 'import test.libregrtest, test.test_bigmem; print("yes")' 2>/dev/null)" = yes ]; }
-if ! has_tests && [ -x "$python" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpython3.11-testsuite >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpython3.11-testsuite; } >/dev/null 2>&1 || true
-fi
+if ! has_tests && [ -x "$python" ]; then debian_install libpython3.11-testsuite; fi
 if ! has_tests; then
   if [ -x "$python" ]; then why="$python has no test package (Debian: apt-get install libpython3.11-testsuite, as root)"
   else why="no interpreter at $python (set PYTHON_TESTS_PYTHON)"; fi
-  echo "python-tests: skipped, nothing run: $why"
-  exit 0
+  skipped "$why"
 fi
-for tool in timeout nice; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "python-tests: needs $tool" >&2; exit 2; }
-done
+need_tools timeout nice
 
 # --- What runs ---------------------------------------------------------------------------------------------
 # Debian's package leaves out test_capi and test_sqlite3 (packages of Lib/test in 3.11), so they are not
@@ -76,8 +67,7 @@ results=$(mktemp -d "${TMPDIR:-/tmp}/python-tests.XXXXXX")
 trap 'rm -rf "$results"' EXIT INT TERM
 printf '%s\n' $big_tests $tests >"$results/list"
 : >"$results/flaky"
-# The Python hook of `tensorpool run`, copied: the interpreter writes its bytecode beside it, never in the repository.
-cp -R "$repo/hooks/python" "$results/hooks"
+python_hooks "$results"
 
 # regrtest CONFIG LOG ARGS...: python -m test ARGS under CONFIG (glibc, default or min1), its output appended
 # to LOG, in a directory of its own (regrtest's temporary files), niced (others may be timing on this host).
@@ -86,11 +76,7 @@ cp -R "$repo/hooks/python" "$results/hooks"
 regrtest() {
   config=$1 log=$2
   shift 2
-  case $config in
-    glibc) preload= ;;
-    default) preload="LD_PRELOAD=$library PYTHONPATH=$results/hooks" ;;
-    min1) preload="LD_PRELOAD=$library PYTHONPATH=$results/hooks TENSORPOOL_MIN_BYTES=1 PYTHONMALLOC=malloc" ;;
-  esac
+  preload=$(python_environment "$config")
   dir=$(mktemp -d "$results/run.XXXXXX")
   # shellcheck disable=SC2086
   (cd "$dir" && TMPDIR=$dir timeout -k 10 $((timeout * 8)) env $preload nice -n 10 "$python" -m test -W --timeout "$timeout" "$@") >>"$log" 2>&1 || true
@@ -115,7 +101,7 @@ verdicts() {
 }
 # A test module with no verdict was never reported: its run was killed past every timeout, or crashed.
 verdict() { cat "$results/$1/$2" 2>/dev/null || echo no-verdict; }
-for config in glibc default min1; do
+for config in $python_configurations; do
   started=$(date +%s)
   # shellcheck disable=SC2086
   [ -z "$big_tests" ] || regrtest "$config" "$results/$config.log" -j1 -M 2G $big_tests
@@ -134,7 +120,7 @@ done
 # other builds; each passed run again). A test that failed (not crashed, not hung) where the comparison needs
 # it to pass runs again, alone, once: one that passes then is reported as flaky and not counted. A crash or
 # a hang is never run again.
-for config in glibc default min1; do
+for config in $python_configurations; do
   while read -r test; do
     v=$(verdict "$config" "$test")
     case $v in fail|env-changed) ;; *) continue ;; esac
@@ -166,8 +152,8 @@ while read -r test; do
 done <"$results/list"
 echo
 while read -r line; do echo "flaky, not counted: $line"; done <"$results/flaky"
-for config in glibc default min1; do
-  case $config in glibc) label="glibc" ;; default) label="$library (default threshold)" ;; min1) label="$library (TENSORPOOL_MIN_BYTES=1, PYTHONMALLOC=malloc)" ;; esac
+for config in $python_configurations; do
+  label=$(python_configuration_label "$config")
   passed=0; skipped=0; other=0
   while read -r test; do
     case $(verdict "$config" "$test") in pass) passed=$((passed + 1)) ;; skipped) skipped=$((skipped + 1)) ;; *) other=$((other + 1)) ;; esac
