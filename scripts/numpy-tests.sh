@@ -6,7 +6,7 @@
 # Arrays of 64 KiB or more come from the pool at the default threshold (~800 blocks in test_multiarray's
 # run): zeros through calloc (the pool's never-written blocks are not written again), growing arrays through
 # realloc, aligned ones through numpy's own aligned allocator. Each module runs with
-# pytest (Debian's python3-pytest, installed here when missing and this is root), its tests marked slow left
+# pytest (Debian's python3-pytest; both packages installed here when missing and this is root), its tests marked slow left
 # out, under plain glibc, then as `tensorpool run` runs Python (LIBRARY in LD_PRELOAD, the sitecustomize of
 # hooks/python on PYTHONPATH) at the default threshold, and at TENSORPOOL_MIN_BYTES=1 with PYTHONMALLOC=malloc
 # (every allocation of the interpreter and of numpy through the pool). Every test that passes under glibc must
@@ -40,10 +40,11 @@ max_reruns=10
 # --- The interpreter, its numpy and pytest -------------------------------------------------------------------
 has_numpy() { [ -x "$python" ] && "$python" -c 'import numpy.core.tests' >/dev/null 2>&1; }
 has_pytest() { "$python" -c 'import pytest' >/dev/null 2>&1; }
-if has_numpy && ! has_pytest; then debian_install python3-pytest; fi
+# A clean Debian machine may have neither: both are installed where this is root, so that CI runs the tests.
+if [ -x "$python" ] && { ! has_numpy || ! has_pytest; }; then debian_install python3-numpy python3-pytest; fi
 if ! has_numpy || ! has_pytest; then
   if [ ! -x "$python" ]; then why="no interpreter at $python (set NUMPY_TESTS_PYTHON)"
-  elif ! has_numpy; then why="$python has no numpy with its tests (Debian: apt-get install python3-numpy)"
+  elif ! has_numpy; then why="$python has no numpy with its tests (Debian: apt-get install python3-numpy, as root)"
   else why="$python has no pytest (Debian: apt-get install python3-pytest, as root)"; fi
   skipped "$why"
 fi
