@@ -168,29 +168,19 @@ static int reallocGrow(void) {
   return 0;
 }
 
-/* The process's peak resident bytes (VmHWM). */
-static uint64_t peakResident(void) {
+/* A field of /proc/self/status in bytes ("VmHWM:", the peak resident; "VmRSS:", resident now). */
+static uint64_t statusBytes(const char* field) {
   FILE* f = fopen("/proc/self/status", "r");
   char line[256];
   uint64_t kib = 0;
   while (f && fgets(line, sizeof line, f)) {
-    if (strncmp(line, "VmHWM:", 6) == 0) kib = strtoull(line + 6, NULL, 10);
+    if (strncmp(line, field, strlen(field)) == 0) kib = strtoull(line + strlen(field), NULL, 10);
   }
   if (f) fclose(f);
   return kib << 10;
 }
-
-/* The process's resident bytes now (VmRSS). */
-static uint64_t resident(void) {
-  FILE* f = fopen("/proc/self/status", "r");
-  char line[256];
-  uint64_t kib = 0;
-  while (f && fgets(line, sizeof line, f)) {
-    if (strncmp(line, "VmRSS:", 6) == 0) kib = strtoull(line + 6, NULL, 10);
-  }
-  if (f) fclose(f);
-  return kib << 10;
-}
+static uint64_t peakResident(void) { return statusBytes("VmHWM:"); }
+static uint64_t resident(void) { return statusBytes("VmRSS:"); }
 
 /* 40 MiB of small blocks of `size` bytes, written, then freed last first; then, with `large`, 40 blocks of
  * 1 MiB written. Prints the resident MiB after the small blocks were freed and the peak. */
