@@ -50,7 +50,7 @@ namespace detail {
 extern std::atomic<size_t> routeFrom;
 extern std::atomic<bool> addressLimited;
 // Whether the C library's frees give the pool's decay a turn now and then (poolDecayTick): once the pool is
-// made, unless decay is off. Until then free() reads this one flag and nothing else for it.
+// made, unless decay is off. free() reads it only once the pool has mapped something (poolMapsAny).
 extern std::atomic<bool> decayOnFrees;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
 // TLS may, on a thread's first access).
