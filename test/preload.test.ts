@@ -385,6 +385,29 @@ describe('the preload library: the process allocator', () => {
     expect(idle.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): served nothing \(it was never made\)$/m);
   });
 
+  it('keeps the code every program runs in one place: the malloc family, start-up and its own operator new within 32 KiB', () => {
+    // The kernel maps up to 64 KiB of a library around each page of it a program touches: spread over the
+    // library's code, these held 300-370 KiB of it resident in gzip (always_run.h).
+    const symbols = spawnSync('nm', ['--defined-only', '-S', preloadLibrary], { encoding: 'utf8' });
+    expect(symbols.status, symbols.stderr).toBe(0);
+    const code = new Map<string, { start: number; end: number }>();
+    for (const line of symbols.stdout.split('\n')) {
+      const [address, size, kind, name] = line.trim().split(/\s+/);
+      if (name && /^[tT]$/.test(kind)) code.set(name, { start: parseInt(address, 16), end: parseInt(address, 16) + parseInt(size, 16) });
+    }
+    const everyProgram = [
+      ...['malloc', 'free', 'calloc', 'realloc', 'posix_memalign', 'malloc_usable_size', 'sigaction', '__wrap_malloc'],
+      ...['_Znwm', '_ZdlPv'], // operator new, operator delete
+      // start-up: the next allocator found, glibc's heap read, the fork handlers registered
+      ...['_ZN2tp7preload20resolveNextAllocatorEv', '_ZN2tp7preload15initialiseCHeapEv', '_ZN2tp7preload18holdPoolAcrossForkEv'],
+    ];
+    const found = everyProgram.map((name) => code.get(name));
+    expect(found.every(Boolean), everyProgram.filter((_, i) => !found[i]).join(', ')).toBe(true);
+    const start = Math.min(...found.map((f) => f!.start));
+    const end = Math.max(...found.map((f) => f!.end));
+    expect(end - start).toBeLessThanOrEqual(32 * 1024);
+  });
+
   it("a threshold that routes the C library's own bookkeeping to the pool: node starts, allocates and exits", () => {
     // glibc's atexit() allocates its 1,040-byte table under its lock; the pool, first made there, once
     // registered a destructor with atexit() itself and deadlocked.

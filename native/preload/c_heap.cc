@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "next_allocator.h"
+#include "always_run.h"
 
 namespace tp::preload {
 namespace {
@@ -64,7 +65,7 @@ void countFresh(size_t bytes) {
 
 }  // namespace
 
-void initialiseCHeap() {
+TP_ALWAYS_RUN void initialiseCHeap() {
   const char* tunables = getenv("GLIBC_TUNABLES");
   const bool set = getenv("MALLOC_TRIM_THRESHOLD_") || getenv("MALLOC_MMAP_THRESHOLD_") ||
                    (tunables && (strstr(tunables, "malloc.trim_threshold") || strstr(tunables, "malloc.mmap_threshold")));

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "process_pool.h"
+#include "always_run.h"
 
 // libio's stream-list lock (exported by glibc since 2.2.5; fork() itself takes it).
 extern "C" {
@@ -40,7 +41,7 @@ thread_local uint64_t poolHeldBits __attribute__((tls_model("initial-exec"))) = 
 // owner not yet written), would wait on that lock forever (seen in test/native/preload/fork.cc).
 thread_local sigset_t maskBeforeFork __attribute__((tls_model("initial-exec")));
 
-void prepare() {
+TP_ALWAYS_RUN void prepare() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &maskBeforeFork);
@@ -52,20 +53,20 @@ void prepare() {
 }
 
 // The innermost fork's bit, removed.
-bool heldByThisFork() {
+TP_ALWAYS_RUN bool heldByThisFork() {
   const bool held = poolHeldBits & 1;
   poolHeldBits >>= 1;
   return held;
 }
 
-void parent() {
+TP_ALWAYS_RUN void parent() {
   if (heldByThisFork()) unlockPoolAfterFork(false);
   _IO_list_unlock();
   leavePool();
   pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);
 }
 
-void child() {
+TP_ALWAYS_RUN void child() {
   if (heldByThisFork()) unlockPoolAfterFork(true);
   _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
   leavePool();
@@ -74,6 +75,6 @@ void child() {
 
 }  // namespace
 
-void holdPoolAcrossFork() { pthread_atfork(prepare, parent, child); }
+TP_ALWAYS_RUN void holdPoolAcrossFork() { pthread_atfork(prepare, parent, child); }
 
 }  // namespace tp::preload

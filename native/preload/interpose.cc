@@ -15,6 +15,7 @@
 
 #include <atomic>
 
+#include "always_run.h"
 #include "core/header.h"
 #include "next_allocator.h"
 #include "process_pool.h"
@@ -23,7 +24,7 @@ namespace {
 
 using namespace tp::preload;
 
-bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+TP_ALWAYS_RUN bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 // Aligned blocks of glibc's malloc below the threshold (PyTorch's posix_memalign(64) of every small
 // tensor): glibc's memalign bypasses its thread cache and splits a larger chunk each time (the GRU trace
@@ -42,7 +43,7 @@ std::atomic<bool> anyShifted{false};
 
 // Another allocator's memalign is asked for one byte at least: jemalloc's memalign(a, 0) returns a block
 // aligned to 8 only (its posix_memalign and aligned_alloc, which programs call, are right).
-void* nextAligned(size_t bytes, size_t alignment) {
+TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
   if (!nextIsGlibcMalloc()) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes ? bytes : 1);
   if (alignment > tp::kBlockAlign) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes);
   size_t padded;
@@ -63,7 +64,7 @@ void* nextAligned(size_t bytes, size_t alignment) {
 // The start of the next allocator's block q (not the pool's), and its shift. Only a block aligned to 32
 // can be a shifted one: any other pointer (free(p + 1)) goes to the next allocator as it is, without reading
 // the word before it, and glibc aborts on it as it would without us ("free(): invalid pointer").
-char* nextStart(void* q, uintptr_t* shift) {
+TP_ALWAYS_RUN char* nextStart(void* q, uintptr_t* shift) {
   *shift = 0;
   if (!anyShifted.load(std::memory_order_relaxed) || reinterpret_cast<uintptr_t>(q) % 32 != 0) return static_cast<char*>(q);
   const uint64_t word = static_cast<uint64_t*>(q)[-1];
@@ -72,7 +73,7 @@ char* nextStart(void* q, uintptr_t* shift) {
   return static_cast<char*>(q) - *shift;
 }
 
-void nextFree(void* q) {
+TP_ALWAYS_RUN void nextFree(void* q) {
   if (!anyShifted.load(std::memory_order_relaxed)) return next.free.load(std::memory_order_relaxed)(q);
   if (!q) return;
   uintptr_t shift;
@@ -80,7 +81,7 @@ void nextFree(void* q) {
 }
 
 // Bytes usable in a block that is not the pool's (the bootstrap's, or the next allocator's).
-size_t nextUsable(void* q) {
+TP_ALWAYS_RUN size_t nextUsable(void* q) {
   if (!q) return 0;
   if (bootstrapOwns(q)) return bootstrapSize(q);
   uintptr_t shift;
@@ -96,7 +97,7 @@ constexpr size_t kAsMalloc = 0;
 // Its malloc aligns every block to 16 only where it is glibc's: jemalloc, tcmalloc and mimalloc align one of
 // 8 bytes or less to 8 (posix_memalign(&p, 16, 1) came back 8-aligned), so an aligned request goes to its
 // memalign unless malloc's alignment is what it asked for.
-__attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
+TP_ALWAYS_RUN __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
     if (void* p = poolAlloc(bytes)) return p;
   }
@@ -105,7 +106,7 @@ __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
 }
 
 // realloc's move of `old` into `fresh`, a block of `bytes`: its data copied, `old` given back.
-void* moveInto(void* fresh, void* old, size_t oldBytes, size_t bytes) {
+TP_ALWAYS_RUN void* moveInto(void* fresh, void* old, size_t oldBytes, size_t bytes) {
   memcpy(fresh, old, oldBytes < bytes ? oldBytes : bytes);
   if (ownedByPool(old)) poolFreeMoved(old); else nextFree(old);
   return fresh;
@@ -113,7 +114,7 @@ void* moveInto(void* fresh, void* old, size_t oldBytes, size_t bytes) {
 
 // realloc to another home (pool to next allocator, or either to the other side of the threshold, or out of
 // the bootstrap buffer).
-void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
+TP_ALWAYS_RUN void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
   void* fresh = allocate(bytes, kAsMalloc);
   if (!fresh) return nullptr;  // errno set; the old block stays valid, as realloc promises
   return moveInto(fresh, old, oldBytes, bytes);
@@ -132,7 +133,7 @@ inline void* orAgain(Request request) {
 
 }  // namespace
 
-#define TP_EXPORT extern "C" __attribute__((visibility("default")))
+#define TP_EXPORT extern "C" __attribute__((visibility("default"))) TP_ALWAYS_RUN
 
 TP_EXPORT void* malloc(size_t bytes) {
   if (__builtin_expect(!mayRouteToPool(bytes), 1)) {
@@ -147,7 +148,7 @@ TP_EXPORT void* malloc(size_t bytes) {
 // in the preload library's link flags), as the library's own: never from the pool. Its exception pool (71 KiB,
 // above the threshold) is allocated as the library loads, after the pool's set-up, and made the pool in every
 // process.
-extern "C" void* __wrap_malloc(size_t bytes) {
+extern "C" TP_ALWAYS_RUN void* __wrap_malloc(size_t bytes) {
   InternalScope inside;
   return malloc(bytes);
 }
@@ -171,13 +172,13 @@ TP_EXPORT void free(void* p) {
 // calloc's block from the pool, zeroed where it may hold what a previous owner wrote, or nullptr. A block
 // the pool says reads as zero (a fresh mapping, or an arena block never written since it was carved or given
 // back to the OS: calloc(1 GiB) writes nothing and faults nothing in, as glibc's) is not written.
-static void* zeroedPoolBlock(size_t bytes) {
+static TP_ALWAYS_RUN void* zeroedPoolBlock(size_t bytes) {
   bool zero = false;
   void* p = poolAlloc(bytes, &zero);
   return p && !zero ? memset(p, 0, bytes) : p;
 }
 
-static void* callocOnce(size_t count, size_t size, size_t bytes) {
+static TP_ALWAYS_RUN void* callocOnce(size_t count, size_t size, size_t bytes) {
   if (routesToPool(bytes)) {
     if (void* p = zeroedPoolBlock(bytes)) return p;
   }
@@ -193,7 +194,7 @@ TP_EXPORT void* calloc(size_t count, size_t size) {
   return orAgain([=] { return callocOnce(count, size, bytes); });
 }
 
-static void* reallocOnce(void* p, size_t bytes) {
+static TP_ALWAYS_RUN void* reallocOnce(void* p, size_t bytes) {
   if (!p) return malloc(bytes);
   if (ownedByPool(p)) {
     if (bytes == 0) {  // as glibc: realloc(p, 0) frees p

@@ -3,9 +3,10 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <errno.h>
-#include <gnu/libc-version.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "always_run.h"
 
 // glibc's own entry points (exported by libc.so.6): what an entry RTLD_NEXT does not find falls back to.
 extern "C" {
@@ -32,7 +33,7 @@ void bootstrapAwareFree(void* p);
 
 // A block of `bytes` aligned to `alignment` (at most a page), the bytes asked in the word before it; nullptr
 // and ENOMEM once the buffer is full.
-void* bootstrapBlock(size_t bytes, size_t alignment) {
+TP_ALWAYS_RUN void* bootstrapBlock(size_t bytes, size_t alignment) {
   if (alignment < 16) alignment = 16;
   if (alignment > kPage || bytes > sizeof buffer) {
     errno = ENOMEM;
@@ -72,7 +73,7 @@ constexpr const char* kBaseVersion = nullptr;
 #endif
 
 // The object defining `f` (nullptr when none does).
-const link_map* objectOf(void* f) {
+TP_ALWAYS_RUN const link_map* objectOf(void* f) {
   Dl_info info;
   link_map* object = nullptr;
   return dladdr1(f, &info, reinterpret_cast<void**>(&object), RTLD_DL_LINKMAP) ? object : nullptr;
@@ -84,8 +85,7 @@ const link_map* objectOf(void* f) {
 // are non-default ones, malloc@GLIBC_2.2.5: glibc's malloc served instead, and MALLOC_CHECK_ did nothing;
 // glibc's tst-malloc-usable): where both find one, the earlier in load order (the search order of the
 // objects loaded at start) is the one.
-template <typename Fn>
-Fn lookUp(const char* name, const char* version, Fn fallback) {
+TP_ALWAYS_RUN void* lookUpAddress(const char* name, const char* version) {
   void* versioned = version ? dlvsym(RTLD_NEXT, name, version) : nullptr;
   void* plain = dlsym(RTLD_NEXT, name);
   void* found = versioned ? versioned : plain;
@@ -97,13 +97,21 @@ Fn lookUp(const char* name, const char* version, Fn fallback) {
       if (!o->l_next) found = plain;
     }
   }
+  return found;
+}
+
+template <typename Fn>
+inline Fn lookUp(const char* name, const char* version, Fn fallback) {
+  void* found = lookUpAddress(name, version);
   return found ? reinterpret_cast<Fn>(found) : fallback;
 }
 
-// Whether `f` is a function of the C library itself (where gnu_get_libc_version is).
-bool inLibc(void* f) {
-  Dl_info fn, libc;
-  return dladdr(f, &fn) && dladdr(reinterpret_cast<void*>(gnu_get_libc_version), &libc) && fn.dli_fbase == libc.dli_fbase;
+// Whether `m` is glibc's own malloc: the C library's __libc_malloc, which is malloc under another name, found
+// at its version (an unversioned __libc_malloc, mimalloc's or tcmalloc's, is skipped). dladdr told this by
+// the object `m` lies in, at ~170,000 instructions in every process the library starts in (a linear walk of
+// the C library's symbols) and two more pages of its code resident. Elsewhere than x86-64 and AArch64: no.
+TP_ALWAYS_RUN bool isGlibcMalloc(void* m) {
+  return kBaseVersion && m == dlvsym(RTLD_NEXT, "__libc_malloc", kBaseVersion);
 }
 
 void* bootMalloc(size_t bytes);
@@ -115,13 +123,13 @@ void* bootAlignedAlloc(size_t alignment, size_t bytes);
 void* bootValloc(size_t bytes);
 void* bootPvalloc(size_t bytes);
 size_t bootUsableSize(void* p);
-size_t noUsableSize(void*) { return 0; }
+TP_ALWAYS_RUN size_t noUsableSize(void*) { return 0; }
 int bootTrim(size_t pad);
-int noTrim(size_t) { return 0; }
+TP_ALWAYS_RUN int noTrim(size_t) { return 0; }
 
 // Every thread that finds the entries unresolved looks them up (the same answers), without a lock: none can
 // be held across fork() or wait on another thread's dlsym. A thread already looking returns at once.
-void resolve() {
+TP_ALWAYS_RUN void resolve() {
   if (resolved.load(std::memory_order_acquire) || resolving) return;
   resolving = true;
   auto* m = lookUp<void* (*)(size_t)>("malloc", kBaseVersion, __libc_malloc);
@@ -136,8 +144,7 @@ void resolve() {
   auto* u = lookUp<size_t (*)(void*)>("malloc_usable_size", kBaseVersion, noUsableSize);
   auto* t = lookUp<int (*)(size_t)>("malloc_trim", kBaseVersion, noTrim);
   resolvedFree.store(f, std::memory_order_release);
-  // By where it lives, not by comparing with __libc_malloc: tcmalloc and mimalloc define that name too.
-  glibcMalloc.store(inLibc(reinterpret_cast<void*>(m)), std::memory_order_release);
+  glibcMalloc.store(isGlibcMalloc(reinterpret_cast<void*>(m)), std::memory_order_release);
   next.malloc.store(m, std::memory_order_release);
   next.calloc.store(c, std::memory_order_release);
   next.realloc.store(r, std::memory_order_release);
@@ -154,7 +161,7 @@ void resolve() {
 }
 
 // Frees p unless the bootstrap made it; for next.free once the bootstrap has served anything.
-void bootstrapAwareFree(void* p) {
+TP_ALWAYS_RUN void bootstrapAwareFree(void* p) {
   if (bootstrapOwns(p)) return;
   resolve();
   if (auto* f = resolvedFree.load(std::memory_order_acquire)) f(p);
@@ -163,13 +170,13 @@ void bootstrapAwareFree(void* p) {
 
 // The entries until resolved: each looks the next allocator up and calls its entry; a call from inside the
 // lookup (the entry still this one) is served by the bootstrap.
-void* bootMalloc(size_t bytes) {
+TP_ALWAYS_RUN void* bootMalloc(size_t bytes) {
   resolve();
   auto* f = next.malloc.load(std::memory_order_acquire);
   return f != bootMalloc ? f(bytes) : bootstrapBlock(bytes, 16);
 }
-void bootFree(void* p) { bootstrapAwareFree(p); }
-void* bootCalloc(size_t count, size_t size) {
+TP_ALWAYS_RUN void bootFree(void* p) { bootstrapAwareFree(p); }
+TP_ALWAYS_RUN void* bootCalloc(size_t count, size_t size) {
   resolve();
   auto* f = next.calloc.load(std::memory_order_acquire);
   if (f != bootCalloc) return f(count, size);
@@ -180,39 +187,39 @@ void* bootCalloc(size_t count, size_t size) {
   }
   return bootstrapBlock(bytes, 16);
 }
-void* bootRealloc(void* p, size_t bytes) {
+TP_ALWAYS_RUN void* bootRealloc(void* p, size_t bytes) {
   resolve();
   auto* f = next.realloc.load(std::memory_order_acquire);
   if (f != bootRealloc) return f(p, bytes);
   errno = ENOMEM;  // no block of the next allocator exists yet to resize (interpose.cc moves bootstrap blocks)
   return nullptr;
 }
-void* bootMemalign(size_t alignment, size_t bytes) {
+TP_ALWAYS_RUN void* bootMemalign(size_t alignment, size_t bytes) {
   resolve();
   auto* f = next.memalign.load(std::memory_order_acquire);
   return f != bootMemalign ? f(alignment, bytes) : bootstrapBlock(bytes, alignment);
 }
-void* bootAlignedAlloc(size_t alignment, size_t bytes) {
+TP_ALWAYS_RUN void* bootAlignedAlloc(size_t alignment, size_t bytes) {
   resolve();
   auto* f = next.alignedAlloc.load(std::memory_order_acquire);
   return f != bootAlignedAlloc ? f(alignment, bytes) : bootstrapBlock(bytes, alignment);
 }
-void* bootValloc(size_t bytes) {
+TP_ALWAYS_RUN void* bootValloc(size_t bytes) {
   resolve();
   auto* f = next.valloc.load(std::memory_order_acquire);
   return f != bootValloc ? f(bytes) : bootstrapBlock(bytes, kPage);
 }
-void* bootPvalloc(size_t bytes) {
+TP_ALWAYS_RUN void* bootPvalloc(size_t bytes) {
   resolve();
   auto* f = next.pvalloc.load(std::memory_order_acquire);
   return f != bootPvalloc ? f(bytes) : bootstrapBlock((bytes + kPage - 1) / kPage * kPage, kPage);
 }
-size_t bootUsableSize(void* p) {
+TP_ALWAYS_RUN size_t bootUsableSize(void* p) {
   resolve();
   auto* f = next.usableSize.load(std::memory_order_acquire);
   return f != bootUsableSize ? f(p) : 0;
 }
-int bootTrim(size_t pad) {
+TP_ALWAYS_RUN int bootTrim(size_t pad) {
   resolve();
   auto* f = next.trim.load(std::memory_order_acquire);
   return f != bootTrim ? f(pad) : 0;  // nothing the bootstrap holds is ever given back
@@ -223,7 +230,7 @@ int bootTrim(size_t pad) {
 NextAllocator next{{bootMalloc},   {bootFree},         {bootCalloc}, {bootRealloc},   {bootMemalign},
                    {bootAlignedAlloc}, {bootValloc}, {bootPvalloc}, {bootUsableSize}, {bootTrim}};
 
-void resolveNextAllocator() {
+TP_ALWAYS_RUN void resolveNextAllocator() {
   if (resolved.load(std::memory_order_acquire)) return;
   resolve();
   if (resolving) return;  // called from inside the lookup
@@ -231,11 +238,11 @@ void resolveNextAllocator() {
   f(next.malloc.load(std::memory_order_acquire)(1));
 }
 
-bool nextIsGlibcMalloc() { return glibcMalloc.load(std::memory_order_acquire); }
+TP_ALWAYS_RUN bool nextIsGlibcMalloc() { return glibcMalloc.load(std::memory_order_acquire); }
 
-bool bootstrapOwns(const void* p) { return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(buffer) < sizeof buffer; }
+TP_ALWAYS_RUN bool bootstrapOwns(const void* p) { return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(buffer) < sizeof buffer; }
 
-size_t bootstrapSize(const void* p) {
+TP_ALWAYS_RUN size_t bootstrapSize(const void* p) {
   size_t bytes;
   memcpy(&bytes, static_cast<const unsigned char*>(p) - sizeof(size_t), sizeof bytes);
   return bytes;

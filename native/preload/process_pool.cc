@@ -18,6 +18,7 @@
 #include "os/os.h"
 #include "core/pool.h"
 #include "fork.h"
+#include "always_run.h"
 #include "c_heap.h"
 #include "next_allocator.h"
 #include "plan_file.h"
@@ -49,7 +50,11 @@ std::atomic<Pool*> madePool{nullptr};
 // JS asks for it): a process that never allocates above the threshold (a shell, the helpers a launcher
 // starts: python3 behind pyenv's shims ran 30) never maps and pre-faults a plan's arena.
 struct Recipe {
-  PlanSpec plan;
+  // A plan file's classes, or nullptr: the default classes (built when the pool is made, not at load: their
+  // code stays out of the pages a program that never makes the pool holds, always_run.h), with the reserve
+  // of a plan of the spans kind.
+  PlanSpec* plan = nullptr;  // owned: deleted with the recipe, when the pool is made
+  uint64_t spanReserve = 0;
   PoolOptions options;
   bool record = false;
   uint64_t recordEvents = 0;
@@ -64,6 +69,12 @@ Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, o
 void say(const std::string& line);
 uint64_t defaultReserve();
 void queuedFreeFailed(ReleaseStatus status);
+
+PlanSpec defaultClasses(uint64_t spanReserve) {
+  PlanSpec plan = defaultPlan();
+  plan.spanReserve = spanReserve;
+  return plan;
+}
 
 // The pool, made now if it is not yet; nullptr when making it failed (the process is then on the C library).
 Pool* servingPool() {
@@ -81,9 +92,10 @@ Pool* servingPool() {
   // made, free() finds no map and goes straight to the C library.
   std::shared_ptr<Pool> fresh;
   if (!os::trackMappings()) error = std::string("cannot map the address map: ") + strerror(errno);
-  else fresh = Pool::create(recipe->plan, recipe->options, &error);
+  else fresh = Pool::create(recipe->plan ? *recipe->plan : defaultClasses(recipe->spanReserve), recipe->options, &error);
   if (fresh && recipe->record) fresh->startRecording(recipe->recordEvents);
   const bool decays = recipe->options.decayMs != PoolOptions::kNoDecay;
+  delete recipe->plan;
   delete recipe;
   recipe = nullptr;
   if (!fresh) {
@@ -272,7 +284,7 @@ void writeRecordingOnce() {
   }
 }
 
-void atExit() {
+TP_ALWAYS_RUN void atExit() {
   InternalScope inside;
   writeRecordingOnce();
   const bool forked = getpid() != settings->pid;
@@ -367,7 +379,8 @@ void initialise() {
   s->root = claimRoot();
   s->pid = getpid();
   if (planPath || recordPath) s->program = thisProgram();  // what only a plan or a recording asks about
-  PlanSpec plan = defaultPlan();
+  PlanSpec* plan = nullptr;  // a plan file's classes, for the recipe
+  uint64_t spanReserve = 0;
   PoolOptions options;
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
   options.growth = Growth::Spans;
@@ -395,12 +408,12 @@ void initialise() {
       // Training found that the recording's spans hold less than any plan of blocks would (requests that
       // overlap at random, each busy period a new mix of sizes): the default classes' spans serve, the
       // recorded working set carved up front and, once written, kept resident through decay and trim.
-      plan.spanReserve = planned.spanReserve;
+      spanReserve = planned.spanReserve;
       s->planPath = planPath;
       s->mode = "planned";
       s->spans = true;
     } else {
-      plan = std::move(planned);
+      plan = new PlanSpec(std::move(planned));
       // Still growing, once nothing free fits: a departure from the plan (a buffer a garbage collector frees
       // later than in the recorded run) costs one carved, pre-faulted block, not a mapping faulted in again
       // every time it recurs.
@@ -417,6 +430,7 @@ void initialise() {
     std::string error;
     if (!recordFileUsable(s->recordPath, &error)) {
       const std::string why = "TENSORPOOL_RECORD=" + s->recordPath + ": " + error;
+      delete plan;
       delete s;
       return fail(why);
     }
@@ -424,7 +438,7 @@ void initialise() {
     s->record = true;
     if (!adaptive) s->mode = "recording";
   }
-  recipe = new Recipe{std::move(plan), options, s->record, recordEvents, reserveText != nullptr};
+  recipe = new Recipe{plan, spanReserve, options, s->record, recordEvents, reserveText != nullptr};
   settings = s;
   holdPoolAcrossFork();
   atexit(atExit);
@@ -527,19 +541,19 @@ void printStats() {
 
 }  // namespace
 
-InternalScope::InternalScope() { ++insideDepth; }
-InternalScope::~InternalScope() { --insideDepth; }
+TP_ALWAYS_RUN InternalScope::InternalScope() { ++insideDepth; }
+TP_ALWAYS_RUN InternalScope::~InternalScope() { --insideDepth; }
 
-bool insidePool() { return insideDepth != 0; }
-void enterPool() { ++insideDepth; }
-void leavePool() { --insideDepth; }
+TP_ALWAYS_RUN bool insidePool() { return insideDepth != 0; }
+TP_ALWAYS_RUN void enterPool() { ++insideDepth; }
+TP_ALWAYS_RUN void leavePool() { --insideDepth; }
 
-void lockPoolForFork() {
+TP_ALWAYS_RUN void lockPoolForFork() {
   making.lock();
   if (Pool* p = made()) p->lockForFork();
 }
 
-void unlockPoolAfterFork(bool child) {
+TP_ALWAYS_RUN void unlockPoolAfterFork(bool child) {
   if (Pool* p = made()) p->unlockAfterFork(child);
   making.unlock();
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "process_pool.h"
+#include "always_run.h"
 
 extern "C" int __sigaction(int, const struct sigaction*, struct sigaction*);
 
@@ -19,7 +20,7 @@ using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 std::atomic<SigactionFn> nextSigaction{nullptr};
 
 // The sigaction next in the chain (glibc's), found outside any signal handler before one is installed.
-SigactionFn realSigaction() {
+TP_ALWAYS_RUN SigactionFn realSigaction() {
   SigactionFn f = nextSigaction.load(std::memory_order_acquire);
   if (!f) {
     void* found = dlsym(RTLD_NEXT, "sigaction");
@@ -41,7 +42,7 @@ struct Watched {
 };
 Watched watched[2] = {{SIGINT}, {SIGTERM}};
 
-Watched* watchOf(int signal) {
+TP_ALWAYS_RUN Watched* watchOf(int signal) {
   if (!flushing.load(std::memory_order_acquire)) return nullptr;
   for (Watched& w : watched) {
     if (w.signal == signal) return &w;
@@ -130,7 +131,7 @@ void flushOnTerminatingSignals(void (*flush)()) {
 
 // Interposed: the program's view of SIGINT's and SIGTERM's actions while a recording is flushed on them;
 // every other call passes through.
-extern "C" __attribute__((visibility("default"))) int sigaction(int signal, const struct sigaction* act, struct sigaction* old) {
+extern "C" __attribute__((visibility("default"))) TP_ALWAYS_RUN int sigaction(int signal, const struct sigaction* act, struct sigaction* old) {
   using namespace tp::preload;
   Watched* w = watchOf(signal);
   if (!w) return realSigaction()(signal, act, old);
