@@ -49,7 +49,7 @@ static unsigned log2Floor(uint64_t v) { return 63u - static_cast<unsigned>(__bui
 bool SizeClassTable::build(const PlanSpec& plan, std::string* error) {
   constexpr uint64_t kMaxClassBytes = uint64_t{1} << 40;  // 1 TiB: no single block is larger
   constexpr size_t kMaxClasses = 65535;
-  constexpr size_t kMaxLut = size_t{1} << 16;
+  constexpr size_t kMaxLut = size_t{1} << 12;
 
   if (plan.classes.empty()) {
     *error = "a plan needs at least one class";

@@ -98,6 +98,10 @@ TEST(classes_lookup_matches_brute_force) {
   odd.interval = 512;
   odd.classes = {{512, 1}, {1536, 1}, {2048, 1}, {1 << 19, 1}, {3 << 19, 1}};
   plans.push_back(odd);
+  PlanSpec dense;  // thousands of classes in the table's first granule, capped by a far larger last class
+  for (uint64_t size = 64; size <= 64 * 3000; size += 64) dense.classes.push_back({size, 0});
+  dense.classes.push_back({uint64_t{1} << 30, 0});
+  plans.push_back(dense);
   for (const PlanSpec& plan : plans) {
     SizeClassTable table;
     std::string error;
@@ -113,6 +117,12 @@ TEST(classes_lookup_matches_brute_force) {
         }
       }
       CHECK(table.firstFitting(bytes) == expected);
+    }
+    for (size_t i = 0; i < table.count(); ++i) {  // each class's own size, and a byte either side of it
+      CHECK(table.firstFitting(table.size(i)) == static_cast<int>(i));
+      const size_t below = i > 0 && table.size(i - 1) == table.size(i) - 1 ? i - 1 : i;
+      if (table.size(i) > 1) CHECK(table.firstFitting(table.size(i) - 1) == static_cast<int>(below));
+      if (i + 1 < table.count()) CHECK(table.firstFitting(table.size(i) + 1) == static_cast<int>(i + 1));
     }
     CHECK(table.firstFitting(0) == -1);
     CHECK(table.firstFitting(table.largest()) == static_cast<int>(table.count() - 1));
