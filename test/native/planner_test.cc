@@ -87,6 +87,23 @@ TEST(every_strategy_returns_a_verified_layout) {
   }
 }
 
+TEST(best_is_never_above_greedy_by_size_even_with_no_time) {
+  // With no time, `best` keeps its first layout and the baseline: never above greedy by size, whatever
+  // the machine's load (the fuzzer's invariant; a loaded machine once spent the whole limit on the first).
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    const Problem p = seed % 4 == 0 ? randomGraph(seed, 30) : randomIntervals(seed, 200, seed % 2 ? 64 : 5000, seed % 3 ? 30 : 400);
+    PlanOptions options;
+    options.strategy = Strategy::GreedySize;
+    const uint64_t greedy = planOffsets(p, options).peak;
+    options.strategy = Strategy::Best;
+    options.timeLimitMs = 0;
+    const PlanResult r = planOffsets(p, options);
+    std::string why;
+    CHECK(verify(p, r.offsets, &why));
+    CHECK(r.peak <= greedy);
+  }
+}
+
 TEST(online_best_fit_reuses_memory_as_lifetimes_end) {
   Problem p;
   p.size = {4, 4, 2, 4};
