@@ -652,6 +652,9 @@ void* poolAllocMoved(size_t bytes) {
   } catch (...) {  // std::bad_alloc from the pool's set of OS blocks: declined, as poolAlloc's failures
   }
   errno = saved;
+  // A mapping of its own: memory fresh from the OS, as poolAlloc's grown blocks (glibc would have grown the
+  // buffer into what its small blocks freed).
+  if (fresh) cHeapBesidePool(bytes, true);
   return fresh;
 }
 

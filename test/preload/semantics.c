@@ -16,6 +16,8 @@
  *                        1 MiB written: the resident MiB after the frees, and the peak
  *   semantics small-freed     the same with 2,000-byte blocks (glibc's thread cache keeps none) and no 1 MiB
  *                        blocks after them
+ *   semantics small-then-realloc  40 MiB of 1,000-byte blocks written and freed but the last (so that glibc
+ *                        keeps them), then a buffer grown by realloc, doubling, from 1 KiB to 32 MiB: the peak
  *   semantics large-then-small  40 blocks of 1 MiB written and freed, then 3 s of small blocks only: the
  *                        resident MiB after
  *   semantics mallinfo   whether mallinfo2 and mallinfo count ten blocks of 1 MiB as in use
@@ -201,6 +203,38 @@ static int smallThenLarge(size_t size, int large) {
   }
   printf("resident after the small blocks %llu MiB, peak %llu MiB\n", (unsigned long long)(afterFree >> 20),
          (unsigned long long)(peakResident() >> 20));
+  return 0;
+}
+
+/* 40 MiB of 1,000-byte blocks written, then freed but the last (the heap's top cannot shrink below it), then a buffer grown by realloc from 1 KiB to 32 MiB, doubling, each step
+ * written: the peak resident MiB. glibc grows the buffer into the memory the small blocks freed; the library
+ * moves it to the pool, into a mapping of its own past 1 MiB. */
+static int smallThenRealloc(void) {
+  const size_t count = ((size_t)40 << 20) / 1000;
+  void** small = malloc(count * sizeof *small);
+  if (!small) return perror("malloc"), 1;
+  for (size_t i = 0; i < count; i++) {
+    if (!(small[i] = malloc(1000))) return perror("malloc"), 1;
+    memset(small[i], 1, 1000);
+  }
+  for (size_t i = 0; i + 1 < count; i++) free(small[i]);
+  size_t length = 1024;
+  unsigned char* buffer = malloc(length);
+  if (!buffer) return perror("malloc"), 1;
+  memset(buffer, 3, length);
+  while (length < ((size_t)32 << 20)) {
+    unsigned char* grown = realloc(buffer, 2 * length);
+    if (!grown) return perror("realloc"), 1;
+    buffer = grown;
+    memset(buffer + length, 3, length);
+    length *= 2;
+  }
+  int intact = 1;
+  for (size_t i = 0; i < length; i += 4096) intact &= buffer[i] == 3;
+  printf("bytes %s; peak %llu MiB\n", intact ? "intact" : "CORRUPT", (unsigned long long)(peakResident() >> 20));
+  free(buffer);
+  free(small[count - 1]);
+  free(small);
   return 0;
 }
 
@@ -534,6 +568,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "usable-size")) return usableSize();
   if (!strcmp(what, "small-then-large")) return smallThenLarge(1000, 1);
   if (!strcmp(what, "small-freed")) return smallThenLarge(2000, 0);
+  if (!strcmp(what, "small-then-realloc")) return smallThenRealloc();
   if (!strcmp(what, "large-then-small")) return largeThenSmall();
   if (!strcmp(what, "mallinfo")) return mallinfoCounts();
   if (!strcmp(what, "calloc")) return callocFresh();
@@ -569,6 +604,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|large-then-small|mallinfo|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|small-then-realloc|large-then-small|mallinfo|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }
