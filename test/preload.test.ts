@@ -518,6 +518,15 @@ describe('the preload library: the process allocator', () => {
       return { out: r.stdout, err: r.stderr, signal: r.signal, code: r.status };
     };
     const preloaded = (task: string, env: NodeJS.ProcessEnv = {}) => semantics(task, { LD_PRELOAD: preloadLibrary, ...env });
+    // The task's output matched by `pattern` (trimmed), alone and under the library: glibc's match, then ours.
+    const bothMatch = (task: string, pattern: RegExp): [RegExpExecArray, RegExpExecArray] => {
+      const glibc = pattern.exec(semantics(task).out.trim());
+      expect(glibc, task).not.toBeNull();
+      const ours = preloaded(task);
+      const got = pattern.exec(ours.out.trim());
+      expect(got, ours.out + ours.err).not.toBeNull();
+      return [glibc!, got!];
+    };
 
     it('is built', () => {
       expect(built.status, built.stderr).toBe(0);
@@ -594,14 +603,10 @@ describe('the preload library: the process allocator', () => {
     it('holds no more than glibc when small blocks are freed and large ones follow', () => {
       const pattern = /^resident after the small blocks (\d+) MiB, peak (\d+) MiB$/;
       for (const task of ['small-then-large', 'small-freed']) {
-        const glibc = pattern.exec(semantics(task).out.trim());
-        expect(glibc, task).not.toBeNull();
-        const ours = preloaded(task);
-        const got = pattern.exec(ours.out.trim());
-        expect(got, ours.out + ours.err).not.toBeNull();
+        const [glibc, got] = bothMatch(task, pattern);
         // The library's own pages and its first MiB of pool memory: a few MiB at most.
-        expect(Number(got![1]), task).toBeLessThanOrEqual(Number(glibc![1]) + 4);
-        expect(Number(got![2]), task).toBeLessThanOrEqual(Number(glibc![2]) + 4);
+        expect(Number(got[1]), task).toBeLessThanOrEqual(Number(glibc[1]) + 4);
+        expect(Number(got[2]), task).toBeLessThanOrEqual(Number(glibc[2]) + 4);
       }
     });
 
@@ -609,27 +614,17 @@ describe('the preload library: the process allocator', () => {
     // past 1 MiB, fresh memory for which glibc's free pages must go back as for the pool's other fresh memory
     // (74 MiB against glibc's 41 when the move did not count).
     it('holds no more than glibc when small blocks are freed and a buffer grows by realloc into a mapping', () => {
-      const pattern = /^bytes intact; peak (\d+) MiB$/;
-      const glibc = pattern.exec(semantics('small-then-realloc').out.trim());
-      expect(glibc).not.toBeNull();
-      const ours = preloaded('small-then-realloc');
-      const got = pattern.exec(ours.out.trim());
-      expect(got, ours.out + ours.err).not.toBeNull();
-      expect(Number(got![1])).toBeLessThanOrEqual(Number(glibc![1]) + 4);
+      const [glibc, got] = bothMatch('small-then-realloc', /^bytes intact; peak (\d+) MiB$/);
+      expect(Number(got[1])).toBeLessThanOrEqual(Number(glibc[1]) + 4);
     });
 
     // glibc unmaps 1 MiB blocks at free; the pool kept them until decay, which the small blocks' mallocs never
     // gave a turn: 82 MiB against glibc's 41, right after the frees or 1.5 s later. The pool's free spans now
     // give back as much as glibc's heap grows past the highest it was.
     it('holds no more than glibc when large blocks are freed and small ones follow, kept', () => {
-      const pattern = /^peak (\d+) MiB$/;
       for (const task of ['large-freed-then-small', 'large-freed-pause-small']) {
-        const glibc = pattern.exec(semantics(task).out.trim());
-        expect(glibc, task).not.toBeNull();
-        const ours = preloaded(task);
-        const got = pattern.exec(ours.out.trim());
-        expect(got, ours.out + ours.err).not.toBeNull();
-        expect(Number(got![1]), task).toBeLessThanOrEqual(Number(glibc![1]) + 4);
+        const [glibc, got] = bothMatch(task, /^peak (\d+) MiB$/);
+        expect(Number(got[1]), task).toBeLessThanOrEqual(Number(glibc[1]) + 4);
       }
     });
 
