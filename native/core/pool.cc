@@ -439,8 +439,12 @@ void* Pool::resizeMapped(const void* data, uint64_t bytes) {
   return moved->data();
 }
 
+bool Pool::spansGiveBackLocked() const {
+  return options_.decayMs != PoolOptions::kNoDecay && !generations_.empty() && generations_.back()->schedules().empty();
+}
+
 void Pool::purgeForMappingLocked(uint64_t mappedBytes) {
-  if (options_.decayMs == PoolOptions::kNoDecay || generations_.empty() || !generations_.back()->schedules().empty()) return;
+  if (!spansGiveBackLocked()) return;
   // Growth a page at a time (a string appended to) gives back in steps of kPurgeForMappingStep, not at every call.
   mappedUnpurged_ += mappedBytes;
   if (mappedUnpurged_ < kPurgeForMappingStep) return;
@@ -450,6 +454,17 @@ void Pool::purgeForMappingLocked(uint64_t mappedBytes) {
     generations_.back()->purgeSpansFor(budget, &counters_.purgedBlocks, &counters_.purgedBytes);
   } catch (const std::bad_alloc&) {  // as decayLocked: what was given back stays given back
   }
+}
+
+bool Pool::tryPurgeSpansFor(uint64_t bytes) {
+  if (!mu_.try_lock()) return false;
+  const Locked lock(*this, std::adopt_lock);
+  if (counters_.closed || !spansGiveBackLocked()) return true;
+  try {
+    generations_.back()->purgeSpanBytes(std::min(bytes, PoolOptions::kPurgeBytesPerCall), &counters_.purgedBlocks, &counters_.purgedBytes);
+  } catch (const std::bad_alloc&) {  // as decayLocked: what was given back stays given back
+  }
+  return true;
 }
 
 void* Pool::allocMoved(uint64_t bytes) {

@@ -211,6 +211,13 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // running (the process pool calls it now and then from the C library's side), so that what it freed goes
   // back once idle, as the program's next call would have let it. Runs only if the lock is free: never waits.
   void decayTick();
+  // Memory beside the pool grew by `bytes` (the process pool's C library heap, past its high-water mark): the
+  // serving classes' free spans give back as much now, whatever decay says, and no more (at most
+  // kPurgeBytesPerCall; SizeClassPool::purgeSpanBytes), so that the process does not hold both the pool's idle
+  // memory and what took its place. Not where spansGiveBackLocked() is false. Runs only if the lock is free:
+  // false, nothing done, where another thread holds it (as decayTick, never waits); true otherwise, whether or
+  // not anything was free. Never throws.
+  bool tryPurgeSpansFor(uint64_t bytes);
 
   // Fits the arenas' unused reservations into an address space limit lowered while the pool lives
   // (setrlimit(RLIMIT_AS) after start-up): `limit` is the limit, `mapped` the address space the process
@@ -358,6 +365,9 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // the pool does not decay, nor where the serving classes have a schedule (a plan's memory).
   void purgeForMappingLocked(uint64_t mappedBytes);
   static constexpr uint64_t kPurgeForMappingStep = uint64_t{1} << 20;
+  // Whether free spans give their pages back before decay does: not where the pool does not decay, nor where
+  // the serving classes have a schedule (a plan's memory).
+  bool spansGiveBackLocked() const;
   Route countSourceLocked(Source source, bool scheduled);
   void applyCachedLocked(const CachedOp& op);
   void countReleaseLocked(uint64_t serial, uint64_t bytes);

@@ -758,16 +758,54 @@ bool SizeClassPool::purgeSpansFreedBefore(uint64_t before, uint64_t maxSpans, ui
   uint64_t idleBytes = 0;
   for (const SpanHeap::Span& span : idle) {
     idleBytes += span.bytes;
-    if (!zeroRange(span.start, span.bytes)) continue;
-    char* absorbed[2];
-    const int n = spans_.markZero(span.start, absorbed);
-    // Neither it nor the spans it merged with keep a header: a span that reads as zero has none.
-    markDeadSpanHeaders(&span.start, 1);
-    markDeadSpanHeaders(absorbed, static_cast<size_t>(n));
+    if (!purgeFreeSpan(span)) continue;
     *bytes += span.bytes;
     ++*blocks;
   }
   return idle.size() == maxSpans || idleBytes >= maxBytes;
+}
+
+bool SizeClassPool::purgeFreeSpan(const SpanHeap::Span& span) {
+  if (!zeroRange(span.start, span.bytes)) return false;
+  char* absorbed[2];
+  const int n = spans_.markZero(span.start, absorbed);
+  // Neither it nor the spans it merged with keep a header: a span that reads as zero has none.
+  markDeadSpanHeaders(&span.start, 1);
+  markDeadSpanHeaders(absorbed, static_cast<size_t>(n));
+  return true;
+}
+
+void SizeClassPool::purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* bytes) {
+  if (!decays_ || retired_ || growth_ != Growth::Spans) return;
+  // At least kSpanFrom: a span that reads as zero and is smaller merges with any neighbour (SpanHeap::give).
+  uint64_t left = std::max(roundUp(wanted, os::pageSize()), kSpanFrom);
+  // Those decay would give back first (freed in an epoch that ended), then the rest, in address order.
+  for (const uint64_t before : {spanEpoch_, UINT64_MAX}) {
+    for (const SpanHeap::Span& span : spans_.idleSince(before, UINT64_MAX, left)) {
+      if (span.bytes <= left + kSpanFrom) {
+        if (!purgeFreeSpan(span)) continue;
+        *bytes += span.bytes;
+        ++*blocks;
+        left -= std::min(left, span.bytes);
+        continue;
+      }
+      // Its first `left` bytes split off (no header to move: headers live in spanHeaders_, not in the span),
+      // given back and returned as a span that reads as zero; the rest stays free as it was, epoch and all.
+      std::vector<char*> absorbed;
+      SpanHeap::Span head;
+      if (!spans_.takeAt(span.start, left, 0, &head, &absorbed)) return;
+      markDeadSpanHeaders(absorbed.data(), absorbed.size());
+      head.zero = zeroRange(head.start, head.bytes);
+      char* merged[2];
+      markDeadSpanHeaders(merged, static_cast<size_t>(spans_.give(head, spanEpoch_, merged)));
+      if (!head.zero) return;
+      markDeadSpanHeaders(&head.start, 1);
+      *bytes += head.bytes;
+      ++*blocks;
+      return;
+    }
+    if (left == 0) return;
+  }
 }
 
 void SizeClassPool::purgeSpansFor(uint64_t mappedBytes, uint64_t* blocks, uint64_t* bytes) {

@@ -133,6 +133,12 @@ class SizeClassPool {
   // Whole spans, at least one while the bytes last (a span may exceed them); adds the spans and bytes given
   // back to the counts. Nothing where the pool does not decay or has no spans.
   void purgeSpansFor(uint64_t mappedBytes, uint64_t* blocks, uint64_t* bytes);
+  // Memory beside the pool grew by `wanted` bytes: free spans give back that much now, whatever decay says,
+  // in purgeSpansFor's order, and no more (rounded up to kSpanFrom): whole spans while they fit, then the start
+  // of the next, split off as a span that reads as zero (the rest keeps its epoch), so that a large free span a
+  // program reuses every iteration is not given back whole for a little growth. Adds the spans and bytes given
+  // back to the counts. Nothing where the pool does not decay or has no spans.
+  void purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* bytes);
   // Block `header`, just given back, will not be wanted again soon (realloc moved its contents): its pages
   // go back now, and it joins the purged blocks. Only a block of a class, which only its class's requests
   // reuse (a chain of reallocs leaves one in every class it passes); a span's memory serves the next request
@@ -204,6 +210,8 @@ class SizeClassPool {
   // Gives back the resident free spans freed before epoch `before`, in address order, until `maxSpans` of them
   // or `maxBytes` (idleSince's budgets); adds them to the counts. Returns whether a budget ran out.
   bool purgeSpansFreedBefore(uint64_t before, uint64_t maxSpans, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
+  // Free span `span` (resident) gives its pages back and reads as zero; whether it did (the kernel may refuse).
+  bool purgeFreeSpan(const SpanHeap::Span& span);
   // Decay: whether blocks of class `cls` are ever purged (a block of a few pages gives back little and would
   // be written whole to read as zero).
   bool purgeable(size_t cls) const;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "next_allocator.h"
 #include "always_run.h"
+#include "process_pool.h"
 
 namespace tp::preload {
 namespace {
@@ -22,6 +24,13 @@ std::atomic<bool> userSet{true};  // until initialiseCHeap has read the environm
 std::atomic<size_t> raisedTo{kGlibcMmapThresholdMin};
 std::atomic<uint64_t> freshTotal{0};      // what the pool took from the OS for its blocks, in all
 std::atomic<uint64_t> freshSinceTrim{0};  // ... since the last malloc_trim
+std::atomic<uintptr_t> heapHighWater{0};   // the highest the main heap's top has been, as cHeapTick saw it (0: not yet looked)
+
+// The main heap's top, or 0 where sbrk cannot say.
+uintptr_t heapTop() {
+  void* top = sbrk(0);
+  return top == reinterpret_cast<void*>(-1) ? 0 : reinterpret_cast<uintptr_t>(top);
+}
 
 // `bytes` rounded up to a multiple of an eighth of its power of two.
 size_t step(size_t bytes) {
@@ -80,6 +89,23 @@ void cHeapBesidePool(size_t bytes, bool fresh) {
   if (raise) raiseThresholds(bytes);
   if (fresh) countFresh(bytes);
   errno = saved;
+}
+
+void cHeapTick() {
+  const uintptr_t top = heapTop();
+  uintptr_t mark = heapHighWater.load(std::memory_order_relaxed);
+  if (top <= mark) return;
+  // The first look (the pool just made) only sets the mark: what the heap grew before is no growth beside it.
+  if (mark == 0) {
+    heapHighWater.compare_exchange_strong(mark, top, std::memory_order_relaxed);
+    return;
+  }
+  // Claimed before it is given back, so that two threads never give back the same growth; unclaimed where the
+  // pool could not (its lock held), unless the heap grew further meanwhile (then it is the newer growth's).
+  if (!heapHighWater.compare_exchange_strong(mark, top, std::memory_order_relaxed)) return;
+  if (poolPurgeSpansFor(top - mark)) return;
+  uintptr_t claimed = top;
+  heapHighWater.compare_exchange_strong(claimed, mark, std::memory_order_relaxed);
 }
 
 }  // namespace tp::preload

@@ -9,6 +9,11 @@
 // - glibc alone serves a large request from memory its small ones freed; the pool cannot. So when the pool
 //   takes new memory from the OS, glibc first gives its free pages back (malloc_trim): a program that freed
 //   40 MB of small objects and then wrote 40 MB of 1 MiB buffers peaked at 2x glibc's RSS.
+// - The other way round: glibc unmaps a large block at free, the pool keeps its pages until decay (1 s idle,
+//   and only once the program calls the pool or the C library's malloc). So as glibc's main heap grows past the highest it has
+//   been, the pool's free spans give back as much (cHeapTick): a program that freed 40 blocks of 1 MiB and
+//   then wrote 40 MB of 1,000-byte blocks peaked at 2x glibc's RSS. Growth past the high-water mark only: a
+//   heap that shrinks and grows back to where it was (a training loop's steady state) costs the pool nothing.
 #pragma once
 
 #include <cstddef>
@@ -26,5 +31,11 @@ void initialiseCHeap();
 // malloc_trim(0) runs: a few dozen times while the pool grows to its peak. Lock-free otherwise.
 // Pre: no lock of the pool's held (mallopt and malloc_trim take glibc's). errno is left as it was.
 void cHeapBesidePool(size_t bytes, bool fresh);
+
+// The main heap's top (sbrk(0): a read of the C library's variable, no system call) against the highest it
+// has been: what it grew past it, the pool's free spans give back (poolPurgeSpansFor: that much, at most 64 MiB
+// a call; where the pool's lock is held, at a later call). The first call only sets the mark. For moments that
+// come often and cost little: every so many of the C library's mallocs. errno is left as it was.
+void cHeapTick();
 
 }  // namespace tp::preload

@@ -16,6 +16,7 @@
 #include <atomic>
 
 #include "always_run.h"
+#include "c_heap.h"
 #include "core/header.h"
 #include "next_allocator.h"
 #include "process_pool.h"
@@ -135,10 +136,39 @@ inline void* orAgain(Request request) {
 
 #define TP_EXPORT extern "C" __attribute__((visibility("default"))) TP_ALWAYS_RUN
 
+// Mallocs and callocs the C library serves on a thread between two turns of the pool's (mallocTick), once it decays.
+constexpr unsigned kMallocsPerTick = 256;
+static thread_local unsigned mallocsUntilTick __attribute__((tls_model("initial-exec"))) = kMallocsPerTick;
+
+// The pool's turn from the C library's side, every kMallocsPerTick mallocs: decay's (poolDecayTick), so that
+// a program whose large blocks are all freed and that goes on with small ones only gets the pool's memory back
+// once it is idle, as glibc unmaps or trims it (without this, at the pool's next call, which may never come);
+// and glibc's heap held against the pool's free memory (cHeapTick: its heap grows by at most this many blocks
+// between two looks). On mallocs rather than frees: a program that frees goes on allocating, and one that only
+// allocates (40 MB of small blocks written after 40 MB of large ones freed) would never give the pool a turn.
+static __attribute__((noinline, cold)) void mallocTick() {
+  mallocsUntilTick = kMallocsPerTick;
+  poolDecayTick();
+  cHeapTick();
+}
+
+// A request the C library serves, counted towards the pool's next turn. Pre: the pool ticks (kPoolTicks).
+static inline void countTowardsTick() {
+  if (__builtin_expect(--mallocsUntilTick == 0, 0)) mallocTick();
+}
+
 TP_EXPORT void* malloc(size_t bytes) {
   if (__builtin_expect(!mayRouteToPool(bytes), 1)) {
-    // Without an address space limit a failure is final: the C library's malloc is then a tail call.
-    if (__builtin_expect(!addressSpaceLimited(), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
+    const uint8_t extras = detail::mallocExtras.load(std::memory_order_relaxed);
+    // No pool that decays and no address space limit: the C library's malloc, a tail call. With the pool and no
+    // limit, the same, and now and then the pool's turn.
+    if (extras == 0) return next.malloc.load(std::memory_order_relaxed)(bytes);
+    if (__builtin_expect(extras == detail::kPoolTicks, 1)) {
+      countTowardsTick();
+      return next.malloc.load(std::memory_order_relaxed)(bytes);
+    }
+    if (extras & detail::kPoolTicks) countTowardsTick();
+    // With an address space limit a failure may be undone (orAgain).
     return orAgain([bytes] { return next.malloc.load(std::memory_order_relaxed)(bytes); });
   }
   return orAgain([bytes] { return allocate(bytes, kAsMalloc); });
@@ -153,19 +183,10 @@ extern "C" TP_ALWAYS_RUN void* __wrap_malloc(size_t bytes) {
   return malloc(bytes);
 }
 
-// Frees the C library served since this thread last gave the pool's decay a turn (poolDecayTick).
-static thread_local unsigned freesSinceDecayTick __attribute__((tls_model("initial-exec"))) = 0;
-constexpr unsigned kFreesPerDecayTick = 256;
-
 TP_EXPORT void free(void* p) {
-  // No pool made (no mapping tracked): the C library's free, at the cost it had before decay's turns.
+  // No pool made (no mapping tracked): the C library's free, at the cost it had before the pool.
   if (__builtin_expect(!poolMapsAny(), 1)) return nextFree(p);
   if (ownedByPool(p)) return poolFree(p);
-  if (__builtin_expect(detail::decayOnFrees.load(std::memory_order_relaxed), 1) &&
-      __builtin_expect(++freesSinceDecayTick >= kFreesPerDecayTick, 0)) {
-    freesSinceDecayTick = 0;
-    poolDecayTick();
-  }
   nextFree(p);
 }
 
@@ -182,6 +203,7 @@ static TP_ALWAYS_RUN void* callocOnce(size_t count, size_t size, size_t bytes) {
   if (routesToPool(bytes)) {
     if (void* p = zeroedPoolBlock(bytes)) return p;
   }
+  if (detail::mallocExtras.load(std::memory_order_relaxed) & detail::kPoolTicks) countTowardsTick();
   return next.calloc.load(std::memory_order_relaxed)(count, size);
 }
 

@@ -35,8 +35,7 @@ namespace tp::preload {
 
 thread_local unsigned detail::insideDepth = 0;
 std::atomic<size_t> detail::routeFrom{SIZE_MAX};
-std::atomic<bool> detail::addressLimited{false};
-std::atomic<bool> detail::decayOnFrees{false};
+std::atomic<uint8_t> detail::mallocExtras{0};
 
 namespace {
 using detail::insideDepth;
@@ -64,6 +63,11 @@ Recipe* recipe = nullptr;  // nullptr once made, or once making it failed
 std::mutex making;         // held while the pool is made, and across fork(): no child inherits it half made
 
 Pool* made() { return madePool.load(std::memory_order_acquire); }
+
+void setMallocExtra(detail::MallocExtra extra, bool on) {
+  if (on) detail::mallocExtras.fetch_or(extra, std::memory_order_relaxed);
+  else detail::mallocExtras.fetch_and(static_cast<uint8_t>(~extra), std::memory_order_relaxed);
+}
 Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, or JS was handed the table)
 
 void say(const std::string& line);
@@ -107,7 +111,7 @@ Pool* servingPool() {
   errno = saved;
   processPool = new std::shared_ptr<Pool>(std::move(fresh));
   madePool.store(processPool->get(), std::memory_order_release);
-  detail::decayOnFrees.store(decays, std::memory_order_relaxed);
+  setMallocExtra(detail::kPoolTicks, decays);
   return made();
 }
 
@@ -449,7 +453,7 @@ void initialise() {
   api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
   initialiseCHeap();
   struct rlimit limit;
-  detail::addressLimited.store(getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY, std::memory_order_relaxed);
+  setMallocExtra(detail::kAddressLimited, getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY);
   ready.store(true, std::memory_order_release);
   detail::routeFrom.store(minBytes, std::memory_order_release);
 }
@@ -632,7 +636,7 @@ bool poolResizeInPlace(void* p, size_t bytes) {
 void fitPoolToAddressSpace() {
   struct rlimit limit;
   const bool limited = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
-  detail::addressLimited.store(limited, std::memory_order_relaxed);
+  setMallocExtra(detail::kAddressLimited, limited);
   if (!limited || !made()) return;  // (a pool made later reserves within the limit: servingPool)
   InternalScope inside;
   const int saved = errno;
@@ -666,6 +670,9 @@ void* poolAllocMoved(size_t bytes) {
   } catch (...) {  // std::bad_alloc from the pool's set of OS blocks: declined, as poolAlloc's failures
   }
   errno = saved;
+  // A mapping of its own: memory fresh from the OS, as poolAlloc's grown blocks (glibc would have grown the
+  // buffer into what its small blocks freed).
+  if (fresh) cHeapBesidePool(bytes, true);
   return fresh;
 }
 
@@ -676,6 +683,17 @@ void poolDecayTick() {
   const int saved = errno;
   serving->decayTick();
   errno = saved;
+}
+
+bool poolPurgeSpansFor(uint64_t bytes) {
+  Pool* serving = made();
+  if (!serving) return true;
+  if (insidePool()) return false;
+  InternalScope inside;
+  const int saved = errno;
+  const bool ran = serving->tryPurgeSpansFor(bytes);
+  errno = saved;
+  return ran;
 }
 
 PoolHeld poolHeld() {

@@ -48,10 +48,11 @@ class InternalScope {
 namespace detail {
 // The smallest request the pool serves: SIZE_MAX until the pool is ready, then TENSORPOOL_MIN_BYTES.
 extern std::atomic<size_t> routeFrom;
-extern std::atomic<bool> addressLimited;
-// Whether the C library's frees give the pool's decay a turn now and then (poolDecayTick): once the pool is
-// made, unless decay is off. free() reads it only once the pool has mapped something (poolMapsAny).
-extern std::atomic<bool> decayOnFrees;
+// What malloc does below the threshold besides calling the next allocator, as bits: one load on every malloc.
+// kAddressLimited: addressSpaceLimited(). kPoolTicks: the pool is made and decays, and every so many mallocs
+// give it a turn (decay's, poolDecayTick, and glibc's heap held against its free memory, cHeapTick).
+enum MallocExtra : uint8_t { kAddressLimited = 1, kPoolTicks = 2 };
+extern std::atomic<uint8_t> mallocExtras;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
 // TLS may, on a thread's first access).
 extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
@@ -63,10 +64,10 @@ inline bool mayRouteToPool(size_t bytes) { return bytes >= detail::routeFrom.loa
 // Whether a request of `bytes` goes to the pool: it may, and this thread is not inside the pool.
 // Inline, as ownedByPool: every malloc and free of the process asks.
 inline bool routesToPool(size_t bytes) { return mayRouteToPool(bytes) && detail::insideDepth == 0; }
-// Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
 // Whether the process has an RLIMIT_AS (at start, or set since through setrlimit): only then can a request
 // that failed succeed after the pool gave back its spare reservation (poolGaveBackSpare).
-inline bool addressSpaceLimited() { return detail::addressLimited.load(std::memory_order_relaxed); }
+inline bool addressSpaceLimited() { return detail::mallocExtras.load(std::memory_order_relaxed) & detail::kAddressLimited; }
+// Whether `p` lies in memory the pool mapped (any p; never dereferenced). Lock-free.
 inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 // Whether the pool has mapped anything: until it has, no pointer is the pool's. One load.
 inline bool poolMapsAny() { return os::mappingsTracked(); }
@@ -112,11 +113,16 @@ struct PoolHeld {
   uint64_t mappedBlocks = 0, mappedBytes = 0;  // live blocks in mappings of their own (`hblks`, `hblkhd`)
 };
 PoolHeld poolHeld();
-// Decay's turn from a free() the C library serves (Pool::decayTick): a program whose large blocks are all
+// Decay's turn from a malloc() the C library serves (Pool::decayTick): a program whose large blocks are all
 // freed and that goes on with small ones only gets the pool's memory back once it is idle, as glibc unmaps
 // or trims it (without this, at the pool's next call, which may never come). Nothing before the pool is made
 // or inside it; never waits for the pool's lock. errno is left as it was.
 void poolDecayTick();
+// Memory beside the pool grew by `bytes` (the C library's heap: c_heap.h): the pool's free spans give back as
+// much now (Pool::tryPurgeSpansFor). False, nothing done, on a thread inside the pool (it may hold the lock) or
+// where another thread holds the lock: the caller asks again later. True otherwise, the pool made or not (not
+// made: nothing is free). errno is left as it was.
+bool poolPurgeSpansFor(uint64_t bytes);
 
 // After the program lowered its RLIMIT_AS (address_limit.cc): the pool's spare reservation shrunk to fit
 // what the limit leaves (Pool::fitAddressSpace). A pool not made yet reserves within the limit when it is.

@@ -750,3 +750,51 @@ TEST(a_block_realloc_moves_to_a_mapping_gives_back_as_much_free_span_memory_and_
   CHECK(keptMoved != nullptr && keeping->stats().purgedBytes == 0);
   CHECK(keeping->release(keptMoved) == ReleaseStatus::Ok);
 }
+
+TEST(memory_beside_the_pool_growing_gives_back_as_much_of_a_free_span_and_no_more) {
+  constexpr uint64_t kMiB = 1 << 20;
+  const uint64_t page = os::pageSize();
+  auto pool = spanPool(60000);  // no epoch ends during the test: only tryPurgeSpansFor gives anything back
+  // `expected` bytes of [data, data + bytes) resident, to a page either side (a span need not start on one).
+  const auto residentAbout = [page](const void* data, uint64_t bytes, uint64_t expected) {
+    const uint64_t pages = residentPages(data, bytes);
+    return pages + 1 >= expected / page && pages <= expected / page + 1;
+  };
+  Allocation before = pool->alloc(2 * kMiB), freed = pool->alloc(16 * kMiB), after = pool->alloc(kMiB);
+  CHECK(before.status == AllocStatus::Ok && freed.status == AllocStatus::Ok && after.status == AllocStatus::Ok);
+  std::memset(before.data, 7, 2 * kMiB);
+  std::memset(freed.data, 1, 16 * kMiB);
+  std::memset(after.data, 9, kMiB);
+  CHECK(pool->release(freed.data) == ReleaseStatus::Ok);
+  const uint64_t purged0 = pool->stats().purgedBytes, carved = pool->stats().arenaBytes;
+  // 3 MiB of growth: 3 MiB of the 16 go back, not the whole span; then 3 more, not the same 3.
+  CHECK(pool->tryPurgeSpansFor(3 * kMiB));
+  CHECK(pool->stats().purgedBytes - purged0 == 3 * kMiB);
+  CHECK(residentAbout(freed.data, 16 * kMiB, 13 * kMiB));
+  CHECK(pool->tryPurgeSpansFor(3 * kMiB));
+  CHECK(pool->stats().purgedBytes - purged0 == 6 * kMiB);
+  CHECK(residentAbout(freed.data, 16 * kMiB, 10 * kMiB));
+  // A little growth gives back at least kSpanFrom (a smaller span that reads as zero merges with any neighbour).
+  CHECK(pool->tryPurgeSpansFor(1));
+  CHECK(pool->stats().purgedBytes - purged0 == 6 * kMiB + (64 << 10));  // SizeClassPool::kSpanFrom
+  // Live blocks keep their bytes, and the freed memory serves a request of its whole size again, carving nothing.
+  for (uint64_t i = 0; i < 2 * kMiB; ++i) CHECK(static_cast<const unsigned char*>(before.data)[i] == 7);
+  for (uint64_t i = 0; i < kMiB; ++i) CHECK(static_cast<const unsigned char*>(after.data)[i] == 9);
+  Allocation again = pool->alloc(16 * kMiB);
+  CHECK(again.status == AllocStatus::Ok && pool->stats().arenaBytes == carved);
+  CHECK(pool->release(again.data) == ReleaseStatus::Ok);
+  // Where another thread holds the lock: nothing done, and it says so.
+  const uint64_t purged1 = pool->stats().purgedBytes;
+  pool->lockForFork();
+  CHECK(!pool->tryPurgeSpansFor(3 * kMiB));
+  pool->unlockAfterFork(false);
+  CHECK(pool->stats().purgedBytes == purged1);
+  CHECK(pool->release(before.data) == ReleaseStatus::Ok && pool->release(after.data) == ReleaseStatus::Ok);
+  // A pool that never decays keeps its free spans resident, as it was told.
+  auto keeping = spanPool(PoolOptions::kNoDecay);
+  Allocation kept = keeping->alloc(8 * kMiB);
+  CHECK(kept.status == AllocStatus::Ok);
+  std::memset(kept.data, 1, 8 * kMiB);
+  CHECK(keeping->release(kept.data) == ReleaseStatus::Ok);
+  CHECK(keeping->tryPurgeSpansFor(4 * kMiB) && keeping->stats().purgedBytes == 0);
+}

@@ -16,8 +16,15 @@
  *                        1 MiB written: the resident MiB after the frees, and the peak
  *   semantics small-freed     the same with 2,000-byte blocks (glibc's thread cache keeps none) and no 1 MiB
  *                        blocks after them
+ *   semantics small-then-realloc  40 MiB of 1,000-byte blocks written and freed but the last (so that glibc
+ *                        keeps them), then a buffer grown by realloc, doubling, from 1 KiB to 32 MiB: the peak
  *   semantics large-then-small  40 blocks of 1 MiB written and freed, then 3 s of small blocks only: the
  *                        resident MiB after
+ *   semantics large-freed-then-small  40 blocks of 1 MiB written and freed, then 40 MiB of 1,000-byte blocks
+ *                        written and kept: the peak resident MiB
+ *   semantics large-freed-pause-small  the same with 1.5 s of sleep between the two
+ *   semantics steady-loop  100 iterations of 16 blocks of 1 MiB written and freed, then 4 MiB of 1,000-byte
+ *                        blocks written and freed: the minor page faults per iteration once warm
  *   semantics mallinfo   whether mallinfo2 and mallinfo count ten blocks of 1 MiB as in use
  *   semantics errno      errno after a served request (untouched) and after a failed posix_memalign
  *   semantics free-offset     free(p + 1) of a small block (glibc aborts)
@@ -204,6 +211,38 @@ static int smallThenLarge(size_t size, int large) {
   return 0;
 }
 
+/* 40 MiB of 1,000-byte blocks written, then freed but the last (the heap's top cannot shrink below it), then a buffer grown by realloc from 1 KiB to 32 MiB, doubling, each step
+ * written: the peak resident MiB. glibc grows the buffer into the memory the small blocks freed; the library
+ * moves it to the pool, into a mapping of its own past 1 MiB. */
+static int smallThenRealloc(void) {
+  const size_t count = ((size_t)40 << 20) / 1000;
+  void** small = malloc(count * sizeof *small);
+  if (!small) return perror("malloc"), 1;
+  for (size_t i = 0; i < count; i++) {
+    if (!(small[i] = malloc(1000))) return perror("malloc"), 1;
+    memset(small[i], 1, 1000);
+  }
+  for (size_t i = 0; i + 1 < count; i++) free(small[i]);
+  size_t length = 1024;
+  unsigned char* buffer = malloc(length);
+  if (!buffer) return perror("malloc"), 1;
+  memset(buffer, 3, length);
+  while (length < ((size_t)32 << 20)) {
+    unsigned char* grown = realloc(buffer, 2 * length);
+    if (!grown) return perror("realloc"), 1;
+    buffer = grown;
+    memset(buffer + length, 3, length);
+    length *= 2;
+  }
+  int intact = 1;
+  for (size_t i = 0; i < length; i += 4096) intact &= buffer[i] == 3;
+  printf("bytes %s; peak %llu MiB\n", intact ? "intact" : "CORRUPT", (unsigned long long)(peakResident() >> 20));
+  free(buffer);
+  free(small[count - 1]);
+  free(small);
+  return 0;
+}
+
 /* 40 blocks of 1 MiB written and freed, then, for 3 s, small blocks only (1,000 allocated and freed every
  * 100 ms): the resident MiB after. */
 static int largeThenSmall(void) {
@@ -223,6 +262,53 @@ static int largeThenSmall(void) {
     }
   }
   printf("resident after 3 s of small blocks %llu MiB\n", (unsigned long long)(resident() >> 20));
+  return 0;
+}
+
+/* 40 blocks of 1 MiB written and freed, then (after `pauseMs` of sleep) 40 MiB of 1,000-byte blocks written
+ * and kept: the peak resident MiB. glibc unmaps the 1 MiB blocks at free; the pool keeps them until decay. */
+static int largeFreedThenSmall(unsigned pauseMs) {
+  void* buffers[40];
+  for (int i = 0; i < 40; i++) {
+    if (!(buffers[i] = malloc(1 << 20))) return perror("malloc"), 1;
+    memset(buffers[i], 2, 1 << 20);
+  }
+  for (int i = 0; i < 40; i++) free(buffers[i]);
+  if (pauseMs) usleep(pauseMs * 1000);
+  const size_t count = ((size_t)40 << 20) / 1000;
+  for (size_t i = 0; i < count; i++) {
+    char* small = malloc(1000);
+    if (!small) return perror("malloc"), 1;
+    memset(small, 1, 1000);
+  }
+  printf("peak %llu MiB\n", (unsigned long long)(peakResident() >> 20));
+  return 0;
+}
+
+/* A loop in a steady state, 100 iterations: 16 blocks of 1 MiB written and freed, then 4 MiB of 1,000-byte
+ * blocks written and freed (glibc's heap grows back to where it was, then gives them back). The minor page
+ * faults per iteration of the last 90: glibc's heap faults its 4 MiB in again each time, the pool's memory,
+ * reused, never. */
+static int steadyLoop(void) {
+  enum { kIterations = 100, kWarm = 10, kSmall = (4 << 20) / 1000 };
+  static void* small[kSmall];
+  struct rusage warm, end;
+  for (int iteration = 0; iteration < kIterations; iteration++) {
+    if (iteration == kWarm) getrusage(RUSAGE_SELF, &warm);
+    void* large[16];
+    for (int i = 0; i < 16; i++) {
+      if (!(large[i] = malloc(1 << 20))) return perror("malloc"), 1;
+      memset(large[i], 2, 1 << 20);
+    }
+    for (int i = 0; i < 16; i++) free(large[i]);
+    for (int i = 0; i < kSmall; i++) {
+      if (!(small[i] = malloc(1000))) return perror("malloc"), 1;
+      memset(small[i], 1, 1000);
+    }
+    for (int i = 0; i < kSmall; i++) free(small[i]);
+  }
+  getrusage(RUSAGE_SELF, &end);
+  printf("minor faults per iteration %ld\n", (end.ru_minflt - warm.ru_minflt) / (kIterations - kWarm));
   return 0;
 }
 
@@ -534,7 +620,11 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "usable-size")) return usableSize();
   if (!strcmp(what, "small-then-large")) return smallThenLarge(1000, 1);
   if (!strcmp(what, "small-freed")) return smallThenLarge(2000, 0);
+  if (!strcmp(what, "small-then-realloc")) return smallThenRealloc();
   if (!strcmp(what, "large-then-small")) return largeThenSmall();
+  if (!strcmp(what, "large-freed-then-small")) return largeFreedThenSmall(0);
+  if (!strcmp(what, "large-freed-pause-small")) return largeFreedThenSmall(1500);
+  if (!strcmp(what, "steady-loop")) return steadyLoop();
   if (!strcmp(what, "mallinfo")) return mallinfoCounts();
   if (!strcmp(what, "calloc")) return callocFresh();
   if (!strcmp(what, "errno")) return errnoKept();
@@ -569,6 +659,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|large-then-small|mallinfo|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|small-then-realloc|large-then-small|large-freed-then-small|large-freed-pause-small|steady-loop|mallinfo|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }
