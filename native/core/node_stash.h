@@ -1,5 +1,5 @@
 // Nodes taken out of a node-based standard container (std::map, std::set, std::unordered_map), kept for the
-// next insert. The span heap's indexes and the spans' header map remove a node and insert another on most
+// next insert. The span heap's indexes remove a node and insert another on most
 // takes and gives; under the pool's lock each of those went to the C library (and through its lock) where a
 // kept node costs nothing. At most N are kept: the rest are freed as the container frees them.
 #pragma once
