@@ -8,24 +8,25 @@ namespace tp {
 void SpanHeap::insert(uintptr_t start, const Entry& entry, Starts::const_iterator following) {
   // All or nothing: where the second node cannot be allocated (std::bad_alloc) the first is taken out again,
   // so that both indexes always hold the same spans. A spare node is never a new allocation.
-  Sizes::iterator bySize;
-  if (!spareSizes_.empty()) {
-    Sizes::node_type node = spareSizes_.take();
-    node.value() = {entry.bytes, start};
-    bySize = bySize_.insert(std::move(node)).position;
-  } else {
-    bySize = bySize_.emplace(entry.bytes, start).first;
-  }
+  Starts::iterator at;
   if (!spareStarts_.empty()) {
     Starts::node_type node = spareStarts_.take();
     node.key() = start;
     node.mapped() = entry;
-    byStart_.insert(following, std::move(node));
+    at = byStart_.insert(following, std::move(node));
+  } else {
+    at = byStart_.emplace_hint(following, start, entry);
+  }
+  if (!spareSizes_.empty()) {
+    Sizes::node_type node = spareSizes_.take();
+    node.key() = {entry.bytes, start};
+    node.mapped() = at;
+    bySize_.insert(std::move(node));
   } else {
     try {
-      byStart_.emplace_hint(following, start, entry);
+      bySize_.emplace(std::make_pair(entry.bytes, start), at);
     } catch (...) {
-      bySize_.erase(bySize);
+      byStart_.erase(at);
       throw;
     }
   }
@@ -68,8 +69,7 @@ SpanHeap::Span SpanHeap::takeRun(Starts::iterator first, Starts::iterator last, 
 bool SpanHeap::takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed) {
   const auto fit = bySize_.lower_bound({bytes, 0});
   if (fit != bySize_.end()) {
-    const auto at = byStart_.find(fit->second);
-    *out = takeRun(at, at, bytes, minRest, absorbed, fit);
+    *out = takeRun(fit->second, fit->second, bytes, minRest, absorbed, fit);
     return true;
   }
   // The shortest window of spans side by side holding `bytes`: a window over each stretch of neighbours.
