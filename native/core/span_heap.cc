@@ -7,38 +7,22 @@ namespace tp {
 
 void SpanHeap::insert(uintptr_t start, const Entry& entry, Starts::const_iterator following) {
   // All or nothing: where the second node cannot be allocated (std::bad_alloc) the first is taken out again,
-  // so that both indexes always hold the same spans. A spare node is never a new allocation.
-  Starts::iterator at;
-  if (!spareStarts_.empty()) {
-    Starts::node_type node = spareStarts_.take();
-    node.key() = start;
-    node.mapped() = entry;
-    at = byStart_.insert(following, std::move(node));
-  } else {
-    at = byStart_.emplace_hint(following, start, entry);
-  }
-  if (!spareSizes_.empty()) {
-    Sizes::node_type node = spareSizes_.take();
-    node.key() = {entry.bytes, start};
-    node.mapped() = at;
-    bySize_.insert(std::move(node));
-  } else {
-    try {
-      bySize_.emplace(std::make_pair(entry.bytes, start), at);
-    } catch (...) {
-      byStart_.erase(at);
-      throw;
-    }
+  // so that both indexes always hold the same spans.
+  const Starts::iterator at = byStart_.emplace_hint(following, start, entry);
+  try {
+    bySize_.emplace(SizeKey{entry.bytes, start}, at);
+  } catch (...) {
+    byStart_.erase(at);
+    throw;
   }
   freeBytes_ += entry.bytes;
 }
 
 SpanHeap::Span SpanHeap::remove(Starts::iterator at, Sizes::iterator bySize) {
   const Span span{reinterpret_cast<char*>(at->first), at->second.bytes, at->second.zero};
-  if (bySize == bySize_.end()) bySize = bySize_.find({at->second.bytes, at->first});
-  spareSizes_.erase(bySize_, bySize);
+  bySize_.erase(bySize == bySize_.end() ? bySize_.find({at->second.bytes, at->first}) : bySize);
   freeBytes_ -= at->second.bytes;
-  spareStarts_.erase(byStart_, at);
+  byStart_.erase(at);
   return span;
 }
 
