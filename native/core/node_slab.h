@@ -1,9 +1,9 @@
 // Nodes of the span heap's trees (std::map, under the pool's lock), one 64-byte line each, carved from chunks
 // the heap owns and kept on a free list when erased. A tree walk then reads one line a level, where the C
-// library's chunks (a node plus 16 bytes, 16-byte aligned) straddled two about half the time, and nodes lie
+// library's chunks (a node plus 16 bytes, 16-byte aligned) often straddled two, and nodes lie
 // together rather than among the program's own small allocations. No node goes back to the C library (or
-// through its lock) before the heap does: what the heap holds is what its most numerous spans needed
-// (2 lines a span of at least 64 KiB).
+// through its lock) before the heap does: it holds the lines its most numerous free spans needed (two a
+// span: one in each index, 128 bytes for spans that are mostly 64 KiB or more).
 #pragma once
 
 #include <cstddef>
