@@ -446,18 +446,7 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
   dropDeadSpanHeaders();
   BlockHeader* header;
   try {
-    const uintptr_t start = reinterpret_cast<uintptr_t>(span.start);
-    auto at = spanHeaders_.find(start);
-    if (at == spanHeaders_.end() && !spareSpanHeaders_.empty()) {
-      // A node a dead header left: no allocation under the pool's lock (a span taken at a new start is the
-      // common case: the rest of a split starts where no span did).
-      auto node = spareSpanHeaders_.take();
-      node.key() = start;
-      at = spanHeaders_.insert(std::move(node)).position;
-    } else if (at == spanHeaders_.end()) {
-      at = spanHeaders_.try_emplace(start).first;
-    }
-    header = &at->second;
+    header = spanHeaders_.obtain(reinterpret_cast<uintptr_t>(span.start));
   } catch (const std::bad_alloc&) {
     char* merged[2];
     try {
@@ -483,11 +472,11 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
 
 void SizeClassPool::markDeadSpanHeaders(char* const* starts, size_t count) {
   for (size_t i = 0; i < count; ++i) {
-    const auto at = spanHeaders_.find(reinterpret_cast<uintptr_t>(starts[i]));
-    if (at == spanHeaders_.end()) continue;
-    at->second.check = 0;  // headerOf() no longer finds it
+    BlockHeader* header = spanHeaders_.find(reinterpret_cast<uintptr_t>(starts[i]));
+    if (!header) continue;
+    header->check = 0;  // headerOf() no longer finds it
     try {
-      deadSpanHeaders_.push_back(at->first);
+      deadSpanHeaders_.push_back(reinterpret_cast<uintptr_t>(starts[i]));
     } catch (const std::bad_alloc&) {
       // stays in the index, found by no lookup, until a span starts there again and takes it over
     }
@@ -496,9 +485,9 @@ void SizeClassPool::markDeadSpanHeaders(char* const* starts, size_t count) {
 
 void SizeClassPool::dropDeadSpanHeaders() {
   for (const uintptr_t start : deadSpanHeaders_) {
-    const auto at = spanHeaders_.find(start);
-    if (at == spanHeaders_.end() || at->second.check != 0) continue;
-    spareSpanHeaders_.erase(spanHeaders_, at);
+    const BlockHeader* header = spanHeaders_.find(start);
+    if (!header || header->check != 0) continue;
+    spanHeaders_.erase(start);
   }
   deadSpanHeaders_.clear();
 }
@@ -891,12 +880,7 @@ BlockHeader* SizeClassPool::headerOf(const void* data) const {
   const uintptr_t at = reinterpret_cast<uintptr_t>(data);
   const uintptr_t base = reinterpret_cast<uintptr_t>(arena_->base());
   if (!arena_->contains(data)) return nullptr;
-  if (!spanHeaders_.empty()) {
-    const auto span = spanHeaders_.find(at);
-    if (span != spanHeaders_.end() && span->second.check == (secret_ ^ reinterpret_cast<uintptr_t>(&span->second))) {
-      return &span->second;
-    }
-  }
+  if (BlockHeader* span = spanHeaders_.find(at); span && span->check == (secret_ ^ reinterpret_cast<uintptr_t>(span))) return span;
   if (at - base < kHeaderBytes || (at - base) % kBlockAlign != 0) return nullptr;
   BlockHeader* header = reinterpret_cast<BlockHeader*>(at - kHeaderBytes);
   if (header->check != (secret_ ^ reinterpret_cast<uintptr_t>(header))) return nullptr;

@@ -11,16 +11,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/arena.h"
 #include "core/classes.h"
 #include "core/header.h"
-#include "core/node_stash.h"
 #include "core/schedule.h"
 #include "core/span_heap.h"
+#include "core/span_headers.h"
 
 namespace tp {
 
@@ -321,12 +320,10 @@ class SizeClassPool {
   SpanHeap spans_{kSpanFrom};  // a span below kSpanFrom reads as zero: pages skipped between carved spans
   // Growth::Spans: the spans' headers, out of line (header.h), by where the span starts: every live span's,
   // and every free one's that does not read as zero (a second free() of it finds a free block: a double
-  // free, as with a header inside the block). Nodes of a hash map: a header never moves while it is in it,
-  // and a free() finds it in constant time however many spans there are.
-  mutable std::unordered_map<uintptr_t, BlockHeader> spanHeaders_;  // mutable: headerOf() hands one out
+  // free, as with a header inside the block). A header never moves while it is indexed, and a free() finds
+  // it in constant time however many spans there are.
+  SpanHeaders spanHeaders_;
   std::vector<uintptr_t> deadSpanHeaders_;  // markDeadSpanHeaders(), not dropped yet
-  // Nodes of dropped headers, kept for the next spans taken at new starts.
-  NodeStash<std::unordered_map<uintptr_t, BlockHeader>, 64> spareSpanHeaders_;
   uint64_t rewarmed_ = 0;  // takeRewarmed()
   uint64_t spanEpoch_ = 0, spanDueBefore_ = 0;
   std::vector<DecayState> decay_;

@@ -7,37 +7,22 @@ namespace tp {
 
 void SpanHeap::insert(uintptr_t start, const Entry& entry, Starts::const_iterator following) {
   // All or nothing: where the second node cannot be allocated (std::bad_alloc) the first is taken out again,
-  // so that both indexes always hold the same spans. A spare node is never a new allocation.
-  Sizes::iterator bySize;
-  if (!spareSizes_.empty()) {
-    Sizes::node_type node = spareSizes_.take();
-    node.value() = {entry.bytes, start};
-    bySize = bySize_.insert(std::move(node)).position;
-  } else {
-    bySize = bySize_.emplace(entry.bytes, start).first;
-  }
-  if (!spareStarts_.empty()) {
-    Starts::node_type node = spareStarts_.take();
-    node.key() = start;
-    node.mapped() = entry;
-    byStart_.insert(following, std::move(node));
-  } else {
-    try {
-      byStart_.emplace_hint(following, start, entry);
-    } catch (...) {
-      bySize_.erase(bySize);
-      throw;
-    }
+  // so that both indexes always hold the same spans.
+  const Starts::iterator at = byStart_.emplace_hint(following, start, entry);
+  try {
+    bySize_.emplace(SizeKey{entry.bytes, start}, at);
+  } catch (...) {
+    byStart_.erase(at);
+    throw;
   }
   freeBytes_ += entry.bytes;
 }
 
 SpanHeap::Span SpanHeap::remove(Starts::iterator at, Sizes::iterator bySize) {
   const Span span{reinterpret_cast<char*>(at->first), at->second.bytes, at->second.zero};
-  if (bySize == bySize_.end()) bySize = bySize_.find({at->second.bytes, at->first});
-  spareSizes_.erase(bySize_, bySize);
+  bySize_.erase(bySize == bySize_.end() ? bySize_.find({at->second.bytes, at->first}) : bySize);
   freeBytes_ -= at->second.bytes;
-  spareStarts_.erase(byStart_, at);
+  byStart_.erase(at);
   return span;
 }
 
@@ -68,8 +53,7 @@ SpanHeap::Span SpanHeap::takeRun(Starts::iterator first, Starts::iterator last, 
 bool SpanHeap::takeBestFit(uint64_t bytes, uint64_t minRest, Span* out, std::vector<char*>* absorbed) {
   const auto fit = bySize_.lower_bound({bytes, 0});
   if (fit != bySize_.end()) {
-    const auto at = byStart_.find(fit->second);
-    *out = takeRun(at, at, bytes, minRest, absorbed, fit);
+    *out = takeRun(fit->second, fit->second, bytes, minRest, absorbed, fit);
     return true;
   }
   // The shortest window of spans side by side holding `bytes`: a window over each stretch of neighbours.

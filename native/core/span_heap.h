@@ -13,11 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <set>
 #include <utility>
 #include <vector>
 
-#include "core/node_stash.h"
+#include "core/node_slab.h"
 
 namespace tp {
 
@@ -90,13 +89,15 @@ class SpanHeap {
     uint64_t epoch;
     bool zero;
   };
-  using Starts = std::map<uintptr_t, Entry>;
-  using Sizes = std::set<std::pair<uint64_t, uintptr_t>>;  // (bytes, start) of every free span
-  // Both indexes' nodes: a take splits a span and a give merges it, each removing nodes and inserting others.
-  // Those removed are kept (up to 8 each) for the next inserted, so that a take or give in a steady
-  // state allocates and frees nothing: under the pool's lock, each went to the C library (four or so an
-  // operation, each through the C library's own lock): a 1-thread run of the handoff program
-  // (bench/handoff.ts) took 0.56-0.59 s with them, 0.52-0.53 s without.
+  using Starts = std::map<uintptr_t, Entry, std::less<uintptr_t>, SlabAllocator<std::pair<const uintptr_t, Entry>>>;
+  // (bytes, start) of every free span, and its entry in byStart_: a best fit found here needs no search of
+  // byStart_ (a tree walk, a cache miss a level: half of a take's cost on the handoff bench).
+  using SizeKey = std::pair<uint64_t, uintptr_t>;
+  using Sizes = std::map<SizeKey, Starts::iterator, std::less<SizeKey>, SlabAllocator<std::pair<const SizeKey, Starts::iterator>>>;
+  // Both indexes' nodes come from slab_ (node_slab.h): a take splits a span and a give merges it, each removing
+  // nodes and inserting others, and a node from the C library cost a trip through its lock under the pool's
+  // (four or so an operation: a 1-thread run of the handoff program, bench/handoff.ts, took 0.56-0.59 s with
+  // them, 0.52-0.53 s with 8 nodes of each kept) and two cache lines where it straddled them.
   // `following`: the first span after `start` (end() for none), a hint that spares the search of byStart_.
   void insert(uintptr_t start, const Entry& entry, Starts::const_iterator following);
   // `bySize`: the span's entry in bySize_ where the caller has it, else bySize_.end() (then it is searched).
@@ -119,10 +120,9 @@ class SpanHeap {
   }
 
   uint64_t looseBytes_;
-  Starts byStart_;
-  Sizes bySize_;
-  NodeStash<Starts, 8> spareStarts_;
-  NodeStash<Sizes, 8> spareSizes_;
+  NodeSlab slab_;  // before the indexes: they give their nodes back to it as they go
+  Starts byStart_{Starts::allocator_type(&slab_)};
+  Sizes bySize_{Sizes::allocator_type(&slab_)};
   uint64_t freeBytes_ = 0;
   uintptr_t fence_ = 0;  // fenceAt()
   bool keeping_ = false;  // keep()
