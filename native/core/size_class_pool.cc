@@ -766,11 +766,12 @@ bool SizeClassPool::purgeFreeSpan(const SpanHeap::Span& span) {
 
 void SizeClassPool::purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* bytes) {
   if (!decays_ || retired_ || growth_ != Growth::Spans) return;
-  // At least kSpanFrom: a span that reads as zero and is smaller merges with any neighbour (SpanHeap::give).
-  uint64_t left = std::max(roundUp(wanted, os::pageSize()), kSpanFrom);
+  const uint64_t page = os::pageSize();
+  uint64_t left = std::max(roundUp(wanted, page), kSpanFrom);
   // Those decay would give back first (freed in an epoch that ended), then the rest, in address order.
   for (const uint64_t before : {spanEpoch_, UINT64_MAX}) {
     for (const SpanHeap::Span& span : spans_.idleSince(before, UINT64_MAX, left)) {
+      if (left == 0) return;
       if (span.bytes <= left + kSpanFrom) {
         if (!purgeFreeSpan(span)) continue;
         *bytes += span.bytes;
@@ -778,11 +779,14 @@ void SizeClassPool::purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* 
         left -= std::min(left, span.bytes);
         continue;
       }
-      // Its first `left` bytes split off (no header to move: headers live in spanHeaders_, not in the span),
-      // given back and returned as a span that reads as zero; the rest stays free as it was, epoch and all.
+      // Its first bytes split off (no header to move: headers live in spanHeaders_, not in the span), given back
+      // and returned as a span that reads as zero; the rest stays free as it was, epoch and all. As many as are
+      // left to give, in whole pages and at least kSpanFrom (also where the spans before gave back nearly all):
+      // a span that reads as zero and is smaller merges with any neighbour (SpanHeap::give). That is less than
+      // the span holds, as span.bytes > left + kSpanFrom.
       std::vector<char*> absorbed;
       SpanHeap::Span head;
-      if (!spans_.takeAt(span.start, left, 0, &head, &absorbed)) return;
+      if (!spans_.takeAt(span.start, std::max(roundUp(left, page), kSpanFrom), 0, &head, &absorbed)) return;
       markDeadSpanHeaders(absorbed.data(), absorbed.size());
       head.zero = zeroRange(head.start, head.bytes);
       char* merged[2];
@@ -843,14 +847,15 @@ bool SizeClassPool::purge(BlockHeader* header) {
 
 bool SizeClassPool::zeroRange(char* data, uint64_t capacity) {
   if (!arena_->discard(data, capacity)) return false;
-  // The partial pages at either end stay (the first holds the header, the last the next block's): zeroed
-  // here, so the whole range reads as zero.
+  // The pages the range covers only in part stay (they hold a neighbour's bytes: a header, the block before or
+  // after): the range's own bytes there are zeroed here, so that the whole range reads as zero. The whole pages
+  // are [from, to); a range inside one page has none (from == to == its end), and is written whole.
   const uint64_t page = os::pageSize();
-  const uintptr_t start = reinterpret_cast<uintptr_t>(data);
-  const uint64_t head = std::min(capacity, roundUp(start, page) - start);
-  memset(data, 0, head);
-  const uint64_t tailStart = std::max(head, (start + capacity) / page * page - start);
-  memset(data + tailStart, 0, capacity - tailStart);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(data), end = start + capacity;
+  const uintptr_t from = std::min<uintptr_t>(roundUp(start, page), end);
+  const uintptr_t to = std::max<uintptr_t>(end / page * page, from);
+  memset(data, 0, from - start);
+  memset(reinterpret_cast<char*>(to), 0, end - to);
   return true;
 }
 

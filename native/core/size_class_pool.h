@@ -185,8 +185,9 @@ class SizeClassPool {
   // a caller that gave one back may still read it).
   void markDeadSpanHeaders(char* const* starts, size_t count);
   void dropDeadSpanHeaders();
-  // Gives the whole pages of [data, data + bytes) back and zeroes the partial pages at either end, so that
-  // the range reads as zero. False when the kernel refused (the range then holds what it held).
+  // Gives the whole pages of [data, data + bytes) back and zeroes the range's own bytes in the pages it covers
+  // only in part (never a byte outside it), so that the range reads as zero. False when the kernel refused
+  // (the range then holds what it held).
   bool zeroRange(char* data, uint64_t bytes);
   // Growth::Spans: carves `bytes` (whole pages) as one free span (not pre-faulted) whose pages, once written,
   // decay and trim leave resident from keepSpanReserve() on (PlanSpec::spanReserve; SpanHeap::fenceAt).

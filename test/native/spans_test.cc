@@ -751,6 +751,43 @@ TEST(a_block_realloc_moves_to_a_mapping_gives_back_as_much_free_span_memory_and_
   CHECK(keeping->release(keptMoved) == ReleaseStatus::Ok);
 }
 
+// A request to give back a little more than a free span holds: that span goes whole, and the rest of the
+// request is split off the front of the next one, which starts where a live block ends, inside a page. The
+// bytes given back may lie within that page: the page's first bytes are the live block's own and stay as they
+// were (an inference service's weights lost their last 512 bytes to a memset that started at the page).
+TEST(giving_back_part_of_a_free_span_that_starts_inside_a_page_leaves_the_live_block_before_it_whole) {
+  constexpr uint64_t kMiB = 1 << 20;
+  const uint64_t page = os::pageSize();
+  for (uint64_t shortBy = 64; shortBy < page; shortBy += 64) {
+    auto pool = spanPool(60000);  // no epoch ends: only tryPurgeSpansFor gives anything back
+    // In address order: [front | the rest of its span] [apart] [live | a free span starting inside a page].
+    Allocation first = pool->alloc(256 << 10), apart = pool->alloc(64 << 10), second = pool->alloc(4 * kMiB);
+    CHECK(first.status == AllocStatus::Ok && apart.status == AllocStatus::Ok && second.status == AllocStatus::Ok);
+    std::memset(first.data, 1, 256 << 10);
+    std::memset(second.data, 2, 4 * kMiB);
+    CHECK(pool->release(first.data) == ReleaseStatus::Ok);
+    const uint64_t wanted = 128 << 10;
+    const uint64_t kept = (256 << 10) + page - (wanted - shortBy);  // its span also holds the page carved after it
+    Allocation front = pool->alloc(kept);
+    CHECK(front.status == AllocStatus::Ok && front.data == first.data);
+    std::memset(front.data, 3, kept);
+    CHECK(pool->release(second.data) == ReleaseStatus::Ok);
+    const uint64_t liveBytes = 2 * kMiB + 512;
+    Allocation live = pool->alloc(liveBytes);
+    CHECK(live.status == AllocStatus::Ok && live.data > apart.data);  // second's span (with the page before it)
+    std::memset(live.data, 4, liveBytes);
+    CHECK(pool->tryPurgeSpansFor(wanted));
+    for (uint64_t i = 0; i < kept; ++i) CHECK(static_cast<const unsigned char*>(front.data)[i] == 3);
+    for (uint64_t i = 0; i < liveBytes; ++i) CHECK(static_cast<const unsigned char*>(live.data)[i] == 4);
+    // What went back reads as zero when handed out again.
+    Allocation again = pool->alloc(wanted);
+    CHECK(again.status == AllocStatus::Ok && (!again.zeroed || allZero(again.data, wanted)));
+    CHECK(pool->release(again.data) == ReleaseStatus::Ok);
+    CHECK(pool->release(front.data) == ReleaseStatus::Ok && pool->release(live.data) == ReleaseStatus::Ok);
+    CHECK(pool->release(apart.data) == ReleaseStatus::Ok);
+  }
+}
+
 TEST(memory_beside_the_pool_growing_gives_back_as_much_of_a_free_span_and_no_more) {
   constexpr uint64_t kMiB = 1 << 20;
   const uint64_t page = os::pageSize();
