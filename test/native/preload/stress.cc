@@ -2,7 +2,8 @@
 // ctest does):
 // 4 threads allocate through every entry point of the malloc family with sizes on both sides of the
 // threshold, grow and shrink blocks with realloc across it and past every class, fork in the middle (the child allocates and
-// frees too), and check a pattern in every block before freeing it. Exits non-zero on any failure, and
+// frees too), and check a pattern in every block before freeing it, while the main thread grows the C
+// library's main heap (the pool then gives back free spans). Exits non-zero on any failure, and
 // when the process pool served nothing (the library was not really in front of the C library).
 #include <dlfcn.h>
 #include <errno.h>
@@ -139,6 +140,31 @@ void worker(uint64_t seed, int rounds) {
   }
 }
 
+// The C library's main heap growing beside the pool while the workers free and allocate (the main thread's
+// blocks below the threshold: the workers' come from arenas of their own, which do not move the break): the
+// pool gives back as much of its free spans, wherever they start, and every block the workers hold stays as
+// it was. Blocks are kept, a little more each time, so that the heap passes its high-water mark again and again.
+// (Where the pool serves them too, at a threshold below their sizes, it only waits.)
+void growMainHeap(const std::atomic<bool>& done, uint64_t minBytes) {
+  Rng rng{12345};
+  std::vector<Block> kept;
+  while (!done.load(std::memory_order_relaxed) && minBytes < 3256) usleep(1000);
+  while (!done.load(std::memory_order_relaxed) && kept.size() < 200000) {
+    for (int i = 0; i < 32; ++i) {
+      Block b{nullptr, 256 + rng.next() % 3000, static_cast<unsigned char>(rng.next())};
+      b.p = static_cast<unsigned char*>(malloc(b.bytes));
+      if (!b.p) return fail("allocation failed", b.bytes);
+      fill(b);
+      kept.push_back(b);
+    }
+    usleep(300);
+  }
+  for (Block& b : kept) {
+    if (!intact(b, b.bytes)) fail("a block's pattern changed before it was freed", b.bytes);
+    free(b.p);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -168,7 +194,13 @@ int main() {
     worker(99, 20000);
     _exit(failures.load() == 0 ? 0 : 1);
   }
-  for (auto& t : threads) t.join();
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    for (auto& t : threads) t.join();
+    done = true;
+  });
+  growMainHeap(done, api->minBytes);
+  waiter.join();
   int status = 0;
   if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     fail("the forked child failed", 0);
