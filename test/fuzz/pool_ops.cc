@@ -1,15 +1,17 @@
 // libFuzzer target: the pool driven by operation sequences decoded from the input, against a shadow model
 // of its own (what the pool promises, not how it keeps it).
 //
-// The input picks a plan — default classes (growing), S0 classes or time-shared blocks trained from a small
-// trace decoded from the input, or an offsets-mode arena beside S0 classes — then a sequence of alloc,
-// release, stream release (after a fill queued on the stream), wrong releases, reclaim, markIteration,
-// switchPlan, prepareSwitch, recording and liveSize, and a front cache's traffic (Pool::applyCached: blocks
+// The input picks a plan — default classes (growing, as blocks or as spans that may decay), S0 classes or
+// time-shared blocks trained from a small trace decoded from the input, or an offsets-mode arena beside S0
+// classes — then a sequence of alloc, release, stream release (after a fill queued on the stream), wrong
+// releases, reclaim, markIteration, switchPlan, prepareSwitch, recording and liveSize, realloc in place, trim,
+// giving span memory back for memory beside the pool, and a front cache's traffic (Pool::applyCached: blocks
 // released into the cache, served from it again, given back; log entries naming no block in the right
 // state; allocs told what the cache holds). The shadow checks that
 //   - every block is 64-byte aligned, inside memory this layer mapped (or, for small OS fallbacks, the C
 //     heap, which ASan bounds), and overlaps no block still live, cached, or waiting for its stream;
-//   - what was written to a block is intact until it is released (the stream's fills write the same bytes);
+//   - what was written to a block is intact until it is released (the stream's fills write the same bytes),
+//     and after every trim and giving back;
 //   - a wrong release (not a block start, released already) is refused and changes nothing;
 //   - the counters agree (live blocks and bytes), and closing the pool unmaps all it mapped.
 #include <fuzzer/FuzzedDataProvider.h>
@@ -256,8 +258,46 @@ class Model {
       EXPECT(pool_.release(p) == ReleaseStatus::Ok, it->first);
     }
     released_.push_back(it->first);
+    releasedSizes_.push_back(it->second.size);
     bytes_ -= it->second.size;
     live_.erase(it);
+  }
+
+  // An amount of memory to give back near what a release freed (so that whole free spans go and a little is
+  // left to split off the next), or 0 where nothing was released.
+  uint64_t nearReleased(size_t pick, uint64_t more) const {
+    return releasedSizes_.empty() ? 0 : releasedSizes_[pick % releasedSizes_.size()] + more;
+  }
+
+  // realloc in place: the block keeps what it held (up to the smaller size) and, grown into the free memory
+  // after it, overlaps no other block.
+  void resize(size_t pick, uint64_t bytes) {
+    if (live_.empty()) return;
+    auto it = std::next(live_.begin(), static_cast<std::ptrdiff_t>(pick % live_.size()));
+    auto* p = reinterpret_cast<uint8_t*>(it->first);
+    const uint64_t old = it->second.size;
+    if (!pool_.resizeInPlace(p, bytes)) {
+      EXPECT(pool_.liveSize(p) == old, it->first, old);
+      return;
+    }
+    EXPECT(pool_.liveSize(p) == bytes, it->first, bytes);
+    // All of the smaller size where paint() wrote all of the old one, else its checked head.
+    const uint64_t kept = old <= kCheckedHead + kCheckedTail || bytes >= old ? std::min(old, bytes) : std::min(bytes, kCheckedHead);
+    EXPECT(intact(p, kept, it->second.value), it->first, kept);
+    for (const auto* held : {&live_, &cached_}) {
+      const auto next = held->upper_bound(it->first);
+      EXPECT(next == held->end() || next->first >= it->first + bytes, it->first, bytes);
+    }
+    paint(p, bytes, it->second.value);
+    bytes_ = bytes_ - old + bytes;
+    it->second.size = bytes;
+  }
+
+  // What every live or cached block holds, checked now (a pool giving memory back must touch none of it).
+  void checkHeld() {
+    for (const auto* held : {&live_, &cached_}) {
+      for (const auto& [start, block] : *held) EXPECT(intact(reinterpret_cast<uint8_t*>(start), block.size, block.value), start, block.size);
+    }
   }
 
   // Releases the pool must refuse: inside a live block, or a start that is no longer live.
@@ -315,6 +355,7 @@ class Model {
   std::map<uintptr_t, Live> cached_;  // released into the front cache: the pool must not hand them out
   std::vector<Deferred> deferred_;
   std::vector<uintptr_t> released_;
+  std::vector<uint64_t> releasedSizes_;
   uint64_t bytes_ = 0;
 };
 
@@ -330,11 +371,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const uint64_t mappedBefore = os::mappedBytes();
   const Trace trace = decodeTrace(in);
-  const int kind = in.ConsumeIntegralInRange<int>(0, 3);
-  PlanSpec plan = kind == 0 ? defaultPlan() : trainedPlan(in, trace, kind == 2);
+  // 0: the default classes; 1, 2: a plan trained from the trace (S0 classes, time-shared blocks); 3: an offsets
+  // arena beside S0 classes; 4: the default classes as spans (the process pool's), decaying or not.
+  const int kind = in.ConsumeIntegralInRange<int>(0, 4);
+  PlanSpec plan = kind == 0 || kind == 4 ? defaultPlan() : trainedPlan(in, trace, kind == 2);
   PoolOptions options;
   options.arena.prefault = in.ConsumeBool();
-  options.growth = kind == 0 ? Growth::BeforeBorrowing : (in.ConsumeBool() ? Growth::AfterBorrowing : Growth::Off);
+  options.growth = kind == 0 ? Growth::BeforeBorrowing : kind == 4 ? Growth::Spans : (in.ConsumeBool() ? Growth::AfterBorrowing : Growth::Off);
+  if (kind == 4 && in.ConsumeBool()) options.decayMs = in.ConsumeIntegralInRange<uint64_t>(0, 5);
   options.growReserve = 64 << 20;
   const OffsetSchedule offsets = kind == 3 ? offsetsOf(trace) : OffsetSchedule{};
   std::string error;
@@ -344,7 +388,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Model model(*pool);
     uint8_t value = 1;
     while (in.remaining_bytes() > 0) {
-      switch (in.ConsumeIntegralInRange<int>(0, 15)) {
+      switch (in.ConsumeIntegralInRange<int>(0, 18)) {
         case 0: case 1: case 2: model.alloc(drawSize(in, trace), value++, in.ConsumeBool()); break;
         case 12: model.cacheRelease(in.ConsumeIntegral<size_t>()); break;
         case 13: model.cacheServe(in.ConsumeIntegral<size_t>()); break;
@@ -353,6 +397,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case 3: case 4: model.release(in.ConsumeIntegral<size_t>(), false); break;
         case 5: model.release(in.ConsumeIntegral<size_t>(), true); break;
         case 6: model.wrongRelease(in.ConsumeIntegral<size_t>()); break;
+        case 16: model.resize(in.ConsumeIntegral<size_t>(), drawSize(in, trace)); break;
+        case 17: pool->trim(); model.checkHeld(); break;
+        // Memory beside the pool grew (the preload library's C heap): that much free span memory goes back.
+        case 18: {
+          const uint64_t near = model.nearReleased(in.ConsumeIntegral<size_t>(), in.ConsumeIntegralInRange<uint64_t>(0, 8192));
+          pool->tryPurgeSpansFor(near && in.ConsumeBool() ? near : in.ConsumeIntegralInRange<uint64_t>(1, 16 << 20));
+          model.checkHeld();
+          break;
+        }
         case 7: pool->reclaim(); break;
         case 8: pool->markIteration(); break;
         case 9: {
