@@ -152,23 +152,20 @@ static __attribute__((noinline, cold)) void mallocTick() {
   cHeapTick();
 }
 
-// A request the C library serves, counted towards the pool's next turn. Pre: the pool ticks (kPoolTicks).
-static inline void countTowardsTick() {
-  if (__builtin_expect(--mallocsUntilTick == 0, 0)) mallocTick();
+// A request the C library serves, counted towards the pool's next turn where the pool ticks (kPoolTicks in
+// `extras`, what detail::mallocExtras held).
+static inline void countTowardsTick(uint8_t extras) {
+  if (__builtin_expect(extras & detail::kPoolTicks, 1) && __builtin_expect(--mallocsUntilTick == 0, 0)) mallocTick();
 }
 
 TP_EXPORT void* malloc(size_t bytes) {
   if (__builtin_expect(!mayRouteToPool(bytes), 1)) {
     const uint8_t extras = detail::mallocExtras.load(std::memory_order_relaxed);
-    // No pool that decays and no address space limit: the C library's malloc, a tail call. With the pool and no
-    // limit, the same, and now and then the pool's turn.
+    // No pool that decays and no address space limit: the C library's malloc, a tail call. With the pool, the
+    // same, and now and then the pool's turn; with a limit, a failure may be undone (orAgain).
     if (extras == 0) return next.malloc.load(std::memory_order_relaxed)(bytes);
-    if (__builtin_expect(extras == detail::kPoolTicks, 1)) {
-      countTowardsTick();
-      return next.malloc.load(std::memory_order_relaxed)(bytes);
-    }
-    if (extras & detail::kPoolTicks) countTowardsTick();
-    // With an address space limit a failure may be undone (orAgain).
+    countTowardsTick(extras);
+    if (__builtin_expect(!(extras & detail::kAddressLimited), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
     return orAgain([bytes] { return next.malloc.load(std::memory_order_relaxed)(bytes); });
   }
   return orAgain([bytes] { return allocate(bytes, kAsMalloc); });
@@ -203,7 +200,7 @@ static TP_ALWAYS_RUN void* callocOnce(size_t count, size_t size, size_t bytes) {
   if (routesToPool(bytes)) {
     if (void* p = zeroedPoolBlock(bytes)) return p;
   }
-  if (detail::mallocExtras.load(std::memory_order_relaxed) & detail::kPoolTicks) countTowardsTick();
+  countTowardsTick(detail::mallocExtras.load(std::memory_order_relaxed));
   return next.calloc.load(std::memory_order_relaxed)(count, size);
 }
 

@@ -63,12 +63,12 @@ Recipe* recipe = nullptr;  // nullptr once made, or once making it failed
 std::mutex making;         // held while the pool is made, and across fork(): no child inherits it half made
 
 Pool* made() { return madePool.load(std::memory_order_acquire); }
+Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, or JS was handed the table)
 
 void setMallocExtra(detail::MallocExtra extra, bool on) {
   if (on) detail::mallocExtras.fetch_or(extra, std::memory_order_relaxed);
   else detail::mallocExtras.fetch_and(static_cast<uint8_t>(~extra), std::memory_order_relaxed);
 }
-Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, or JS was handed the table)
 
 void say(const std::string& line);
 uint64_t defaultReserve();
