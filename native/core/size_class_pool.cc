@@ -458,7 +458,11 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
   }
   // A free span reads as zero only once purged, or in the span reserve before its first use (not memory
   // given back, so not counted).
-  if (found && span.zero && !spans_.kept(span.start)) rewarmed_ += span.bytes;
+  if (found && span.zero && !spans_.kept(span.start)) {
+    const uint64_t beside = std::min(givenBackBeside_, span.bytes);
+    givenBackBeside_ -= beside;
+    rewarmed_ += span.bytes - beside;
+  }
   writeHeader(header, cls, 0, BlockState::Free, 0);
   header->capacity = span.bytes;
   header->span = 1;
@@ -774,6 +778,7 @@ void SizeClassPool::purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* 
       if (left == 0) return;
       if (span.bytes <= left + kSpanFrom) {
         if (!purgeFreeSpan(span)) continue;
+        givenBackBeside_ += span.bytes;
         *bytes += span.bytes;
         ++*blocks;
         left -= std::min(left, span.bytes);
@@ -793,6 +798,7 @@ void SizeClassPool::purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* 
       markDeadSpanHeaders(merged, static_cast<size_t>(spans_.give(head, spanEpoch_, merged)));
       if (!head.zero) return;
       markDeadSpanHeaders(&head.start, 1);
+      givenBackBeside_ += head.bytes;
       *bytes += head.bytes;
       ++*blocks;
       return;

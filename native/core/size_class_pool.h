@@ -326,6 +326,11 @@ class SizeClassPool {
   SpanHeaders spanHeaders_;
   std::vector<uintptr_t> deadSpanHeaders_;  // markDeadSpanHeaders(), not dropped yet
   uint64_t rewarmed_ = 0;  // takeRewarmed()
+  // Bytes purgeSpanBytes gave back (memory beside the pool grew) not yet handed out again: what is handed out
+  // of them is not counted in rewarmed_, which tells decay its period is too short, and decay did not give
+  // them back. (Counted, a program whose C heap grew while it freed the pool's blocks kept its idle memory
+  // for 2-4 decay periods more: the period doubled at the next epoch.)
+  uint64_t givenBackBeside_ = 0;
   uint64_t spanEpoch_ = 0, spanDueBefore_ = 0;
   std::vector<DecayState> decay_;
   std::string lastGrowError_;  // why the last growth failed (reservation exhausted, or the OS refused pages)

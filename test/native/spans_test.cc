@@ -657,6 +657,41 @@ TEST(memory_given_back_and_soon_handed_out_again_lengthens_the_decay_period) {
   CHECK(rewarmed <= 5);
 }
 
+TEST(memory_given_back_for_memory_beside_the_pool_and_handed_out_again_leaves_the_decay_period_as_it_was) {
+  // A program whose C heap grows while it reuses a span: the pool gives the span back for the heap's growth
+  // (tryPurgeSpansFor), the program takes it again. Decay gave nothing back, so its period stays 100 ms and an
+  // idle span still goes back within a few periods (counted as decay's, the period doubled at each epoch: 1.6 s
+  // after four).
+  auto pool = spanPool(100);
+  constexpr uint64_t kBytes = 4 << 20;
+  const auto callsFor = [&](int ms) {  // decay runs on the pool's calls
+    for (int t = 0; t < ms; t += 50) {
+      pause(50);
+      Allocation small = pool->alloc(1000);
+      CHECK(pool->release(small.data) == ReleaseStatus::Ok);
+    }
+  };
+  for (int use = 0; use < 4; ++use) {
+    Allocation a = pool->alloc(kBytes);
+    CHECK(a.status == AllocStatus::Ok);
+    std::memset(a.data, 1, kBytes);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    CHECK(pool->tryPurgeSpansFor(kBytes));
+    Allocation again = pool->alloc(kBytes);
+    CHECK(again.status == AllocStatus::Ok && again.zeroed);  // what went back, handed out again
+    std::memset(again.data, 2, kBytes);
+    CHECK(pool->release(again.data) == ReleaseStatus::Ok);
+    callsFor(150);  // an epoch ends
+  }
+  Allocation idle = pool->alloc(kBytes);
+  CHECK(idle.status == AllocStatus::Ok);
+  std::memset(idle.data, 3, kBytes);
+  const uint64_t purged = pool->stats().purgedBytes;
+  CHECK(pool->release(idle.data) == ReleaseStatus::Ok);
+  callsFor(600);
+  CHECK(pool->stats().purgedBytes - purged >= kBytes);
+}
+
 TEST(fit_address_space_gives_back_the_unused_reservation_and_the_pool_still_serves) {
   // A program that lowered its RLIMIT_AS (native/preload/address_limit.cc): the arena keeps what it carved,
   // its blocks intact, and gives back the rest of its reservation; later requests are still served.
