@@ -15,8 +15,8 @@ const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] 
 Runs a command (node app.js, python train.py, ...) with tensorpool's preload library in front of the C
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
 whole process, from any thread, is served by one process pool. Smaller requests go to the C library,
-whose heap then keeps its top (trim threshold 64 MiB, mmap threshold 32 MiB) unless MALLOC_TRIM_THRESHOLD_,
-MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them.
+whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise with the chunks it maps
+(unless MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them).
   (no mode)        the default classes, grown on demand: requests of 64 KiB to 64 MiB share spans of one
                    arena (memory one size freed serves the next); no page fault once a size has been seen
   --plan FILE      a plan from 'tensorpool train' (classes and schedule from the start, or, a plan of

@@ -772,15 +772,18 @@ void SizeClassPool::purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* 
   if (!decays_ || retired_ || growth_ != Growth::Spans) return;
   const uint64_t page = os::pageSize();
   uint64_t left = std::max(roundUp(wanted, page), kSpanFrom);
-  // Those decay would give back first (freed in an epoch that ended), then the rest, in address order.
+  const auto gaveBack = [&](uint64_t spanBytes) {
+    givenBackBeside_ += spanBytes;
+    *bytes += spanBytes;
+    ++*blocks;
+  };
+  // Those decay would give back first (freed in an epoch that ended), then the rest, in address order. idleSince
+  // lists spans until they hold `left`: only the last one listed can hold more than is left to give.
   for (const uint64_t before : {spanEpoch_, UINT64_MAX}) {
     for (const SpanHeap::Span& span : spans_.idleSince(before, UINT64_MAX, left)) {
-      if (left == 0) return;
       if (span.bytes <= left + kSpanFrom) {
         if (!purgeFreeSpan(span)) continue;
-        givenBackBeside_ += span.bytes;
-        *bytes += span.bytes;
-        ++*blocks;
+        gaveBack(span.bytes);
         left -= std::min(left, span.bytes);
         continue;
       }
@@ -798,9 +801,7 @@ void SizeClassPool::purgeSpanBytes(uint64_t wanted, uint64_t* blocks, uint64_t* 
       markDeadSpanHeaders(merged, static_cast<size_t>(spans_.give(head, spanEpoch_, merged)));
       if (!head.zero) return;
       markDeadSpanHeaders(&head.start, 1);
-      givenBackBeside_ += head.bytes;
-      *bytes += head.bytes;
-      ++*blocks;
+      gaveBack(head.bytes);
       return;
     }
     if (left == 0) return;

@@ -210,7 +210,7 @@ class Model {
     if (cached_.empty()) return;
     const auto it = pickCached(pick);
     EXPECT(pool_.returnCached(reinterpret_cast<void*>(it->first)) == ReleaseStatus::Ok, it->first);
-    released_.push_back(it->first);
+    released_.push_back({it->first, it->second.size});
     cached_.erase(it);
   }
 
@@ -226,7 +226,7 @@ class Model {
       op.data = reinterpret_cast<void*>(it->first);
       op.bytes = bytes % 2 ? 0 : Pool::kMaxRequest;  // released twice, or larger than any block
     } else if (!released_.empty()) {
-      op.data = reinterpret_cast<void*>(released_[pick % released_.size()] + (pick % 2) * 64);
+      op.data = reinterpret_cast<void*>(released_[pick % released_.size()].start + (pick % 2) * 64);
       if (live_.count(reinterpret_cast<uintptr_t>(op.data)) || cached_.count(reinterpret_cast<uintptr_t>(op.data))) return;
     }
     pool_.applyCached(&op, 1);
@@ -257,8 +257,7 @@ class Model {
     } else {
       EXPECT(pool_.release(p) == ReleaseStatus::Ok, it->first);
     }
-    released_.push_back(it->first);
-    releasedSizes_.push_back(it->second.size);
+    released_.push_back({it->first, it->second.size});
     bytes_ -= it->second.size;
     live_.erase(it);
   }
@@ -266,7 +265,7 @@ class Model {
   // An amount of memory to give back near what a release freed (so that whole free spans go and a little is
   // left to split off the next), or 0 where nothing was released.
   uint64_t nearReleased(size_t pick, uint64_t more) const {
-    return releasedSizes_.empty() ? 0 : releasedSizes_[pick % releasedSizes_.size()] + more;
+    return released_.empty() ? 0 : released_[pick % released_.size()].size + more;
   }
 
   // realloc in place: the block keeps what it held (up to the smaller size) and, grown into the free memory
@@ -309,7 +308,7 @@ class Model {
       if (it->second.size <= 64) return;
       target = it->first + 64 * (1 + pick % ((it->second.size - 1) / 64));
     } else if (!released_.empty()) {
-      target = released_[pick % released_.size()];
+      target = released_[pick % released_.size()].start;
       if (live_.count(target)) return;  // handed out again: a fair release
     } else {
       return;
@@ -354,8 +353,11 @@ class Model {
   std::map<uintptr_t, Live> live_;
   std::map<uintptr_t, Live> cached_;  // released into the front cache: the pool must not hand them out
   std::vector<Deferred> deferred_;
-  std::vector<uintptr_t> released_;
-  std::vector<uint64_t> releasedSizes_;
+  struct Released {
+    uintptr_t start;
+    uint64_t size;
+  };
+  std::vector<Released> released_;  // blocks released or returned from the cache, in that order
   uint64_t bytes_ = 0;
 };
 

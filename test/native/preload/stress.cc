@@ -146,12 +146,13 @@ void worker(uint64_t seed, int rounds) {
 // it was. Blocks are kept, a little more each time, so that the heap passes its high-water mark again and again.
 // (Where the pool serves them too, at a threshold below their sizes, it only waits.)
 void growMainHeap(const std::atomic<bool>& done, uint64_t minBytes) {
+  constexpr uint64_t kSmallest = 256, kSizes = 3000;  // the kept blocks' sizes: kSmallest + [0, kSizes)
   Rng rng{12345};
   std::vector<Block> kept;
-  while (!done.load(std::memory_order_relaxed) && minBytes < 3256) usleep(1000);
+  while (!done.load(std::memory_order_relaxed) && minBytes < kSmallest + kSizes) usleep(1000);
   while (!done.load(std::memory_order_relaxed) && kept.size() < 200000) {
     for (int i = 0; i < 32; ++i) {
-      Block b{nullptr, 256 + rng.next() % 3000, static_cast<unsigned char>(rng.next())};
+      Block b{nullptr, kSmallest + rng.next() % kSizes, static_cast<unsigned char>(rng.next())};
       b.p = static_cast<unsigned char*>(malloc(b.bytes));
       if (!b.p) return fail("allocation failed", b.bytes);
       fill(b);
