@@ -11,6 +11,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 npm pack --pack-destination "$work" >"$work/pack.log"
+# Packing leaves the clone's own build as node-gyp made it: `npm test` after `npm pack` reads both, symbols and all.
+for built in build/Release/tensorpool.node build/Release/tensorpool-preload.so; do
+  readelf -S "$built" 2>/dev/null | grep -q '\.symtab' || { echo "package-check: packing left $built missing or stripped" >&2; exit 1; }
+done
 tarball=$(ls "$work"/tensorpool-*.tgz)
 tar -tzf "$tarball" >"$work/contents"
 for required in package/prebuilds/linux-x64/tensorpool.node package/prebuilds/linux-x64/tensorpool-preload.so package/dist/index.js package/dist/index.d.ts \

@@ -5,8 +5,12 @@
 set -eu
 case "${1-}" in -h|--help) exec sh "$(dirname "$0")/usage.sh" "$0" ;; esac
 cd "$(dirname "$0")/.."
-npx prebuildify --napi --strip
+# prebuildify rebuilds, copies the libraries in build/Release beside the addon and moves the addon there. With
+# its --strip it would strip them in build/Release first: the clone's own build stays as node-gyp made it (the
+# symbols test/preload.test.ts reads, the addon that test/cli.test.ts copies), and only the package's copies
+# are stripped.
+npx prebuildify --napi
 dir="prebuilds/$(node -p 'process.platform + "-" + process.arch')"
-cp build/Release/tensorpool-preload.so "$dir/tensorpool-preload.so"
-strip --strip-unneeded "$dir/tensorpool-preload.so"
+cp "$dir/tensorpool.node" build/Release/tensorpool.node
+strip --strip-all "$dir/tensorpool.node" "$dir/tensorpool-preload.so"
 echo "prebuild: $(ls "$dir" | tr '\n' ' ')"
