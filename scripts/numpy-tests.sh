@@ -6,7 +6,8 @@
 # Arrays of 64 KiB or more come from the pool at the default threshold (~800 blocks in test_multiarray's
 # run): zeros through calloc (the pool's never-written blocks are not written again), growing arrays through
 # realloc, aligned ones through numpy's own aligned allocator. Each module runs with
-# pytest (Debian's python3-pytest; both packages installed here when missing and this is root), its tests marked slow left
+# pytest (Debian's python3-pytest, with python3-hypothesis, which numpy's conftest.py imports; the packages installed
+# here when missing and this is root), its tests marked slow left
 # out, under plain glibc, then as `tensorpool run` runs Python (LIBRARY in LD_PRELOAD, the sitecustomize of
 # hooks/python on PYTHONPATH) at the default threshold, and at TENSORPOOL_MIN_BYTES=1 with PYTHONMALLOC=malloc
 # (every allocation of the interpreter and of numpy through the pool). Every test that passes under glibc must
@@ -16,7 +17,7 @@
 # more is no flake).
 #
 # No third-party source enters the repository: the tests are those the Debian package installs. Where the
-# interpreter, its numpy or pytest is missing (not Debian, not root), the script says so and exits 0, having
+# interpreter, its numpy, pytest or hypothesis is missing (not Debian, not root), the script says so and exits 0, having
 # run nothing. About 4 minutes on 2 cores shared with other builds (the 141 module runs, 2 at a time, take
 # ~115 s under glibc, ~110 s at the default threshold and ~210 s at 1 byte); a hang waits out its timeout.
 #
@@ -39,13 +40,14 @@ max_reruns=10
 
 # --- The interpreter, its numpy and pytest -------------------------------------------------------------------
 has_numpy() { [ -x "$python" ] && "$python" -c 'import numpy.core.tests' >/dev/null 2>&1; }
-has_pytest() { "$python" -c 'import pytest' >/dev/null 2>&1; }
-# A clean Debian machine may have neither: both are installed where this is root, so that CI runs the tests.
-if [ -x "$python" ] && { ! has_numpy || ! has_pytest; }; then debian_install python3-numpy python3-pytest; fi
+has_pytest() { "$python" -c 'import pytest, hypothesis' >/dev/null 2>&1; }
+# A clean Debian machine may have none of them (python3-numpy does not bring the other two, not even as a
+# recommendation): they are installed where this is root, so that CI runs the tests.
+if [ -x "$python" ] && { ! has_numpy || ! has_pytest; }; then debian_install python3-numpy python3-pytest python3-hypothesis; fi
 if ! has_numpy || ! has_pytest; then
   if [ ! -x "$python" ]; then why="no interpreter at $python (set NUMPY_TESTS_PYTHON)"
   elif ! has_numpy; then why="$python has no numpy with its tests (Debian: apt-get install python3-numpy, as root)"
-  else why="$python has no pytest (Debian: apt-get install python3-pytest, as root)"; fi
+  else why="$python has no pytest or no hypothesis (Debian: apt-get install python3-pytest python3-hypothesis, as root)"; fi
   skipped "$why"
 fi
 need_tools timeout nice
