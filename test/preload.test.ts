@@ -514,6 +514,7 @@ describe('the preload library: the process allocator', () => {
       [{ TENSORPOOL_RECORD: '/dev/null' }, /TENSORPOOL_RECORD=\/dev\/null: not a regular file/],
       [{ TENSORPOOL_ADAPTIVE: 'yes please' }, /TENSORPOOL_ADAPTIVE must be 1 or 0/],
       [{ TENSORPOOL_DECAY_MS: 'soon' }, /TENSORPOOL_DECAY_MS=soon is not a number of milliseconds/],
+      [{ TENSORPOOL_DECAY_THREAD: 'sometimes' }, /TENSORPOOL_DECAY_THREAD must be 1 or 0/],
     ];
     for (const [env, message] of cases) {
       const r = spawnSync(process.execPath, ['-e', "const { processPool } = require('./dist/index.js'); console.log(processPool() === null ? 'pass-through' : 'pooled')"], {
@@ -843,6 +844,75 @@ describe('the preload library: the process allocator', () => {
       expect(twice.signal).toBe('SIGABRT');
       expect(twice.err).toBe(glibc.err);
       expect(twice.err).toBe('double free or corruption (!prev)\n');
+    });
+  });
+
+  describe('a program that goes quiet or counts its threads (test/preload/quiet.c, run with and without the library)', () => {
+    const program = path.join(tmp, 'quiet');
+    const built = spawnSync('cc', ['-O1', '-w', '-pthread', '-o', program, path.resolve(__dirname, 'preload/quiet.c')], { encoding: 'utf8' });
+    // SIGKILL at the timeout: a process whose only thread left blocks every signal (the library's) outlives SIGTERM.
+    const quiet = (task: string, env: NodeJS.ProcessEnv = {}, ...args: string[]) => {
+      const r = spawnSync(program, [task, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000, killSignal: 'SIGKILL' });
+      return { out: r.stdout.trim(), err: r.stderr, signal: r.signal, code: r.status };
+    };
+    const preloaded = (task: string, env: NodeJS.ProcessEnv = {}, ...args: string[]) => quiet(task, { LD_PRELOAD: preloadLibrary, ...env }, ...args);
+
+    it('is built', () => {
+      expect(built.status, built.stderr).toBe(0);
+    });
+
+    // Decay ran only on the program's calls: a program that freed its blocks and went quiet kept them (a
+    // Python script that freed 400 MB of strings and slept held 411 MB, glibc 8 MB).
+    it('memory a program freed goes back while it makes no call at all, in a forked child too', () => {
+      for (const task of ['idle', 'fork-idle']) {
+        expect(quiet(task).out).toBe('resident memory back within 16 MiB of the start while quiet: yes');
+        const ours = preloaded(task, { TENSORPOOL_DECAY_MS: '100' });
+        expect(ours.code, ours.err).toBe(0);
+        expect(ours.out, task).toBe('resident memory back within 16 MiB of the start while quiet: yes');
+      }
+      // The thread that does it, turned off: the memory waits for the program's next call.
+      expect(preloaded('idle', { TENSORPOOL_DECAY_MS: '100', TENSORPOOL_DECAY_THREAD: '0' }, '2').out).toBe(
+        'resident memory back within 16 MiB of the start while quiet: no');
+    });
+
+    it("the library's thread exists only while the pool holds memory, and never in a program that made no thread", () => {
+      const ours = preloaded('threads', { TENSORPOOL_DECAY_MS: '100' });
+      expect(ours.code, ours.err).toBe(0);
+      expect(ours.out).toBe('threads at start: 1; after the block was freed: 1\nthreads while the block was live: 2');
+      expect(quiet('threads').out).toBe('threads at start: 1; after the block was freed: 1\nthreads while the block was live: 1');
+      expect(preloaded('threads', { TENSORPOOL_DECAY_THREAD: '0' }).out).toMatch(/while the block was live: 1$/);
+      expect(run('run', '--no-decay-thread', '--', program, 'threads').stdout).toMatch(/while the block was live: 1\n$/);
+      expect(run('run', '--', program, 'threads').stdout).toMatch(/while the block was live: 2\n$/);
+      // A first thread turns glibc's single-threaded paths off for good (glibc's tst-mallocfork2, which forks
+      // from signal handlers while it allocates, hung): a single-threaded program keeps them.
+      expect(preloaded('single-threads', { TENSORPOOL_DECAY_MS: '100' }).out).toBe(quiet('single-threads').out);
+    });
+
+    // The kernel refuses unshare(CLONE_NEWUSER) to a process with more than one thread (EINVAL).
+    it("unshare(CLONE_NEWUSER) answers as under glibc while the pool holds a block and the library's thread runs", () => {
+      const glibc = quiet('unshare');
+      expect(glibc.out).toMatch(/^unshare\(CLONE_NEWUSER\): /);
+      const ours = preloaded('unshare');
+      expect(ours.code, ours.err).toBe(0);
+      expect(ours.out).toBe(glibc.out);
+    });
+
+    // A process lives while any of its threads does: the library's, waiting for the next free(), kept one
+    // whose main thread had called pthread_exit() alive once the program's last thread returned.
+    it("ends when the program's last thread does, after pthread_exit() on the main thread", () => {
+      const ours = preloaded('main-exit');
+      expect(ours.signal, 'the process outlived its threads').toBeNull();
+      expect(ours.code).toBe(0);
+      expect(ours.out).toBe('main thread exiting');
+    });
+
+    // A signal the program's threads block goes to a thread that does not: the library's would have taken
+    // SIGUSR1, whose default action ends the process, before the program's sigtimedwait.
+    it("a signal the program's threads block is left to the program (sigtimedwait), as under glibc", () => {
+      expect(quiet('signals').out).toBe('SIGUSR1 taken by sigtimedwait 100 times of 100');
+      const ours = preloaded('signals');
+      expect(ours.signal, ours.err).toBeNull();
+      expect(ours.out).toBe('SIGUSR1 taken by sigtimedwait 100 times of 100');
     });
   });
 

@@ -10,7 +10,7 @@ import { bytesOption, CliError, parseCommand, type Command } from './common.js';
 import { listSafePath } from './list-safe-path.js';
 
 const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--collect-after SIZE] [--stats]
-                     [--no-hooks] -- <command...>
+                     [--no-hooks] [--no-decay-thread] -- <command...>
 
 Runs a command (node app.js, python train.py, ...) with tensorpool's preload library in front of the C
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
@@ -42,7 +42,11 @@ whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise w
   --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
                    iteration marks, where the program marks them) gives its memory back to the OS
                    (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are;
-                   where memory given back is soon used again, the period doubles (up to 64 times)
+                   where memory given back is soon used again, the period doubles (up to 64 times). In a
+                   program with threads of its own, a thread of the library's does this while the program
+                   is quiet; one without threads gets it back at its next call
+  --no-decay-thread  no such thread (TENSORPOOL_DECAY_THREAD=0): a quiet program's freed memory goes back at
+                   its next call
   --collect-after SIZE
                    in Node, before a run of a hooked session, where the thread's ArrayBuffers have grown by
                    SIZE (or by twice what its runs in flight make, where more; at most 64 MiB) since the
@@ -61,7 +65,8 @@ whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise w
                    processes get a sitecustomize (PYTHONPATH) that marks one at each torch optimizer step()
 As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc writes no fresh mapping,
 malloc_trim() gives free memory back (the pool's free blocks too), an invalid or double free aborts with
-glibc's message, fork() is safe from any thread and from a signal handler; under ulimit -v the pool
+glibc's message, fork() is safe from any thread and from a signal handler (the library adds no thread to a
+program that has none, so glibc's single-threaded fork stays as it was); under ulimit -v the pool
 reserves at most half of the address space left, and gives it back to a request that fails or to a lower
 limit the program sets itself (setrlimit).
 The command's exit code is returned (128 + the signal number when a signal ended it).
@@ -145,6 +150,7 @@ export const runCommand: Command = {
       'collect-after': { type: 'string' },
       stats: { type: 'boolean' },
       'no-hooks': { type: 'boolean' },
+      'no-decay-thread': { type: 'boolean' },
     } as const;
     const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
     if (flags.help) return void console.log(usage);
@@ -172,6 +178,7 @@ export const runCommand: Command = {
     }
     if (flags.adaptive) settings.TENSORPOOL_ADAPTIVE = '1';
     if (flags.stats) settings.TENSORPOOL_STATS = '1';
+    if (flags['no-decay-thread']) settings.TENSORPOOL_DECAY_THREAD = '0';
     if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
     if (values.decay !== undefined) {
       if (values.decay !== 'off' && !(/^\d{1,10}$/.test(values.decay) && Number(values.decay) <= 2 ** 32)) {

@@ -852,11 +852,20 @@ uint64_t Pool::trim() {
   return counters_.purgedBytes - before;
 }
 
-void Pool::decayTick() {
-  if (!mu_.try_lock()) return;
+DecayWatch Pool::decayTick() {
+  if (!mu_.try_lock()) return DecayWatch::Busy;
   const Locked lock(*this, std::adopt_lock);
-  if (counters_.closed) return;
+  if (counters_.closed || options_.decayMs == PoolOptions::kNoDecay || generations_.empty() || !generations_.back()->decays()) {
+    return DecayWatch::Off;
+  }
+  // (Releases another thread queued before this one took the lock count as made: the caller may sleep
+  // until the next release, which would not come for them.)
+  applyQueuedLocked();
   decayLocked();
+  const SizeClassPool& serving = *generations_.back();
+  if (serving.hasDuePurges()) return DecayWatch::Due;
+  if (serving.holdsIdle()) return DecayWatch::Idle;
+  return serving.outstandingBlocks() != 0 ? DecayWatch::Live : DecayWatch::Nothing;
 }
 
 uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {

@@ -120,6 +120,16 @@ struct PoolStats {
 // What one iteration (the allocations since the previous mark) asked for and how it was served. Its
 // pattern is the multiset of requested sizes: two iterations with equal allocs, bytes and sizeHash asked
 // for the same sizes the same number of times (in any order), up to a 2^-53 chance of a hash collision.
+// What Pool::decayTick() found, for a thread that gives decay its turn while the program is quiet.
+enum class DecayWatch : uint8_t {
+  Busy,     // another thread held the pool's lock: nothing done
+  Due,      // purges due beyond what one turn gives back (PoolOptions::kPurgeBytesPerCall): more at the next
+  Idle,     // free memory decay may give back later (SizeClassPool::holdsIdle)
+  Live,     // nothing idle, but blocks live in the serving arena: a release may make some
+  Nothing,  // neither
+  Off,      // the serving classes do not decay (no decayMs, a plan's classes), or the pool is closed
+};
+
 struct IterationSummary {
   uint64_t allocs = 0;
   uint64_t bytes = 0;             // requested, summed
@@ -208,9 +218,11 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // (discardRetired). Never throws (memory short for the spans' bookkeeping: it gives back what it did).
   uint64_t trim();
   // Decay's turn without an alloc, release or mark: for a program that stopped calling the pool but goes on
-  // running (the process pool calls it now and then from the C library's side), so that what it freed goes
-  // back once idle, as the program's next call would have let it. Runs only if the lock is free: never waits.
-  void decayTick();
+  // running (the process pool calls it now and then from the C library's side, and from a thread of its own
+  // while the program is quiet), so that what it freed goes back once idle, as the program's next call would
+  // have let it. Runs only if the lock is free: never waits. Returns what it found (DecayWatch), after applying
+  // the releases queued so far (releaseSoon).
+  DecayWatch decayTick();
   // Memory beside the pool grew by `bytes` (the process pool's C library heap, past its high-water mark): the
   // serving classes' free spans give back as much now, whatever decay says, and no more (at most
   // kPurgeBytesPerCall; SizeClassPool::purgeSpanBytes), so that the process does not hold both the pool's idle

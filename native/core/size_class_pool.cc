@@ -696,6 +696,15 @@ void SizeClassPool::endDecayEpoch() {
   }
 }
 
+bool SizeClassPool::holdsIdle() const {
+  if (!decays_ || retired_) return false;
+  if (duePurges_ || (growth_ == Growth::Spans && spans_.idleResidentBytes() != 0)) return true;
+  for (size_t cls = 0; cls < decay_.size(); ++cls) {
+    if (counters_[cls].freeBlocks > decay_[cls].purged && purgeable(cls)) return true;
+  }
+  return false;
+}
+
 void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes) {
   purgeDueBefore(spanDueBefore_, maxBlocks, maxBytes, blocks, bytes);
 }

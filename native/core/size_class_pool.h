@@ -115,6 +115,10 @@ class SizeClassPool {
   void keepSpanReserve() { spans_.keep(); }
   void endDecayEpoch();
   bool hasDuePurges() const { return duePurges_; }
+  // Whether decay could still give something back here: a free block of a purgeable class or a free span
+  // that does not read as zero (the span reserve aside, once kept), or a purge due. False where it does not
+  // decay.
+  bool holdsIdle() const;
   // Bytes of given-back memory handed out again since the last call (a purged block or span served).
   uint64_t takeRewarmed() { return std::exchange(rewarmed_, 0); }
   // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block

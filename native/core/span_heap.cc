@@ -16,12 +16,14 @@ void SpanHeap::insert(uintptr_t start, const Entry& entry, Starts::const_iterato
     throw;
   }
   freeBytes_ += entry.bytes;
+  if (!entry.zero) residentOf(start) += entry.bytes;
 }
 
 SpanHeap::Span SpanHeap::remove(Starts::iterator at, Sizes::iterator bySize) {
   const Span span{reinterpret_cast<char*>(at->first), at->second.bytes, at->second.zero};
   bySize_.erase(bySize == bySize_.end() ? bySize_.find({at->second.bytes, at->first}) : bySize);
   freeBytes_ -= at->second.bytes;
+  if (!at->second.zero) residentOf(at->first) -= at->second.bytes;
   byStart_.erase(at);
   return span;
 }

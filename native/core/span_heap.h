@@ -64,7 +64,7 @@ class SpanHeap {
 
   // Memory below `fence` is a trained plan's span reserve: free spans there never merge with those at or
   // above it (a span given that reaches across is kept as two); once keep() is called, decay never lists
-  // them (idleSince). Pre: no free span reaches across `fence` now.
+  // them (idleSince). Pre: no free span reaches across `fence` now, and every free span below it reads as zero.
   void fenceAt(const char* fence) { fence_ = reinterpret_cast<uintptr_t>(fence); }
   void keep() { keeping_ = true; }
   // Whether the span at `start` lies in the reserve, kept.
@@ -82,6 +82,9 @@ class SpanHeap {
   uint64_t bytesAt(const char* start) const;
   size_t count() const { return byStart_.size(); }
   uint64_t freeBytes() const { return freeBytes_; }
+  // Bytes of the free spans that do not read as zero and that decay may list (idleSince): those below the
+  // fence only until keep(). What decay could still give back; 0 once it has given back all it would.
+  uint64_t idleResidentBytes() const { return residentBytes_[0] + (keeping_ ? 0 : residentBytes_[1]); }
 
  private:
   struct Entry {
@@ -124,6 +127,9 @@ class SpanHeap {
   Starts byStart_{Starts::allocator_type(&slab_)};
   Sizes bySize_{Sizes::allocator_type(&slab_)};
   uint64_t freeBytes_ = 0;
+  // Bytes of the free spans that do not read as zero: [0] at or above the fence, [1] below it.
+  uint64_t residentBytes_[2] = {0, 0};
+  uint64_t& residentOf(uintptr_t start) { return residentBytes_[start < fence_ ? 1 : 0]; }
   uintptr_t fence_ = 0;  // fenceAt()
   bool keeping_ = false;  // keep()
 };

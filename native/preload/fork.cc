@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "decay_thread.h"
 #include "process_pool.h"
 #include "always_run.h"
 
@@ -69,6 +70,7 @@ TP_ALWAYS_RUN void parent() {
 TP_ALWAYS_RUN void child() {
   if (heldByThisFork()) unlockPoolAfterFork(true);
   _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
+  decayThreadInChild();
   leavePool();
   pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);
 }

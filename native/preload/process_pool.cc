@@ -20,6 +20,7 @@
 #include "fork.h"
 #include "always_run.h"
 #include "c_heap.h"
+#include "decay_thread.h"
 #include "next_allocator.h"
 #include "plan_file.h"
 #include "program_name.h"
@@ -375,6 +376,9 @@ void initialise() {
   if (decayText && strcmp(decayText, "off") == 0) decayMs = PoolOptions::kNoDecay;
   if (!parseSwitch(getenv("TENSORPOOL_ADAPTIVE"), &adaptive)) return fail("TENSORPOOL_ADAPTIVE must be 1 or 0");
   if (!parseSwitch(getenv("TENSORPOOL_STATS"), &stats)) return fail("TENSORPOOL_STATS must be 1 or 0");
+  bool decayThread = true;
+  const char* decayThreadText = getenv("TENSORPOOL_DECAY_THREAD");
+  if (decayThreadText && !parseSwitch(decayThreadText, &decayThread)) return fail("TENSORPOOL_DECAY_THREAD must be 1 or 0");
   if (planPath && !*planPath) return fail("TENSORPOOL_PLAN is empty");
   if (recordPath && !*recordPath) return fail("TENSORPOOL_RECORD is empty");
 
@@ -452,6 +456,7 @@ void initialise() {
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
   api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
   initialiseCHeap();
+  configureDecayThread(decayThread, decayMs);
   struct rlimit limit;
   setMallocExtra(detail::kAddressLimited, getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY);
   ready.store(true, std::memory_order_release);
@@ -578,6 +583,7 @@ void* poolAlloc(size_t bytes, bool* zero) {
   errno = saved;
   if (a.status != AllocStatus::Ok) return nullptr;
   cHeapBesidePool(bytes, a.route == Route::Grown || a.route == Route::OsFallback || a.route == Route::OsOversize);
+  if (a.route != Route::OsFallback && a.route != Route::OsOversize) decayThreadAfterAlloc();  // an arena block: watched
   // Fresh mappings, and arena blocks never written since carved or given back to the OS, read as zero.
   if (zero) *zero = a.zeroed;
   return a.data;
@@ -609,6 +615,7 @@ void releaseToPool(void* p, bool moved) {
     status = ReleaseStatus::NotOwned;
   }
   if (status != ReleaseStatus::Ok) invalidFree(status);
+  decayThreadAfterRelease();
   errno = saved;
 }
 }  // namespace
@@ -676,13 +683,15 @@ void* poolAllocMoved(size_t bytes) {
   return fresh;
 }
 
-void poolDecayTick() {
+DecayWatch poolDecayTick() {
   Pool* serving = made();
-  if (!serving || insidePool()) return;
+  if (!serving) return DecayWatch::Nothing;
+  if (insidePool()) return DecayWatch::Busy;
   InternalScope inside;
   const int saved = errno;
-  serving->decayTick();
+  const DecayWatch found = serving->decayTick();
   errno = saved;
+  return found;
 }
 
 bool poolPurgeSpansFor(uint64_t bytes) {

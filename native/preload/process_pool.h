@@ -19,6 +19,8 @@
 //   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
 //                          program marks them) give their pages back to the OS (default 1000; off: never);
 //                          longer where memory given back is soon handed out again (Pool::decayLocked)
+//   TENSORPOOL_DECAY_THREAD  0: no thread of the library's gives decay its turn while the program is quiet
+//                          (decay_thread.h; default 1): what a quiet program freed goes back at its next call
 //   TENSORPOOL_STATS       1: the pool's counters on stderr at exit (in the other processes of the tree,
 //                          only when their pool served something)
 //   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
@@ -32,6 +34,10 @@
 #include <cstdint>
 
 #include "os/os.h"
+
+namespace tp {
+enum class DecayWatch : uint8_t;  // core/pool.h
+}
 
 namespace tp::preload {
 
@@ -113,11 +119,12 @@ struct PoolHeld {
   uint64_t mappedBlocks = 0, mappedBytes = 0;  // live blocks in mappings of their own (`hblks`, `hblkhd`)
 };
 PoolHeld poolHeld();
-// Decay's turn from a malloc() the C library serves (Pool::decayTick): a program whose large blocks are all
-// freed and that goes on with small ones only gets the pool's memory back once it is idle, as glibc unmaps
-// or trims it (without this, at the pool's next call, which may never come). Nothing before the pool is made
-// or inside it; never waits for the pool's lock. errno is left as it was.
-void poolDecayTick();
+// Decay's turn from a malloc() the C library serves, and from decay's thread (decay_thread.h), with what it
+// found (Pool::decayTick): a program whose large blocks are all freed and that goes on with small ones, or
+// goes quiet, gets the pool's memory back once it is idle, as glibc unmaps or trims it (without this, at the
+// pool's next call, which may never come). Nothing (DecayWatch::Nothing) before the pool is made, and (Busy)
+// inside it; never waits for the pool's lock. errno is left as it was.
+DecayWatch poolDecayTick();
 // Memory beside the pool grew by `bytes` (the C library's heap: c_heap.h): the pool's free spans give back as
 // much now (Pool::tryPurgeSpansFor). False, nothing done, on a thread inside the pool (it may hold the lock) or
 // where another thread holds the lock: the caller asks again later. True otherwise, the pool made or not (not

@@ -201,15 +201,16 @@ TEST(span_heap_agrees_with_its_rules_done_the_slow_way_over_random_takes_gives_a
     }
     const std::vector<SpanHeap::Span> spans = heap.spans();
     CHECK(spans.size() == model.spans.size());
-    uint64_t free = 0;
+    uint64_t free = 0, resident = 0;
     auto expected = model.spans.begin();
     for (const SpanHeap::Span& span : spans) {
       CHECK(reinterpret_cast<uintptr_t>(span.start) == expected->first && span.bytes == expected->second.bytes &&
             span.zero == expected->second.zero);
       free += span.bytes;
+      if (!span.zero) resident += span.bytes;
       ++expected;
     }
-    CHECK(heap.freeBytes() == free && heap.count() == spans.size());
+    CHECK(heap.freeBytes() == free && heap.count() == spans.size() && heap.idleResidentBytes() == resident);
   }
 }
 
@@ -422,6 +423,37 @@ TEST(idle_spans_give_their_pages_back_and_read_as_zero_and_a_span_reused_every_e
   CHECK(pool->release(wall.data) == ReleaseStatus::Ok);
 }
 
+// Decay's turn without a call (the process pool's thread gives it while the program is quiet) says what is
+// left to watch: nothing before anything is carved; live blocks; free memory not yet given back; then, once
+// decay has given all of it back with no other call, nothing.
+TEST(decay_ticks_alone_give_back_what_was_freed_and_say_what_is_left_to_watch) {
+  for (const Growth growth : {Growth::Spans, Growth::BeforeBorrowing}) {
+    auto pool = tpt::growingPool(growth, 20);
+    CHECK(pool->decayTick() == DecayWatch::Nothing);
+    constexpr uint64_t kBytes = 4 << 20;
+    Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes);
+    std::memset(a.data, 1, kBytes);
+    std::memset(b.data, 2, kBytes);
+    CHECK(pool->decayTick() == DecayWatch::Live);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    CHECK(pool->decayTick() == DecayWatch::Idle);  // live b, and a freed less than a period ago
+    const uint64_t start = os::monotonicNs();
+    DecayWatch found = DecayWatch::Idle;
+    while (found != DecayWatch::Live && os::monotonicNs() - start < 10ull * 1000 * 1000 * 1000) {
+      pause(5);
+      found = pool->decayTick();
+    }
+    CHECK(found == DecayWatch::Live && residentPages(a.data, kBytes) == 0 && pool->stats().purgedBytes >= kBytes);
+    CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+    while (found != DecayWatch::Nothing && os::monotonicNs() - start < 20ull * 1000 * 1000 * 1000) {
+      pause(5);
+      found = pool->decayTick();
+    }
+    CHECK(found == DecayWatch::Nothing && residentPages(b.data, kBytes) == 0);
+  }
+  CHECK(spanPool(PoolOptions::kNoDecay)->decayTick() == DecayWatch::Off);
+}
+
 TEST(trim_gives_every_free_span_and_block_back_at_once_counted_as_purges_and_keeps_live_ones) {
   // No epoch ends during the test (and with decay off trim works just the same): only trim purges.
   for (const uint64_t decayMs : {uint64_t{60000}, PoolOptions::kNoDecay}) {
@@ -517,6 +549,7 @@ TEST(a_span_reserve_written_after_start_up_stays_resident_through_decay_and_trim
   CHECK(pool->stats().purgedBytes >= kBeyond + beyond);
   CHECK(residentPages(reserve, 2 * kThird) == 2 * kThird / os::pageSize());  // written: kept
   CHECK(residentPages(reserve + kReserve, beyond) == 0);
+  CHECK(pool->decayTick() == DecayWatch::Nothing);  // the kept reserve is not memory decay would give back
   // A reserve the pool has no room for is refused, with the reason.
   options.growReserve = kReserve / 2;
   CHECK(Pool::create(plan, options, &error) == nullptr && error.find("span reserve") != std::string::npos);

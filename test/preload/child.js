@@ -174,7 +174,7 @@ if (task === 'float32') {
   for (const x of used) pool.release(x);
   const freed = rss();
   // Idle for two decay periods (TENSORPOOL_DECAY_MS, set by the test), with a call of the pool after each:
-  // the pool does its decay on its own calls (no thread of its own).
+  // decay runs on the pool's calls (and on decay's thread while a program with threads is quiet).
   const call = () => pool.release(pool.alloc(MiB));
   for (let k = 0; k < 3; k++) {
     sleep(350); // the test runs it with --decay 300

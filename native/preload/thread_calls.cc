@@ -1,0 +1,69 @@
+// Calls whose outcome depends on the threads a process has, interposed so that decay's thread
+// (decay_thread.h) changes nothing the program sees:
+// - unshare() of a user namespace (or of CLONE_VM, CLONE_SIGHAND, CLONE_THREAD), and setns() into a user,
+//   mount or time namespace: the kernel refuses them (EINVAL) to a process with more than one thread. A
+//   program that makes them while it has one thread (`unshare -U`, a sandbox's set-up, glibc's test harness)
+//   would fail for a thread it did not make. Decay's thread ends first and may start again after.
+// - pthread_exit() on the main thread: the process then lives as long as any thread does, and decay's thread,
+//   waiting for the program's next free(), would keep it alive once the program's threads are done. It ends
+//   for good. (A main thread that ends some other way, a raw exit system call, is not seen.)
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "decay_thread.h"
+
+namespace {
+
+template <typename Fn>
+Fn next(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+// Where the call is refused to a process with threads.
+bool needsOneThread(int unshareFlags) { return unshareFlags & (CLONE_NEWUSER | CLONE_VM | CLONE_SIGHAND | CLONE_THREAD); }
+bool setnsNeedsOneThread(int nstype) { return nstype == 0 || (nstype & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWTIME)); }
+
+// `call` with decay's thread ended. pthread_join returns once the thread has cleared its id, before the kernel
+// has taken it out of the thread group: EINVAL meanwhile is retried, for 200 ms at most.
+template <typename Call>
+int withOneThread(Call call) {
+  const bool ended = tp::preload::holdDecayThread();
+  int result = call();
+  const struct timespec ms = {0, 1000000};
+  for (int tries = 0; ended && result == -1 && errno == EINVAL && tries < 200; ++tries) {
+    nanosleep(&ms, nullptr);
+    result = call();
+  }
+  const int saved = errno;
+  tp::preload::resumeDecayThread();
+  errno = saved;
+  return result;
+}
+
+}  // namespace
+
+#define TP_EXPORT extern "C" __attribute__((visibility("default")))
+
+TP_EXPORT int unshare(int flags) {
+  static const auto real = next<int (*)(int)>("unshare");
+  if (!needsOneThread(flags)) return real(flags);
+  return withOneThread([&] { return real(flags); });
+}
+
+TP_EXPORT int setns(int fd, int nstype) {
+  static const auto real = next<int (*)(int, int)>("setns");
+  if (!setnsNeedsOneThread(nstype)) return real(fd, nstype);
+  return withOneThread([&] { return real(fd, nstype); });
+}
+
+TP_EXPORT void pthread_exit(void* value) {
+  static const auto real = next<void (*)(void*)>("pthread_exit");
+  if (syscall(SYS_gettid) == getpid()) tp::preload::holdDecayThread();  // never resumed
+  real(value);
+  __builtin_unreachable();
+}

@@ -1,0 +1,172 @@
+/*
+ * What a program that goes quiet, or counts its threads, sees: one line of answers a task, so that
+ * test/preload.test.ts can run it with and without the preload library and compare. Each task but
+ * single-threads starts by making a thread and joining it, as a program that has used threads has.
+ *   quiet idle [S]    64 blocks of 2 MiB written and freed, then no call into the allocator for up to S
+ *                     seconds (10): whether the resident memory fell back to within 16 MiB of where it was
+ *                     before them
+ *   quiet fork-idle   the same in a forked child
+ *   quiet threads     the process's threads before any block, while a 1 MiB block is live, and up to 10 s
+ *                     after it was freed
+ *   quiet single-threads  the same in a program that never made a thread
+ *   quiet unshare     a 1 MiB block live, then unshare(CLONE_NEWUSER), which the kernel refuses to a process
+ *                     with more than one thread: what it returned
+ *   quiet main-exit   a 1 MiB block live, a thread that returns after 200 ms, and pthread_exit() on the main
+ *                     thread: the process ends when that thread does
+ *   quiet signals     a 1 MiB block live, SIGUSR1 blocked, then sent to the process 100 times: how often
+ *                     sigtimedwait took it
+ * Polls with open/read/close and nanosleep: no allocation between the frees and the answer.
+ * Built by the test with the system's C compiler (cc); nothing of it enters the library.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t residentBytes(void) {
+  char text[128] = {0};
+  const int fd = open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) return 0;
+  const ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  unsigned long long size = 0, resident = 0;
+  if (n <= 0 || sscanf(text, "%llu %llu", &size, &resident) != 2) return 0;
+  return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The Threads: line of /proc/self/status. */
+static int threadCount(void) {
+  char text[4096] = {0};
+  const int fd = open("/proc/self/status", O_RDONLY);
+  if (fd < 0) return -1;
+  const ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  const char* line = n > 0 ? strstr(text, "\nThreads:") : NULL;
+  return line ? atoi(line + 9) : -1;
+}
+
+static void sleepMs(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+static int idle(int seconds) {
+  enum { kBlocks = 64, kBytes = 2 << 20 };
+  void* blocks[kBlocks];
+  const uint64_t before = residentBytes();
+  for (int i = 0; i < kBlocks; i++) {
+    blocks[i] = malloc(kBytes);
+    if (!blocks[i]) return printf("malloc failed\n"), 1;
+    memset(blocks[i], i + 1, kBytes);
+  }
+  for (int i = 0; i < kBlocks; i++) free(blocks[i]);
+  int back = 0;
+  for (int waited = 0; waited < seconds * 1000 && !back; waited += 20) {
+    back = residentBytes() < before + (16 << 20);
+    if (!back) sleepMs(20);
+  }
+  printf("resident memory back within 16 MiB of the start while quiet: %s\n", back ? "yes" : "no");
+  return 0;
+}
+
+static int forkIdle(int seconds) {
+  const pid_t child = fork();
+  if (child < 0) return perror("fork"), 1;
+  if (child == 0) _exit(idle(seconds));
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static int threads(void) {
+  const int start = threadCount();
+  char* volatile block = malloc(1 << 20);
+  memset(block, 1, 1 << 20);
+  sleepMs(100);
+  const int live = threadCount();
+  free(block);
+  int after = threadCount();
+  for (int waited = 0; waited < 10000 && after != start; waited += 20) {
+    sleepMs(20);
+    after = threadCount();
+  }
+  printf("threads at start: %d; after the block was freed: %d\n", start, after);
+  printf("threads while the block was live: %d\n", live);
+  return 0;
+}
+
+static int unshareUser(void) {
+  char* volatile block = malloc(1 << 20);
+  memset(block, 1, 1 << 20);
+  sleepMs(100);
+  const int result = unshare(CLONE_NEWUSER);
+  printf("unshare(CLONE_NEWUSER): %s\n", result == 0 ? "0" : strerror(errno));
+  free(block);
+  return 0;
+}
+
+static void* briefly(void* unused) {
+  (void)unused;
+  sleepMs(200);
+  return NULL;
+}
+
+
+static int mainExit(void) {
+  char* volatile block = malloc(1 << 20);
+  memset(block, 1, 1 << 20);
+  pthread_t t;
+  if (pthread_create(&t, NULL, briefly, NULL) != 0) return printf("pthread_create failed\n"), 1;
+  printf("main thread exiting\n");
+  pthread_exit(NULL);
+}
+
+/* A program that blocks a signal on its threads and takes it with sigtimedwait (or a signalfd): a thread that
+ * left it unblocked would take it instead, and its default action end the process. */
+static int signals(void) {
+  char* volatile block = malloc(1 << 20);
+  memset(block, 1, 1 << 20);
+  sleepMs(100);
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &usr1, NULL);
+  const struct timespec timeout = {5, 0};
+  int taken = 0;
+  for (int i = 0; i < 100; i++) {
+    kill(getpid(), SIGUSR1);
+    if (sigtimedwait(&usr1, NULL, &timeout) == SIGUSR1) taken++;
+  }
+  printf("SIGUSR1 taken by sigtimedwait %d times of 100\n", taken);
+  free(block);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const char* what = argc > 1 ? argv[1] : "";
+  setvbuf(stdout, NULL, _IONBF, 0);
+  if (!strcmp(what, "single-threads")) return threads();
+  pthread_t made;
+  if (pthread_create(&made, NULL, briefly, NULL) != 0 || pthread_join(made, NULL) != 0) return printf("no thread\n"), 1;
+  const int seconds = argc > 2 ? atoi(argv[2]) : 10;
+  if (!strcmp(what, "idle")) return idle(seconds);
+  if (!strcmp(what, "fork-idle")) return forkIdle(seconds);
+  if (!strcmp(what, "threads")) return threads();
+  if (!strcmp(what, "unshare")) return unshareUser();
+  if (!strcmp(what, "main-exit")) return mainExit();
+  if (!strcmp(what, "signals")) return signals();
+  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|signals\n");
+  return 2;
+}
