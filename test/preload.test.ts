@@ -888,6 +888,17 @@ describe('the preload library: the process allocator', () => {
       expect(preloaded('single-threads', { TENSORPOOL_DECAY_MS: '100' }).out).toBe(quiet('single-threads').out);
     });
 
+    // The thread starts, parks, wakes and ends as four threads allocate with pauses and fork: one at most.
+    it("the library's thread under threads that allocate, pause and fork: one at most, gone after, the memory back", () => {
+      const glibc = quiet('churn', {}, '3');
+      const pattern = /^blocks intact: yes; threads at most: (\d+); after: 1; resident memory back: yes$/;
+      expect(glibc.out).toMatch(pattern);
+      const ours = preloaded('churn', { TENSORPOOL_DECAY_MS: '20' }, '3');
+      expect(ours.code, ours.err).toBe(0);
+      expect(ours.out).toMatch(pattern);
+      expect(Number(pattern.exec(ours.out)![1])).toBeLessThanOrEqual(Number(pattern.exec(glibc.out)![1]) + 1);
+    });
+
     // The kernel refuses unshare(CLONE_NEWUSER) to a process with more than one thread (EINVAL).
     it("unshare(CLONE_NEWUSER) answers as under glibc while the pool holds a block and the library's thread runs", () => {
       const glibc = quiet('unshare');

@@ -15,6 +15,9 @@
  *                     thread: the process ends when that thread does
  *   quiet signals     a 1 MiB block live, SIGUSR1 blocked, then sent to the process 100 times: how often
  *                     sigtimedwait took it
+ *   quiet churn [S]   four threads allocate, check and free blocks of 64 KiB-4 MiB with pauses of 0-29 ms
+ *                     and now and then fork, for S seconds (10): whether the blocks held their bytes, the
+ *                     most threads seen, and, up to 10 s after, the threads and whether the memory went back
  * Polls with open/read/close and nanosleep: no allocation between the frees and the answer.
  * Built by the test with the system's C compiler (cc); nothing of it enters the library.
  */
@@ -154,6 +157,65 @@ static int signals(void) {
   return 0;
 }
 
+/* Four threads allocate 1-16 blocks of 64 KiB-4 MiB, check and free them, sleep 0-29 ms, and now and then
+ * fork a child that allocates: the library's thread starts, parks, wakes and ends again and again. */
+static volatile int churnStop = 0, churnBad = 0, churnThreads = 0;
+
+static void* churnWorker(void* arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  while (!churnStop) {
+    void* blocks[16];
+    const int n = 1 + rand_r(&seed) % 16;
+    for (int i = 0; i < n; i++) {
+      const size_t size = (64 << 10) + rand_r(&seed) % (4 << 20);
+      unsigned char* p = blocks[i] = malloc(size);
+      if (!p) {
+        churnBad++;
+        blocks[i] = NULL;
+        continue;
+      }
+      memset(p, i + 1, size);
+      if (p[0] != i + 1 || p[size - 1] != i + 1) churnBad++;
+    }
+    for (int i = 0; i < n; i++) free(blocks[i]);
+    const int threads = threadCount();
+    if (threads > churnThreads) churnThreads = threads;
+    sleepMs(rand_r(&seed) % 30);
+    if (rand_r(&seed) % 50 == 0) {
+      const pid_t child = fork();
+      if (child == 0) {
+        char* q = malloc(1 << 20);
+        if (q) memset(q, 1, 1 << 20);
+        free(q);
+        _exit(q ? 0 : 1);
+      }
+      int status = 0;
+      if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) churnBad++;
+    }
+  }
+  return NULL;
+}
+
+static int churn(int seconds) {
+  const uint64_t before = residentBytes();
+  pthread_t workers[4];
+  for (int i = 0; i < 4; i++) {
+    if (pthread_create(&workers[i], NULL, churnWorker, (void*)(uintptr_t)(i + 1)) != 0) return printf("pthread_create failed\n"), 1;
+  }
+  sleepMs(seconds * 1000L);
+  churnStop = 1;
+  for (int i = 0; i < 4; i++) pthread_join(workers[i], NULL);
+  int back = 0, after = threadCount();
+  for (int waited = 0; waited < 10000 && (!back || after != 1); waited += 20) {
+    back = residentBytes() < before + (16 << 20);
+    after = threadCount();
+    if (!back || after != 1) sleepMs(20);
+  }
+  printf("blocks intact: %s; threads at most: %d; after: %d; resident memory back: %s\n", churnBad ? "no" : "yes", churnThreads, after,
+         back ? "yes" : "no");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -167,6 +229,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "unshare")) return unshareUser();
   if (!strcmp(what, "main-exit")) return mainExit();
   if (!strcmp(what, "signals")) return signals();
-  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|signals\n");
+  if (!strcmp(what, "churn")) return churn(seconds);
+  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|signals|churn [S]\n");
   return 2;
 }
