@@ -899,6 +899,15 @@ describe('the preload library: the process allocator', () => {
       expect(Number(pattern.exec(ours.out)![1])).toBeLessThanOrEqual(Number(pattern.exec(glibc.out)![1]) + 1);
     });
 
+    // A child forked from a thread the program made ends when that thread returns from its start routine, as
+    // the process's last thread (CPython's test_threading forks so): with the library's thread, it lived on.
+    it('a child forked from a thread the program made ends as that thread returns', () => {
+      expect(quiet('fork-thread').out).toBe('a child forked from a thread ends as that thread returns: yes');
+      const ours = preloaded('fork-thread', { TENSORPOOL_DECAY_MS: '100' });
+      expect(ours.code, ours.err).toBe(0);
+      expect(ours.out).toBe('a child forked from a thread ends as that thread returns: yes');
+    });
+
     // The kernel refuses unshare(CLONE_NEWUSER) to a process with more than one thread (EINVAL).
     it("unshare(CLONE_NEWUSER) answers as under glibc while the pool holds a block and the library's thread runs", () => {
       const glibc = quiet('unshare');

@@ -136,13 +136,13 @@ void detail::wakeDecayThread() {
   if (decayThreadWord.compare_exchange_strong(parked, kTicking, std::memory_order_seq_cst)) futex(&decayThreadWord, FUTEX_WAKE, 1, nullptr);
 }
 
-TP_ALWAYS_RUN void decayThreadInChild() {
+TP_ALWAYS_RUN void decayThreadInChild(bool fromMain) {
   // The child's only thread: no lock is contended, and whoever held `control` in the parent is not here.
   control = PTHREAD_MUTEX_INITIALIZER;
   holds = 0;
   decayThreadWord.store(kTicking, std::memory_order_relaxed);
   const uint8_t state = decayThreadState.load(std::memory_order_relaxed);
-  if (state != kThreadOff) decayThreadState.store(kNoThread, std::memory_order_relaxed);
+  if (state != kThreadOff) decayThreadState.store(fromMain ? kNoThread : kThreadOff, std::memory_order_relaxed);
 }
 
 bool holdDecayThread() {

@@ -60,8 +60,9 @@ inline void decayThreadAfterRelease() {
   if (__builtin_expect(detail::decayThreadWord.load(std::memory_order_relaxed) == detail::kParked, 0)) detail::wakeDecayThread();
 }
 
-// fork()'s child: the thread stayed in the parent.
-void decayThreadInChild();
+// fork()'s child: the thread stayed in the parent. `fromMain`: the parent's main thread forked; where another
+// did, the child gets none (its only thread ends by returning from its start routine: fork.cc).
+void decayThreadInChild(bool fromMain);
 
 // Ends the thread (waiting until pthread_join says it has: the kernel may count it a moment longer) and keeps
 // another from starting until resumeDecayThread(): for a call the kernel refuses to a process with more than

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -42,10 +44,18 @@ thread_local uint64_t poolHeldBits __attribute__((tls_model("initial-exec"))) = 
 // owner not yet written), would wait on that lock forever (seen in test/native/preload/fork.cc).
 thread_local sigset_t maskBeforeFork __attribute__((tls_model("initial-exec")));
 
+// Whether the thread forking is the process's main thread. The child's only thread is the one that forked:
+// where that is a thread the program made, it ends by returning from its start routine, and a process whose
+// last thread ends so ends only if no other thread lives (glibc counts its threads); with decay's thread
+// beside it, the child would live on (CPython's test_threading forks from a thread so). Such a child gets no
+// decay thread.
+thread_local bool forkingFromMain __attribute__((tls_model("initial-exec"))) = false;
+
 TP_ALWAYS_RUN void prepare() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &maskBeforeFork);
+  forkingFromMain = syscall(SYS_gettid) == getpid();
   const bool held = !insidePool();
   enterPool();
   poolHeldBits = poolHeldBits << 1 | (held ? 1 : 0);
@@ -70,7 +80,7 @@ TP_ALWAYS_RUN void parent() {
 TP_ALWAYS_RUN void child() {
   if (heldByThisFork()) unlockPoolAfterFork(true);
   _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
-  decayThreadInChild();
+  decayThreadInChild(forkingFromMain);
   leavePool();
   pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);
 }

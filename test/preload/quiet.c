@@ -15,6 +15,8 @@
  *                     thread: the process ends when that thread does
  *   quiet signals     a 1 MiB block live, SIGUSR1 blocked, then sent to the process 100 times: how often
  *                     sigtimedwait took it
+ *   quiet fork-thread  a thread the program made forks; the child allocates a 1 MiB block, and its only
+ *                     thread returns from its start routine: whether the child ended (within 10 s)
  *   quiet churn [S]   four threads allocate, check and free blocks of 64 KiB-4 MiB with pauses of 0-29 ms
  *                     and now and then fork, for S seconds (10): whether the blocks held their bytes, the
  *                     most threads seen, and, up to 10 s after, the threads and whether the memory went back
@@ -136,6 +138,37 @@ static int mainExit(void) {
   pthread_exit(NULL);
 }
 
+/* A thread the program made forks; the child, which the pool serves a block, ends as its only thread returns
+ * from its start routine (glibc then ends the process: it was the last thread). */
+static void* forkingThread(void* unused) {
+  (void)unused;
+  const pid_t child = fork();
+  if (child == 0) {
+    char* volatile block = malloc(1 << 20);
+    memset(block, 1, 1 << 20);
+    sleepMs(100);
+    return NULL;
+  }
+  int ended = 0, status = 0;
+  for (int waited = 0; waited < 10000 && !ended; waited += 20) {
+    ended = waitpid(child, &status, WNOHANG) == child;
+    if (!ended) sleepMs(20);
+  }
+  if (!ended) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  printf("a child forked from a thread ends as that thread returns: %s\n", ended && WIFEXITED(status) ? "yes" : "no");
+  return NULL;
+}
+
+static int forkThread(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, forkingThread, NULL) != 0) return printf("pthread_create failed\n"), 1;
+  pthread_join(t, NULL);
+  return 0;
+}
+
 /* A program that blocks a signal on its threads and takes it with sigtimedwait (or a signalfd): a thread that
  * left it unblocked would take it instead, and its default action end the process. */
 static int signals(void) {
@@ -229,7 +262,8 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "unshare")) return unshareUser();
   if (!strcmp(what, "main-exit")) return mainExit();
   if (!strcmp(what, "signals")) return signals();
+  if (!strcmp(what, "fork-thread")) return forkThread();
   if (!strcmp(what, "churn")) return churn(seconds);
-  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|signals|churn [S]\n");
+  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|signals|fork-thread|churn [S]\n");
   return 2;
 }
