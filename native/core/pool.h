@@ -117,9 +117,6 @@ struct PoolStats {
   uint64_t movedToMappings = 0; // allocMoved(): blocks realloc moved out of an arena into a mapping of their own
 };
 
-// What one iteration (the allocations since the previous mark) asked for and how it was served. Its
-// pattern is the multiset of requested sizes: two iterations with equal allocs, bytes and sizeHash asked
-// for the same sizes the same number of times (in any order), up to a 2^-53 chance of a hash collision.
 // What Pool::decayTick() found, for a thread that gives decay its turn while the program is quiet.
 enum class DecayWatch : uint8_t {
   Busy,     // another thread held the pool's lock: nothing done
@@ -130,6 +127,9 @@ enum class DecayWatch : uint8_t {
   Off,      // the serving classes do not decay (no decayMs, a plan's classes), or the pool is closed
 };
 
+// What one iteration (the allocations since the previous mark) asked for and how it was served. Its
+// pattern is the multiset of requested sizes: two iterations with equal allocs, bytes and sizeHash asked
+// for the same sizes the same number of times (in any order), up to a 2^-53 chance of a hash collision.
 struct IterationSummary {
   uint64_t allocs = 0;
   uint64_t bytes = 0;             // requested, summed
