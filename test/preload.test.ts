@@ -955,13 +955,18 @@ describe('the preload library: the process allocator', () => {
     const preload = report.results.find((r) => r.allocator === 'tensorpool-preload')!;
     const malloc = report.results.find((r) => r.allocator === 'malloc')!;
     expect(preload.error).toBeUndefined();
-    // 1,670 of the trace's 2,196 allocations are below the 64 KiB threshold and go to glibc, whose heap may
-    // take a page when it reaches a new high (0.5 faults/rep seen on a CI machine). The pool's tensors take
-    // none: one block faulted in per repetition would show as tens of faults. The counter counts: glibc's
-    // first repetition faults its memory in (thousands of faults); its steady state varies from run to run
-    // (its mmap threshold rises as it frees mapped blocks: 139 faults per repetition in one CI run, tens of
-    // thousands in others), so it is no yardstick.
-    expect(preload.steadyMinorFaultsPerRep).toBeLessThanOrEqual(4);
+    // The pool's tensors are faulted in once, in the first repetition (35k faults), and not again: a route that
+    // gave them back between repetitions (glibc's munmap, decay every repetition) would take thousands a
+    // repetition. What a repetition does take is the worker's glibc heap beside the pool: 1,670 of the trace's
+    // 2,196 allocations are below the 64 KiB threshold and go to glibc, whose heap takes pages as it reaches a
+    // new top, and where that top lies depends on what Node allocated between repetitions (IPC, the collector):
+    // 0-3 a repetition here, up to 18 on a loaded machine with perf showing them in [heap], 20 in one CI run.
+    // Hence a bound on the order of a few blocks, not zero. The counter counts: glibc's first repetition faults
+    // its memory in (thousands of faults); its steady state varies from run to run (its mmap threshold rises
+    // as it frees mapped blocks: 139 faults per repetition in one CI run, tens of thousands in others), so it
+    // is no yardstick.
+    expect(preload.steadyMinorFaultsPerRep).toBeLessThanOrEqual(64);
+    expect(preload.repetitions[0].minorFaults).toBeGreaterThan(10_000);
     expect(malloc.repetitions[0].minorFaults).toBeGreaterThan(1000);
     expect(preload.pool!.hits + preload.pool!.borrows).toBeGreaterThan(0); // served by the pool, whichever class
     expect(preload.pool!.osFallbacks).toBe(0);
