@@ -926,6 +926,13 @@ describe('the preload library: the process allocator', () => {
       expect(ours.out).toBe('main thread exiting');
     });
 
+    it('ends when the program\'s last thread does, after pthread_cancel() of the main thread', () => {
+      const ours = preloaded('main-cancel');
+      expect(ours.signal, 'the process outlived its threads').toBeNull();
+      expect(ours.code).toBe(0);
+      expect(ours.out).toBe('main thread waiting');
+    });
+
     // A signal the program's threads block goes to a thread that does not: the library's would have taken
     // SIGUSR1, whose default action ends the process, before the program's sigtimedwait.
     it("a signal the program's threads block is left to the program (sigtimedwait), as under glibc", () => {

@@ -14,8 +14,8 @@
 // - It ends once the arena holds neither; the next allocation starts another.
 // Its signals are blocked. A fork()'s child has none until it allocates. unshare() and setns(), which the
 // kernel refuses to a process with threads for a user namespace (and setns for a mount or time namespace),
-// end it first; a main thread's pthread_exit() ends it for good, as the process would otherwise live on for
-// it (thread_calls.cc).
+// end it first; a main thread's pthread_exit(), or pthread_cancel() of it, ends it for good, as the process
+// would otherwise live on for it (thread_calls.cc).
 // None where decay is off (TENSORPOOL_DECAY_MS=off), with TENSORPOOL_DECAY_THREAD=0, or where the serving
 // classes do not decay (a plan's).
 #pragma once

@@ -4,9 +4,10 @@
 //   mount or time namespace: the kernel refuses them (EINVAL) to a process with more than one thread. A
 //   program that makes them while it has one thread (`unshare -U`, a sandbox's set-up, glibc's test harness)
 //   would fail for a thread it did not make. Decay's thread ends first and may start again after.
-// - pthread_exit() on the main thread: the process then lives as long as any thread does, and decay's thread,
-//   waiting for the program's next free(), would keep it alive once the program's threads are done. It ends
-//   for good. (A main thread that ends some other way, a raw exit system call, is not seen.)
+// - pthread_exit() on the main thread, and pthread_cancel() of it: the process then lives as long as any thread
+//   does, and decay's thread, waiting for the program's next free(), would keep it alive once the program's
+//   threads are done. It ends for good. (A main thread that ends some other way, a raw exit system call, is
+//   not seen.)
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -45,6 +46,18 @@ int withOneThread(Call call) {
   return result;
 }
 
+// The main thread's id, taken where the library is loaded: on the main thread, as LD_PRELOAD loads it (a fork's
+// child keeps its parent's: the thread that forked keeps its id, and a child forked by another thread never
+// starts decay's thread). Unset (knownMain false) where something else loaded the library on another thread.
+pthread_t mainThread;
+bool knownMain = false;
+
+__attribute__((constructor)) void noteMainThread() {
+  if (syscall(SYS_gettid) != getpid()) return;
+  mainThread = pthread_self();
+  knownMain = true;
+}
+
 }  // namespace
 
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
@@ -66,4 +79,12 @@ TP_EXPORT void pthread_exit(void* value) {
   if (syscall(SYS_gettid) == getpid()) tp::preload::holdDecayThread();  // never resumed
   real(value);
   __builtin_unreachable();
+}
+
+// The main thread ends at its next cancellation point (or never, where it disables cancellation: decay's thread
+// is then gone for nothing worse than memory given back only at calls, as before it existed).
+TP_EXPORT int pthread_cancel(pthread_t thread) {
+  static const auto real = next<int (*)(pthread_t)>("pthread_cancel");
+  if (knownMain && pthread_equal(thread, mainThread)) tp::preload::holdDecayThread();  // never resumed
+  return real(thread);
 }

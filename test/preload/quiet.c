@@ -13,6 +13,8 @@
  *                     with more than one thread: what it returned
  *   quiet main-exit   a 1 MiB block live, a thread that returns after 200 ms, and pthread_exit() on the main
  *                     thread: the process ends when that thread does
+ *   quiet main-cancel  the same, but a thread cancels the main thread (waiting in pause()) and returns 200 ms
+ *                     after
  *   quiet signals     a 1 MiB block live, SIGUSR1 blocked, then sent to the process 100 times: how often
  *                     sigtimedwait took it
  *   quiet fork-thread  a thread the program made forks; the child allocates a 1 MiB block, and its only
@@ -138,6 +140,26 @@ static int mainExit(void) {
   pthread_exit(NULL);
 }
 
+static pthread_t mainThread;
+
+static void* cancelsMain(void* unused) {
+  (void)unused;
+  pthread_cancel(mainThread);
+  sleepMs(200);
+  return NULL;
+}
+
+static int mainCancel(void) {
+  char* volatile block = malloc(1 << 20);
+  memset(block, 1, 1 << 20);
+  mainThread = pthread_self();
+  printf("main thread waiting\n");
+  fflush(stdout);
+  pthread_t t;
+  if (pthread_create(&t, NULL, cancelsMain, NULL) != 0) return printf("pthread_create failed\n"), 1;
+  for (;;) pause();
+}
+
 /* A thread the program made forks; the child, which the pool serves a block, ends as its only thread returns
  * from its start routine (glibc then ends the process: it was the last thread). */
 static void* forkingThread(void* unused) {
@@ -261,9 +283,10 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "threads")) return threads();
   if (!strcmp(what, "unshare")) return unshareUser();
   if (!strcmp(what, "main-exit")) return mainExit();
+  if (!strcmp(what, "main-cancel")) return mainCancel();
   if (!strcmp(what, "signals")) return signals();
   if (!strcmp(what, "fork-thread")) return forkThread();
   if (!strcmp(what, "churn")) return churn(seconds);
-  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|signals|fork-thread|churn [S]\n");
+  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|main-cancel|signals|fork-thread|churn [S]\n");
   return 2;
 }
