@@ -875,6 +875,23 @@ describe('the preload library: the process allocator', () => {
         'resident memory back within 16 MiB of the start while quiet: no');
     });
 
+    // A program with one thread gets no decay thread (it would turn glibc's single-threaded paths off for good):
+    // what it freed waited for its next call. A Python script that freed 400 MB and slept held them (glibc 13 MB).
+    it('memory a program with one thread freed goes back before it sleeps for longer than the decay period', () => {
+      const back = 'resident memory back within 16 MiB of the start after the sleep: yes';
+      for (const call of ['nanosleep', 'clock_nanosleep', 'clock_nanosleep-abs', 'usleep', 'sleep']) {
+        expect(quiet('sleeps', {}, call).out, call).toBe(back);
+        const ours = preloaded('sleeps', { TENSORPOOL_DECAY_MS: '100' }, call);
+        expect(ours.code, ours.err).toBe(0);
+        expect(ours.out, call).toBe(back);
+      }
+      // A sleep shorter than the period keeps it for the program's next use, as decay would.
+      expect(preloaded('sleeps', { TENSORPOOL_DECAY_MS: '5000' }, 'nanosleep').out).toMatch(/sleep: no$/);
+      // In a signal handler the pool is left alone: the handler may have interrupted glibc's malloc.
+      expect(quiet('sleeps', {}, 'handler').out).toBe(back);
+      expect(preloaded('sleeps', { TENSORPOOL_DECAY_MS: '100' }, 'handler').out).toMatch(/sleep: no$/);
+    });
+
     it("the library's thread exists only while the pool holds memory, and never in a program that made no thread", () => {
       const ours = preloaded('threads', { TENSORPOOL_DECAY_MS: '100' });
       expect(ours.code, ours.err).toBe(0);

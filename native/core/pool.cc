@@ -868,6 +868,20 @@ DecayWatch Pool::decayTick() {
   return serving.outstandingBlocks() != 0 ? DecayWatch::Live : DecayWatch::Nothing;
 }
 
+uint64_t Pool::quietFor(uint64_t ns) {
+  if (!mu_.try_lock()) return 0;
+  const Locked lock(*this, std::adopt_lock);
+  if (counters_.closed || options_.decayMs == PoolOptions::kNoDecay || generations_.empty() || !generations_.back()->decays()) return 0;
+  if (ns / 1000000 / decayScale_ < options_.decayMs) return 0;
+  applyQueuedLocked();
+  const uint64_t before = counters_.purgedBytes;
+  try {
+    generations_.back()->purgeAll(&counters_.purgedBlocks, &counters_.purgedBytes);
+  } catch (const std::bad_alloc&) {  // as decayLocked: what was given back stays given back
+  }
+  return counters_.purgedBytes - before;
+}
+
 uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
   const Locked lock(*this);
   auto spareOf = [](const SizeClassPool& generation) { return generation.arena().reservedBytes() - generation.arena().carvedBytes(); };

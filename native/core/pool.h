@@ -223,6 +223,11 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // have let it. Runs only if the lock is free: never waits. Returns what it found (DecayWatch), after applying
   // the releases queued so far (releaseSoon).
   DecayWatch decayTick();
+  // The program is about to make no call for `ns` (its only thread sleeps): where that outlasts the decay period
+  // (the options' decayMs times its current multiple), what decay would give back meanwhile goes back now, every
+  // idle block and span (as trim()), counted as decay's purges; nothing where it is shorter or decay is off.
+  // Runs only if the lock is free: never waits. Returns the bytes given back.
+  uint64_t quietFor(uint64_t ns);
   // Memory beside the pool grew by `bytes` (the process pool's C library heap, past its high-water mark): the
   // serving classes' free spans give back as much now, whatever decay says, and no more (at most
   // kPurgeBytesPerCall; SizeClassPool::purgeSpanBytes), so that the process does not hold both the pool's idle

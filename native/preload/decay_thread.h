@@ -5,8 +5,8 @@
 // gives decay its turn (Pool::decayTick) while the pool holds memory it may give back (then 28.7 MB).
 //
 // It exists only in a process that has made threads of its own (one that never has keeps glibc's
-// single-threaded paths: decayThreadAfterAlloc), and only while the serving arena holds something: live
-// blocks, or free memory decay may give back.
+// single-threaded paths: decayThreadAfterAlloc; its sleeps give decay its turn instead, sleep_calls.cc), and
+// only while the serving arena holds something: live blocks, or free memory decay may give back.
 // - Started after an allocation the pool served, where there is none (never from free(): glibc calls free()
 //   with the lock pthread_create takes held, as it frees a finished thread's TLS).
 // - While only live blocks are held it waits on a futex with no timeout: the next release wakes it.

@@ -694,6 +694,15 @@ DecayWatch poolDecayTick() {
   return found;
 }
 
+void poolQuietFor(uint64_t ns) {
+  Pool* serving = made();
+  if (!serving || insidePool()) return;
+  InternalScope inside;
+  const int saved = errno;
+  serving->quietFor(ns);
+  errno = saved;
+}
+
 bool poolPurgeSpansFor(uint64_t bytes) {
   Pool* serving = made();
   if (!serving) return true;

@@ -125,6 +125,10 @@ PoolHeld poolHeld();
 // pool's next call, which may never come). Nothing (DecayWatch::Nothing) before the pool is made, and (Busy)
 // inside it; never waits for the pool's lock. errno is left as it was.
 DecayWatch poolDecayTick();
+// The program's only thread is about to sleep for `ns` (sleep_calls.cc): what decay would give back meanwhile
+// goes back now, where the sleep outlasts its period (Pool::quietFor). Nothing before the pool is made, inside
+// it, or where the lock is held; never waits. errno is left as it was.
+void poolQuietFor(uint64_t ns);
 // Memory beside the pool grew by `bytes` (the C library's heap: c_heap.h): the pool's free spans give back as
 // much now (Pool::tryPurgeSpansFor). False, nothing done, on a thread inside the pool (it may hold the lock) or
 // where another thread holds the lock: the caller asks again later. True otherwise, the pool made or not (not

@@ -8,7 +8,6 @@
 //   does, and decay's thread, waiting for the program's next free(), would keep it alive once the program's
 //   threads are done. It ends for good. (A main thread that ends some other way, a raw exit system call, is
 //   not seen.)
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -17,13 +16,11 @@
 #include <unistd.h>
 
 #include "decay_thread.h"
+#include "next_symbol.h"
 
 namespace {
 
-template <typename Fn>
-Fn next(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
+using tp::preload::nextSymbol;
 
 // Where the call is refused to a process with threads.
 bool needsOneThread(int unshareFlags) { return unshareFlags & (CLONE_NEWUSER | CLONE_VM | CLONE_SIGHAND | CLONE_THREAD); }
@@ -63,19 +60,19 @@ __attribute__((constructor)) void noteMainThread() {
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
 
 TP_EXPORT int unshare(int flags) {
-  static const auto real = next<int (*)(int)>("unshare");
+  static const auto real = nextSymbol<int (*)(int)>("unshare");
   if (!needsOneThread(flags)) return real(flags);
   return withOneThread([&] { return real(flags); });
 }
 
 TP_EXPORT int setns(int fd, int nstype) {
-  static const auto real = next<int (*)(int, int)>("setns");
+  static const auto real = nextSymbol<int (*)(int, int)>("setns");
   if (!setnsNeedsOneThread(nstype)) return real(fd, nstype);
   return withOneThread([&] { return real(fd, nstype); });
 }
 
 TP_EXPORT void pthread_exit(void* value) {
-  static const auto real = next<void (*)(void*)>("pthread_exit");
+  static const auto real = nextSymbol<void (*)(void*)>("pthread_exit");
   if (syscall(SYS_gettid) == getpid()) tp::preload::holdDecayThread();  // never resumed
   real(value);
   __builtin_unreachable();
@@ -84,7 +81,7 @@ TP_EXPORT void pthread_exit(void* value) {
 // The main thread ends at its next cancellation point (or never, where it disables cancellation: decay's thread
 // is then gone for nothing worse than memory given back only at calls, as before it existed).
 TP_EXPORT int pthread_cancel(pthread_t thread) {
-  static const auto real = next<int (*)(pthread_t)>("pthread_cancel");
+  static const auto real = nextSymbol<int (*)(pthread_t)>("pthread_cancel");
   if (knownMain && pthread_equal(thread, mainThread)) tp::preload::holdDecayThread();  // never resumed
   return real(thread);
 }

@@ -9,6 +9,10 @@
  *   quiet threads     the process's threads before any block, while a 1 MiB block is live, and up to 10 s
  *                     after it was freed
  *   quiet single-threads  the same in a program that never made a thread
+ *   quiet sleeps CALL  in a program that never made a thread, 64 blocks of 2 MiB written and freed, then one
+ *                     sleep of 300 ms (1 s for sleep) by CALL: nanosleep, clock_nanosleep, clock_nanosleep-abs
+ *                     (TIMER_ABSTIME), usleep, sleep, or handler (nanosleep inside a SIGALRM handler): whether
+ *                     the resident memory was back within 16 MiB of the start when it woke
  *   quiet unshare     a 1 MiB block live, then unshare(CLONE_NEWUSER), which the kernel refuses to a process
  *                     with more than one thread: what it returned
  *   quiet main-exit   a 1 MiB block live, a thread that returns after 200 ms, and pthread_exit() on the main
@@ -85,6 +89,47 @@ static int idle(int seconds) {
     if (!back) sleepMs(20);
   }
   printf("resident memory back within 16 MiB of the start while quiet: %s\n", back ? "yes" : "no");
+  return 0;
+}
+
+static void sleepBy(const char* call) {
+  struct timespec t = {0, 300 * 1000000};
+  if (!strcmp(call, "nanosleep")) nanosleep(&t, NULL);
+  if (!strcmp(call, "clock_nanosleep")) clock_nanosleep(CLOCK_MONOTONIC, 0, &t, NULL);
+  if (!strcmp(call, "clock_nanosleep-abs")) {
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    at.tv_nsec += t.tv_nsec;
+    at.tv_sec += at.tv_nsec / 1000000000;
+    at.tv_nsec %= 1000000000;
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
+  }
+  if (!strcmp(call, "usleep")) usleep(300 * 1000);
+  if (!strcmp(call, "sleep")) sleep(1);
+}
+
+static void sleepsInHandler(int signal) {
+  (void)signal;
+  sleepBy("nanosleep");
+}
+
+static int sleeps(const char* call) {
+  enum { kBlocks = 64, kBytes = 2 << 20 };
+  void* blocks[kBlocks];
+  const uint64_t before = residentBytes();
+  for (int i = 0; i < kBlocks; i++) {
+    blocks[i] = malloc(kBytes);
+    if (!blocks[i]) return printf("malloc failed\n"), 1;
+    memset(blocks[i], i + 1, kBytes);
+  }
+  for (int i = 0; i < kBlocks; i++) free(blocks[i]);
+  if (!strcmp(call, "handler")) {
+    signal(SIGALRM, sleepsInHandler);
+    raise(SIGALRM);
+  } else {
+    sleepBy(call);
+  }
+  printf("resident memory back within 16 MiB of the start after the sleep: %s\n", residentBytes() < before + (16 << 20) ? "yes" : "no");
   return 0;
 }
 
@@ -275,6 +320,7 @@ int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   setvbuf(stdout, NULL, _IONBF, 0);
   if (!strcmp(what, "single-threads")) return threads();
+  if (!strcmp(what, "sleeps")) return sleeps(argc > 2 ? argv[2] : "nanosleep");
   pthread_t made;
   if (pthread_create(&made, NULL, briefly, NULL) != 0 || pthread_join(made, NULL) != 0) return printf("no thread\n"), 1;
   const int seconds = argc > 2 ? atoi(argv[2]) : 10;
@@ -287,6 +333,6 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "signals")) return signals();
   if (!strcmp(what, "fork-thread")) return forkThread();
   if (!strcmp(what, "churn")) return churn(seconds);
-  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|unshare|main-exit|main-cancel|signals|fork-thread|churn [S]\n");
+  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|sleeps CALL|unshare|main-exit|main-cancel|signals|fork-thread|churn [S]\n");
   return 2;
 }
