@@ -73,16 +73,22 @@ static void sleepMs(long ms) {
   }
 }
 
-static int idle(int seconds) {
+/* 64 blocks of 2 MiB written and freed. Returns 0, or 1 where malloc failed (said on stdout). */
+static int writeAndFree(void) {
   enum { kBlocks = 64, kBytes = 2 << 20 };
   void* blocks[kBlocks];
-  const uint64_t before = residentBytes();
   for (int i = 0; i < kBlocks; i++) {
     blocks[i] = malloc(kBytes);
     if (!blocks[i]) return printf("malloc failed\n"), 1;
     memset(blocks[i], i + 1, kBytes);
   }
   for (int i = 0; i < kBlocks; i++) free(blocks[i]);
+  return 0;
+}
+
+static int idle(int seconds) {
+  const uint64_t before = residentBytes();
+  if (writeAndFree() != 0) return 1;
   int back = 0;
   for (int waited = 0; waited < seconds * 1000 && !back; waited += 20) {
     back = residentBytes() < before + (16 << 20);
@@ -114,15 +120,8 @@ static void sleepsInHandler(int signal) {
 }
 
 static int sleeps(const char* call) {
-  enum { kBlocks = 64, kBytes = 2 << 20 };
-  void* blocks[kBlocks];
   const uint64_t before = residentBytes();
-  for (int i = 0; i < kBlocks; i++) {
-    blocks[i] = malloc(kBytes);
-    if (!blocks[i]) return printf("malloc failed\n"), 1;
-    memset(blocks[i], i + 1, kBytes);
-  }
-  for (int i = 0; i < kBlocks; i++) free(blocks[i]);
+  if (writeAndFree() != 0) return 1;
   if (!strcmp(call, "handler")) {
     signal(SIGALRM, sleepsInHandler);
     raise(SIGALRM);
