@@ -879,7 +879,7 @@ describe('the preload library: the process allocator', () => {
     // what it freed waited for its next call. A Python script that freed 400 MB and slept held them (glibc 13 MB).
     it('memory a program with one thread freed goes back before it sleeps for longer than the decay period', () => {
       const back = 'resident memory back within 16 MiB of the start after the sleep: yes';
-      for (const call of ['nanosleep', 'clock_nanosleep', 'clock_nanosleep-abs', 'usleep', 'sleep']) {
+      for (const call of ['nanosleep', 'clock_nanosleep', 'clock_nanosleep-abs', 'usleep', 'sleep', 'select', 'poll']) {
         expect(quiet('sleeps', {}, call).out, call).toBe(back);
         const ours = preloaded('sleeps', { TENSORPOOL_DECAY_MS: '100' }, call);
         expect(ours.code, ours.err).toBe(0);

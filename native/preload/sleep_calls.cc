@@ -4,13 +4,16 @@
 // call into the allocator: a Python script that freed 400 MB and slept held them while glibc held 13 MB.
 // Before such a program sleeps for at least the decay period, what decay would give back meanwhile goes back
 // (Pool::quietFor); after, it faults in again what it uses, as under glibc, which had unmapped it at free().
-// nanosleep, clock_nanosleep (relative or absolute), sleep and usleep: glibc's sleep and usleep call its
-// nanosleep internally, not through this one. Not select, poll or epoll_wait: an event loop waits there between
-// requests, and would fault its memory in again for each. Not from a signal handler (sleep is async-signal-safe,
+// nanosleep, clock_nanosleep (relative or absolute), sleep and usleep (glibc's sleep and usleep call its
+// nanosleep internally, not through this one), and select and poll given no file descriptor to wait on, the
+// sleep of older Pythons' time.sleep and of Perl's four-argument select. Not a select, poll or epoll_wait that
+// waits on descriptors: an event loop waits there between requests, and would fault its memory in again for each. Not from a signal handler (sleep is async-signal-safe,
 // and a handler that interrupted glibc's malloc, which takes no lock in a single-threaded process, must not
 // re-enter it through the pool's bookkeeping): a thread that blocks a signal it has a handler for may be in it.
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/select.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -29,6 +32,8 @@ using NanosleepFn = int (*)(const struct timespec*, struct timespec*);
 using ClockNanosleepFn = int (*)(clockid_t, int, const struct timespec*, struct timespec*);
 using SleepFn = unsigned int (*)(unsigned int);
 using UsleepFn = int (*)(useconds_t);
+using SelectFn = int (*)(int, fd_set*, fd_set*, fd_set*, struct timeval*);
+using PollFn = int (*)(struct pollfd*, nfds_t, int);
 
 // Found at load, outside any signal handler (a sleep may run in one; dlsym is not async-signal-safe), and
 // again at a call that comes before (another library's constructor sleeping).
@@ -36,12 +41,16 @@ NanosleepFn realNanosleep;
 ClockNanosleepFn realClockNanosleep;
 SleepFn realSleep;
 UsleepFn realUsleep;
+SelectFn realSelect;
+PollFn realPoll;
 
 __attribute__((constructor)) void findSleeps() {
   realNanosleep = nextSymbol<NanosleepFn>("nanosleep");
   realClockNanosleep = nextSymbol<ClockNanosleepFn>("clock_nanosleep");
   realSleep = nextSymbol<SleepFn>("sleep");
   realUsleep = nextSymbol<UsleepFn>("usleep");
+  realSelect = nextSymbol<SelectFn>("select");
+  realPoll = nextSymbol<PollFn>("poll");
 }
 
 template <typename Fn>
@@ -115,4 +124,17 @@ TP_EXPORT unsigned int sleep(unsigned int seconds) {
 TP_EXPORT int usleep(useconds_t microseconds) {
   beforeSleep(uint64_t{microseconds} * 1000);
   return found(&realUsleep)(microseconds);
+}
+
+TP_EXPORT int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
+  const bool none = descriptors == 0 || (!reading && !writing && !excepting);
+  if (none && timeout && timeout->tv_usec >= 0 && timeout->tv_usec < 1000000) {
+    beforeSleep(nanosecondsOf({timeout->tv_sec, static_cast<long>(timeout->tv_usec) * 1000}));
+  }
+  return found(&realSelect)(descriptors, reading, writing, excepting, timeout);
+}
+
+TP_EXPORT int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) {
+  if (count == 0 && timeoutMs > 0) beforeSleep(static_cast<uint64_t>(timeoutMs) * 1000000);
+  return found(&realPoll)(descriptors, count, timeoutMs);
 }

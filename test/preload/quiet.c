@@ -11,7 +11,8 @@
  *   quiet single-threads  the same in a program that never made a thread
  *   quiet sleeps CALL  in a program that never made a thread, 64 blocks of 2 MiB written and freed, then one
  *                     sleep of 300 ms (1 s for sleep) by CALL: nanosleep, clock_nanosleep, clock_nanosleep-abs
- *                     (TIMER_ABSTIME), usleep, sleep, or handler (nanosleep inside a SIGALRM handler): whether
+ *                     (TIMER_ABSTIME), usleep, sleep, select or poll (no descriptors), or handler (nanosleep
+ *                     inside a SIGALRM handler): whether
  *                     the resident memory was back within 16 MiB of the start when it woke
  *   quiet unshare     a 1 MiB block live, then unshare(CLONE_NEWUSER), which the kernel refuses to a process
  *                     with more than one thread: what it returned
@@ -35,11 +36,13 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,6 +114,11 @@ static void sleepBy(const char* call) {
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
   }
   if (!strcmp(call, "usleep")) usleep(300 * 1000);
+  if (!strcmp(call, "select")) {
+    struct timeval tv = {0, 300 * 1000};
+    select(0, NULL, NULL, NULL, &tv);
+  }
+  if (!strcmp(call, "poll")) poll(NULL, 0, 300);
   if (!strcmp(call, "sleep")) sleep(1);
 }
 
