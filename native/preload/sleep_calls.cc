@@ -7,9 +7,10 @@
 // nanosleep, clock_nanosleep (relative or absolute), sleep and usleep (glibc's sleep and usleep call its
 // nanosleep internally, not through this one), and select and poll given no file descriptor to wait on, the
 // sleep of older Pythons' time.sleep and of Perl's four-argument select. Not a select, poll or epoll_wait that
-// waits on descriptors: an event loop waits there between requests, and would fault its memory in again for each. Not from a signal handler (sleep is async-signal-safe,
-// and a handler that interrupted glibc's malloc, which takes no lock in a single-threaded process, must not
-// re-enter it through the pool's bookkeeping): a thread that blocks a signal it has a handler for may be in it.
+// waits on descriptors: an event loop waits there between requests, and would fault its memory in again for
+// each. Not from a signal handler (sleep is async-signal-safe, and a handler that interrupted glibc's malloc,
+// which takes no lock in a single-threaded process, must not re-enter it through the pool's bookkeeping): a
+// thread that blocks a signal it has a handler for may be in one.
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
