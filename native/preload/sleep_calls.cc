@@ -37,7 +37,9 @@ using SelectFn = int (*)(int, fd_set*, fd_set*, fd_set*, struct timeval*);
 using PollFn = int (*)(struct pollfd*, nfds_t, int);
 
 // Found at load, outside any signal handler (a sleep may run in one; dlsym is not async-signal-safe), and
-// again at a call that comes before (another library's constructor sleeping).
+// again at a call that comes before (another library's constructor sleeping). Constructors run in link order:
+// this file is last in native/sources.json, so that process_pool.cc's has found the next allocator before this
+// dlsym runs (a dlsym that allocates, glibc's before 2.34, then allocates from it, not from the bootstrap).
 NanosleepFn realNanosleep;
 ClockNanosleepFn realClockNanosleep;
 SleepFn realSleep;
