@@ -144,6 +144,14 @@ void Pool::decayLocked() {
   }
 }
 
+bool Pool::decaysLocked() const {
+  return !counters_.closed && options_.decayMs != PoolOptions::kNoDecay && !generations_.empty() && generations_.back()->decays();
+}
+
+uint64_t Pool::decayPeriodMsLocked() const {
+  return options_.decayMs > UINT64_MAX / 1000000 / decayScale_ ? UINT64_MAX / 1000000 : options_.decayMs * decayScale_;
+}
+
 void Pool::decayStepLocked() {
   if (options_.decayMs == PoolOptions::kNoDecay || generations_.empty()) return;
   SizeClassPool& serving = *generations_.back();
@@ -153,9 +161,8 @@ void Pool::decayStepLocked() {
   // byte. Every timestamp decay compares (epochStartNs_, lastMarkNs_) is taken on it too: mixed with
   // monotonicNs(), a difference could wrap.
   const uint64_t now = os::coarseMonotonicNs();
-  // The period, and the marks it needs, are decayScale_ times the options' (saturating).
-  const uint64_t ms = options_.decayMs > UINT64_MAX / 1000000 / decayScale_ ? UINT64_MAX / 1000000 : options_.decayMs * decayScale_;
-  const uint64_t delay = ms * 1000000;
+  // The period, and the marks it needs, are decayScale_ times the options'.
+  const uint64_t delay = decayPeriodMsLocked() * 1000000;
   const uint64_t marksStopped = std::max(delay, longestIterationNs_ > UINT64_MAX / 2 ? UINT64_MAX : 2 * longestIterationNs_);
   if (now - epochStartNs_ >= delay && (epochMarks_ >= PoolOptions::kDecayMarks * decayScale_ || now - lastMarkNs_ >= marksStopped)) {
     // Memory given back and handed out again since the last epoch ended was not idle, only used less often
@@ -841,9 +848,7 @@ uint64_t Pool::discardRetired() {
   return bytes;
 }
 
-uint64_t Pool::trim() {
-  const Locked lock(*this);
-  if (counters_.closed || generations_.empty()) return 0;
+uint64_t Pool::purgeAllLocked() {
   const uint64_t before = counters_.purgedBytes;
   try {
     generations_.back()->purgeAll(&counters_.purgedBlocks, &counters_.purgedBytes);
@@ -852,12 +857,16 @@ uint64_t Pool::trim() {
   return counters_.purgedBytes - before;
 }
 
+uint64_t Pool::trim() {
+  const Locked lock(*this);
+  if (counters_.closed || generations_.empty()) return 0;
+  return purgeAllLocked();
+}
+
 DecayWatch Pool::decayTick() {
   if (!mu_.try_lock()) return DecayWatch::Busy;
   const Locked lock(*this, std::adopt_lock);
-  if (counters_.closed || options_.decayMs == PoolOptions::kNoDecay || generations_.empty() || !generations_.back()->decays()) {
-    return DecayWatch::Off;
-  }
+  if (!decaysLocked()) return DecayWatch::Off;
   // (Releases another thread queued before this one took the lock count as made: the caller may sleep
   // until the next release, which would not come for them.)
   applyQueuedLocked();
@@ -871,15 +880,9 @@ DecayWatch Pool::decayTick() {
 uint64_t Pool::quietFor(uint64_t ns) {
   if (!mu_.try_lock()) return 0;
   const Locked lock(*this, std::adopt_lock);
-  if (counters_.closed || options_.decayMs == PoolOptions::kNoDecay || generations_.empty() || !generations_.back()->decays()) return 0;
-  if (ns / 1000000 / decayScale_ < options_.decayMs) return 0;
+  if (!decaysLocked() || ns / 1000000 < decayPeriodMsLocked()) return 0;
   applyQueuedLocked();
-  const uint64_t before = counters_.purgedBytes;
-  try {
-    generations_.back()->purgeAll(&counters_.purgedBlocks, &counters_.purgedBytes);
-  } catch (const std::bad_alloc&) {  // as decayLocked: what was given back stays given back
-  }
-  return counters_.purgedBytes - before;
+  return purgeAllLocked();
 }
 
 uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {

@@ -375,6 +375,14 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // number of due blocks of the serving classes. Never throws (decayStepLocked's std::bad_alloc is dropped).
   void decayLocked();
   void decayStepLocked();
+  // Whether the serving classes decay: decayMs set, the pool open, and classes carved on demand
+  // (SizeClassPool::decays(); a plan's do not).
+  bool decaysLocked() const;
+  // Decay's period now: the options' decayMs times decayScale_, saturating.
+  uint64_t decayPeriodMsLocked() const;
+  // Every idle block and span of the serving classes given back (SizeClassPool::purgeAll), counted as decay's
+  // purges. Returns the bytes given back; never throws (what was given back before a std::bad_alloc stays so).
+  uint64_t purgeAllLocked();
   // allocMoved and resizeMapped mapped `mappedBytes` for a block realloc moved out of an arena (or grew its
   // mapping): the serving classes' free spans give back as much (SizeClassPool::purgeSpansFor), at most
   // kPurgeBytesPerCall a call, so that the process does not hold both the mapping and the arena memory the
