@@ -887,9 +887,46 @@ describe('the preload library: the process allocator', () => {
       }
       // A sleep shorter than the period keeps it for the program's next use, as decay would.
       expect(preloaded('sleeps', { TENSORPOOL_DECAY_MS: '5000' }, 'nanosleep').out).toMatch(/sleep: no$/);
+      // Short sleeps, or waits that time out, one after another are quiet too: decay takes its turn after each
+      // (20 of 50 ms against a period of 100 ms), as its thread would have meanwhile.
+      for (const call of ['short-nanosleeps', 'short-polls']) {
+        expect(quiet('sleeps', {}, call).out, call).toBe(back);
+        expect(preloaded('sleeps', { TENSORPOOL_DECAY_MS: '100' }, call).out, call).toBe(back);
+        expect(preloaded('sleeps', { TENSORPOOL_DECAY_MS: '5000' }, call).out, call).toMatch(/sleep: no$/);
+      }
       // In a signal handler the pool is left alone: the handler may have interrupted glibc's malloc.
       expect(quiet('sleeps', {}, 'handler').out).toBe(back);
       expect(preloaded('sleeps', { TENSORPOOL_DECAY_MS: '100' }, 'handler').out).toMatch(/sleep: no$/);
+    });
+
+    // Nor while it waits on descriptors (a server with one thread between requests, Python's selectors and
+    // asyncio): a wait that lasts the decay period gives decay its turn, and the wait goes on as asked.
+    it('memory a program with one thread freed goes back while it waits on descriptors for longer than the decay period', () => {
+      const ready = 'ready: 1; resident memory back within 16 MiB of the start: yes';
+      const timedOut = 'timed out: 0; after 1 s at least: yes; resident memory back: yes';
+      for (const call of ['poll', '__poll_chk', 'ppoll', 'select', 'pselect', 'epoll_wait', 'epoll_pwait']) {
+        expect(quiet('waits', {}, call).out, call).toBe(`${ready}\n${timedOut}`);
+        const ours = preloaded('waits', { TENSORPOOL_DECAY_MS: '100' }, call);
+        expect(ours.code, ours.err).toBe(0);
+        expect(ours.out, call).toBe(`${ready}\n${timedOut}`);
+      }
+      // A descriptor ready before the period ends the wait with the memory kept, as an event loop busy with
+      // requests keeps it; the wait that times out is whole too.
+      const busy = preloaded('waits', { TENSORPOOL_DECAY_MS: '5000' }, 'epoll_wait');
+      expect(busy.out).toBe('ready: 1; resident memory back within 16 MiB of the start: no\ntimed out: 0; after 1 s at least: yes; resident memory back: no');
+    });
+
+    // A signal that comes while decay has its turn between the two parts of a wait must still end the wait, as
+    // it would have ended the whole one: an alarm of 1 s set before a wait arrives with the end of a first part
+    // of 1 s (the default period). Taken between the two calls, it left epoll_wait waiting its 10 s out.
+    it('a wait on descriptors split for decay still ends at a signal, as under glibc', () => {
+      const ended = 'ended by the alarm (EINTR) within 5 s: yes; handler ran: yes';
+      for (const call of ['poll', 'ppoll', 'select', 'pselect', 'epoll_wait', 'epoll_pwait']) {
+        expect(quiet('waits-signal', {}, call).out, call).toBe(ended);
+        const ours = preloaded('waits-signal', { TENSORPOOL_DECAY_MS: '1000' }, call);
+        expect(ours.code, ours.err).toBe(0);
+        expect(ours.out, call).toBe(ended);
+      }
     });
 
     it("the library's thread exists only while the pool holds memory, and never in a program that made no thread", () => {

@@ -885,6 +885,16 @@ uint64_t Pool::quietFor(uint64_t ns) {
   return purgeAllLocked();
 }
 
+uint64_t Pool::quietPeriodNs(uint64_t worthBytes) {
+  if (!mu_.try_lock()) return 0;
+  const Locked lock(*this, std::adopt_lock);
+  if (!decaysLocked()) return 0;
+  const uint64_t idle = generations_.back()->idleBytes();
+  if (idle == 0 || idle < worthBytes) return 0;
+  const uint64_t ms = decayPeriodMsLocked();
+  return ms > UINT64_MAX / 1000000 ? UINT64_MAX : ms * 1000000;
+}
+
 uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
   const Locked lock(*this);
   auto spareOf = [](const SizeClassPool& generation) { return generation.arena().reservedBytes() - generation.arena().carvedBytes(); };

@@ -228,6 +228,11 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // idle block and span (as trim()), counted as decay's purges; nothing where it is shorter or decay is off.
   // Runs only if the lock is free: never waits. Returns the bytes given back.
   uint64_t quietFor(uint64_t ns);
+  // How long a quiet spell must last for quietFor() to give anything back (the decay period times its current
+  // multiple), in nanoseconds; 0 where it would give back less than `worthBytes` however long (decay off, too
+  // little idle and resident), or the lock is held. For a wait that may end early (a descriptor ready): it
+  // waits that long first, where what it would give back is worth splitting the wait for.
+  uint64_t quietPeriodNs(uint64_t worthBytes);
   // Memory beside the pool grew by `bytes` (the process pool's C library heap, past its high-water mark): the
   // serving classes' free spans give back as much now, whatever decay says, and no more (at most
   // kPurgeBytesPerCall; SizeClassPool::purgeSpanBytes), so that the process does not hold both the pool's idle

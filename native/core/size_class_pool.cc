@@ -705,6 +705,17 @@ bool SizeClassPool::holdsIdle() const {
   return false;
 }
 
+uint64_t SizeClassPool::idleBytes() const {
+  if (!decays_ || retired_) return 0;
+  uint64_t bytes = growth_ == Growth::Spans ? spans_.idleResidentBytes() : 0;
+  for (size_t cls = 0; cls < decay_.size(); ++cls) {
+    if (counters_[cls].freeBlocks > decay_[cls].purged && purgeable(cls)) {
+      bytes += (counters_[cls].freeBlocks - decay_[cls].purged) * capacityOf(cls);
+    }
+  }
+  return bytes;
+}
+
 void SizeClassPool::purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes) {
   purgeDueBefore(spanDueBefore_, maxBlocks, maxBytes, blocks, bytes);
 }

@@ -119,6 +119,10 @@ class SizeClassPool {
   // that does not read as zero (the span reserve aside, once kept), or a purge due. False where it does not
   // decay.
   bool holdsIdle() const;
+  // About the bytes decay could still give back here: the free blocks of purgeable classes not given back yet,
+  // at their classes' capacity, and the free spans that do not read as zero (as holdsIdle(), without the
+  // purges due). 0 where it does not decay.
+  uint64_t idleBytes() const;
   // Bytes of given-back memory handed out again since the last call (a purged block or span served).
   uint64_t takeRewarmed() { return std::exchange(rewarmed_, 0); }
   // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block

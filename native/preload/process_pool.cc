@@ -694,13 +694,25 @@ DecayWatch poolDecayTick() {
   return found;
 }
 
-void poolQuietFor(uint64_t ns) {
+// `ask` of the serving pool, as the pool's own code (InternalScope: what it allocates comes from the next
+// allocator), errno kept; 0 before the pool is made and on a thread already inside it (it may hold the lock).
+template <typename Ask>
+uint64_t askServing(Ask ask) {
   Pool* serving = made();
-  if (!serving || insidePool()) return;
+  if (!serving || insidePool()) return 0;
   InternalScope inside;
   const int saved = errno;
-  serving->quietFor(ns);
+  const uint64_t answer = ask(*serving);
   errno = saved;
+  return answer;
+}
+
+void poolQuietFor(uint64_t ns) {
+  askServing([ns](Pool& serving) { return serving.quietFor(ns); });
+}
+
+uint64_t poolQuietPeriodNs(uint64_t worthBytes) {
+  return askServing([worthBytes](Pool& serving) { return serving.quietPeriodNs(worthBytes); });
 }
 
 bool poolPurgeSpansFor(uint64_t bytes) {
@@ -732,9 +744,7 @@ PoolHeld poolHeld() {
 }
 
 uint64_t poolTrim() {
-  if (!made() || insidePool()) return 0;
-  InternalScope inside;
-  return pool().trim();
+  return askServing([](Pool& serving) { return serving.trim(); });
 }
 
 }  // namespace tp::preload

@@ -129,6 +129,10 @@ DecayWatch poolDecayTick();
 // goes back now, where the sleep outlasts its period (Pool::quietFor). Nothing before the pool is made, inside
 // it, or where the lock is held; never waits. errno is left as it was.
 void poolQuietFor(uint64_t ns);
+// How long the program's only thread must be quiet for poolQuietFor() to give back at least `worthBytes`, in
+// nanoseconds (Pool::quietPeriodNs); 0 where less would go back, before the pool is made, inside it, or where
+// the lock is held. Never waits; errno is left as it was.
+uint64_t poolQuietPeriodNs(uint64_t worthBytes);
 // Memory beside the pool grew by `bytes` (the C library's heap: c_heap.h): the pool's free spans give back as
 // much now (Pool::tryPurgeSpansFor). False, nothing done, on a thread inside the pool (it may hold the lock) or
 // where another thread holds the lock: the caller asks again later. True otherwise, the pool made or not (not

@@ -1,27 +1,37 @@
-// Sleeps of a program with one thread, interposed so that decay gets the turn it would get while the program
-// sleeps. A process with threads has decay's own thread for that (decay_thread.h); one without gets none, as a
-// first thread would turn glibc's single-threaded paths off for good, and its freed memory waited for its next
-// call into the allocator: a Python script that freed 400 MB and slept held them while glibc held 13 MB.
-// Before such a program sleeps for at least the decay period, what decay would give back meanwhile goes back
-// (Pool::quietFor); after, it faults in again what it uses, as under glibc, which had unmapped it at free().
+// Sleeps and waits of a program with one thread, interposed so that decay gets the turn it would get while the
+// program is quiet. A process with threads has decay's own thread for that (decay_thread.h); one without gets
+// none, as a first thread would turn glibc's single-threaded paths off for good, and its freed memory waited for
+// its next call into the allocator: a Python script that freed 400 MB and slept held them while glibc held 13 MB.
+// Sleeps: before such a program sleeps for at least the decay period, what decay would give back meanwhile goes
+// back (Pool::quietFor); after, it faults in again what it uses, as under glibc, which had unmapped it at free().
 // nanosleep, clock_nanosleep (relative or absolute), sleep and usleep (glibc's sleep and usleep call its
 // nanosleep internally, not through this one), and select and poll given no file descriptor to wait on, the
-// sleep of older Pythons' time.sleep and of Perl's four-argument select. Not a select, poll or epoll_wait that
-// waits on descriptors: an event loop waits there between requests, and would fault its memory in again for
-// each. Not from a signal handler (sleep is async-signal-safe, and a handler that interrupted glibc's malloc,
-// which takes no lock in a single-threaded process, must not re-enter it through the pool's bookkeeping): a
-// thread that blocks a signal it has a handler for may be in one.
+// sleep of older Pythons' time.sleep and of Perl's four-argument select.
+// Waits on descriptors (poll, ppoll, select, pselect, epoll_wait, epoll_pwait: a server with one thread between
+// requests, Python's selectors and asyncio): such a wait may end at once, so it is not a sleep; one that may
+// outlast the decay period, while the pool holds idle memory, waits for the period first, and only if nothing
+// came gives decay its turn and waits for the rest. An event loop busy with requests never waits that long, so
+// never faults its memory in again for them; an idle one gives it back as decay's thread would.
+// After: every sleep, and every wait that timed out, of 10 ms or more gives decay the turn its thread would have
+// had (a loop of short sleeps, or socketserver's poll every 0.5 s, is quiet for periods it never sleeps whole).
+// Not from a signal handler (sleep is async-signal-safe, and a handler that interrupted glibc's malloc, which
+// takes no lock in a single-threaded process, must not re-enter it through the pool's bookkeeping): a thread
+// that blocks a signal it has a handler for may be in one.
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdint>
+#include <cstring>
 
+#include "core/pool.h"
 #include "next_symbol.h"
 #include "process_pool.h"
 
@@ -35,6 +45,11 @@ using SleepFn = unsigned int (*)(unsigned int);
 using UsleepFn = int (*)(useconds_t);
 using SelectFn = int (*)(int, fd_set*, fd_set*, fd_set*, struct timeval*);
 using PollFn = int (*)(struct pollfd*, nfds_t, int);
+using PollChkFn = int (*)(struct pollfd*, nfds_t, int, size_t);
+using PpollFn = int (*)(struct pollfd*, nfds_t, const struct timespec*, const sigset_t*);
+using PselectFn = int (*)(int, fd_set*, fd_set*, fd_set*, const struct timespec*, const sigset_t*);
+using EpollWaitFn = int (*)(int, struct epoll_event*, int, int);
+using EpollPwaitFn = int (*)(int, struct epoll_event*, int, int, const sigset_t*);
 
 // Found at load, outside any signal handler (a sleep may run in one; dlsym is not async-signal-safe), and
 // again at a call that comes before (another library's constructor sleeping). Constructors run in link order:
@@ -46,6 +61,11 @@ SleepFn realSleep;
 UsleepFn realUsleep;
 SelectFn realSelect;
 PollFn realPoll;
+PollChkFn realPollChk;
+PpollFn realPpoll;
+PselectFn realPselect;
+EpollWaitFn realEpollWait;
+EpollPwaitFn realEpollPwait;
 
 __attribute__((constructor)) void findSleeps() {
   realNanosleep = nextSymbol<NanosleepFn>("nanosleep");
@@ -54,6 +74,11 @@ __attribute__((constructor)) void findSleeps() {
   realUsleep = nextSymbol<UsleepFn>("usleep");
   realSelect = nextSymbol<SelectFn>("select");
   realPoll = nextSymbol<PollFn>("poll");
+  realPollChk = nextSymbol<PollChkFn>("__poll_chk");
+  realPpoll = nextSymbol<PpollFn>("ppoll");
+  realPselect = nextSymbol<PselectFn>("pselect");
+  realEpollWait = nextSymbol<EpollWaitFn>("epoll_wait");
+  realEpollPwait = nextSymbol<EpollPwaitFn>("epoll_pwait");
 }
 
 template <typename Fn>
@@ -63,8 +88,10 @@ Fn found(Fn* slot) {
 }
 
 constexpr uint64_t kNsPerSecond = 1000000000;
+constexpr uint64_t kNsPerMs = 1000000;
+constexpr uint64_t kForever = UINT64_MAX;  // a wait with no timeout
 // Shorter sleeps are left alone before the process pool is asked (decay's thread ticks no faster either).
-constexpr uint64_t kQuietFrom = 10 * 1000000;
+constexpr uint64_t kQuietFrom = 10 * kNsPerMs;
 
 uint64_t nanosecondsOf(const struct timespec& t) {
   if (t.tv_sec < 0 || t.tv_nsec < 0 || t.tv_nsec >= static_cast<long>(kNsPerSecond)) return 0;
@@ -75,9 +102,8 @@ uint64_t nanosecondsOf(const struct timespec& t) {
 // Whether this thread may be running a signal handler: it blocks a signal whose handler is installed (the
 // kernel blocks a signal while its handler runs, SA_NODEFER aside). A program that blocks such a signal for
 // other reasons (sigwait) is left alone too.
-bool mayBeInHandler() {
-  sigset_t blocked;
-  if (pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0) return true;
+// `blocked`: the thread's signal mask.
+bool mayBeInHandler(const sigset_t& blocked) {
   for (int signal = 1; signal < NSIG; ++signal) {
     if (sigismember(&blocked, signal) != 1) continue;
     // The kernel's struct sigaction starts with the handler; the rest (flags, restorer, mask) fits in 64 bytes.
@@ -90,6 +116,11 @@ bool mayBeInHandler() {
   return false;
 }
 
+bool mayBeInHandler() {
+  sigset_t blocked;
+  return pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0 || mayBeInHandler(blocked);
+}
+
 void beforeSleep(uint64_t ns) {
   if (!__libc_single_threaded || ns < kQuietFrom) return;
   const int saved = errno;
@@ -97,18 +128,149 @@ void beforeSleep(uint64_t ns) {
   errno = saved;
 }
 
+// A sleep, or a wait that timed out, of at least kQuietFrom has ended: the program made no call meanwhile, so
+// decay takes the turn its thread would have taken (what has been idle for the period goes back). A loop of
+// short sleeps, or of waits that time out (socketserver's poll every 0.5 s), never sleeps for a whole period
+// but is quiet for many.
+void afterQuiet() {
+  if (!__libc_single_threaded) return;
+  const int saved = errno;
+  if (!mayBeInHandler()) {
+    for (int turn = 0; turn < 64 && tp::preload::poolDecayTick() == tp::DecayWatch::Due; ++turn) {
+    }
+  }
+  errno = saved;
+}
+
+template <typename Result>
+Result afterSleep(Result result, uint64_t ns) {
+  if (ns >= kQuietFrom) afterQuiet();
+  return result;
+}
+
+// What a wait on descriptors of up to `timeoutNs` returned: 0 (it timed out), decay's turn as after a sleep.
+int afterWait(int ready, uint64_t timeoutNs) {
+  if (ready == 0 && timeoutNs >= kQuietFrom) afterQuiet();
+  return ready;
+}
+
+// Idle memory a wait on descriptors is split for: less stays until the program's next call (glibc keeps up to
+// 128 KiB at the top of its heap, and raises that bound as it goes, to 32 MiB).
+constexpr uint64_t kWorthSplitting = 1 << 20;
+
+// A wait on descriptors of up to `timeoutNs` (kForever: none): how long it waits first, before decay's turn
+// (the quiet period, Pool::quietPeriodNs), or 0 where it is left whole (threads, a short wait, less than
+// kWorthSplitting idle, decay off). The period is asked for on every long wait: it doubles where memory given
+// back is used again.
+uint64_t firstPartOf(uint64_t timeoutNs) {
+  if (!__libc_single_threaded || timeoutNs < kQuietFrom) return 0;
+  const int saved = errno;
+  const uint64_t period = tp::preload::poolQuietPeriodNs(kWorthSplitting);
+  errno = saved;
+  return period >= kQuietFrom && period <= timeoutNs && period != kForever ? period : 0;
+}
+
+uint64_t monotonicNs() {
+  struct timespec now;
+  return clock_gettime(CLOCK_MONOTONIC, &now) == 0 ? nanosecondsOf(now) : 0;
+}
+
+// The wait, in two parts: `first` nanoseconds, then, if nothing came (0), decay's turn and the rest of
+// `timeoutNs` (kForever: no end). `wait(ns, mask)` makes the real call (the p-form: ppoll, epoll_pwait,
+// pselect) for `ns` (kForever: none) with the signal mask `mask` while it waits, and returns what it returned;
+// `mask` is the program's (ppoll's, epoll_pwait's or pselect's own), or nullptr: the thread's. Every signal
+// stays blocked outside the two parts, and each part unblocks the program's atomically: a signal that comes
+// while decay has its turn stays pending and interrupts the second part at once (EINTR), as it would have the
+// wait had it been whole, rather than being taken between two calls and missed by the program. Blocking only
+// once the first part has timed out leaves a window, and it is hit: a program that sets a timer of 1 s and
+// waits (test_selectors: an alarm whose handler raises must end a select() of 30 s) has its signal arrive with
+// the end of a first part of 1 s. Two more system calls a wait, and the reason such waits are split only where
+// enough memory is idle (firstPartOf). Pre: first = firstPartOf(timeoutNs) != 0.
+template <typename Wait>
+int waitInTwo(uint64_t first, uint64_t timeoutNs, const sigset_t* mask, Wait wait) {
+  sigset_t all, own;
+  sigfillset(&all);
+  if (pthread_sigmask(SIG_SETMASK, &all, &own) != 0) return wait(timeoutNs, mask);  // whole, as asked
+  const sigset_t* during = mask ? mask : &own;
+  const uint64_t start = timeoutNs == kForever ? 0 : monotonicNs();
+  int ready = wait(first, during);
+  if (ready == 0) {  // else a descriptor, a signal (EINTR) or an error: the caller's, as it would have been
+    const int saved = errno;
+    if (!mayBeInHandler(own)) tp::preload::poolQuietFor(first);
+    errno = saved;
+    const uint64_t spent = timeoutNs == kForever ? 0 : monotonicNs() - start;
+    ready = wait(timeoutNs == kForever ? kForever : spent < timeoutNs ? timeoutNs - spent : 0, during);
+  }
+  const int saved = errno;
+  pthread_sigmask(SIG_SETMASK, &own, nullptr);
+  errno = saved;
+  return ready;
+}
+
+// Milliseconds (poll, epoll_wait): negative, no timeout.
+uint64_t nanosecondsOfMs(int ms) { return ms < 0 ? kForever : static_cast<uint64_t>(ms) * kNsPerMs; }
+int msOf(uint64_t ns) {
+  if (ns == kForever) return -1;
+  const uint64_t ms = ns / kNsPerMs + (ns % kNsPerMs != 0);  // rounded up: a wait never ends early
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+struct timespec timespecOf(uint64_t ns) {
+  return {static_cast<time_t>(ns / kNsPerSecond), static_cast<long>(ns % kNsPerSecond)};
+}
+// A timeout given as a timespec (ppoll, pselect): none, kForever; one out of range, 0 (left whole: the real call
+// says EINVAL).
+uint64_t nanosecondsOfTimeout(const struct timespec* timeout) { return timeout ? nanosecondsOf(*timeout) : kForever; }
+
+// The descriptor sets of a select or pselect, kept so that a wait in two parts hands the second the sets the
+// program gave (a timed-out part clears them). Pre: the sets hold no descriptor beyond FD_SETSIZE (a program's
+// own larger arrays are left whole).
+struct DescriptorSets {
+  fd_set* sets[3];
+  fd_set copies[3];
+  DescriptorSets(fd_set* reading, fd_set* writing, fd_set* excepting) : sets{reading, writing, excepting} {
+    for (int i = 0; i < 3; ++i) {
+      if (sets[i]) std::memcpy(&copies[i], sets[i], sizeof(fd_set));
+    }
+  }
+  void restore() const {
+    for (int i = 0; i < 3; ++i) {
+      if (sets[i]) std::memcpy(sets[i], &copies[i], sizeof(fd_set));
+    }
+  }
+};
+
+// The parts of a wait in two (waitInTwo's `wait`), each through the real p-call.
+auto pollFor(struct pollfd* descriptors, nfds_t count) {
+  return [=](uint64_t ns, const sigset_t* mask) {
+    const struct timespec part = timespecOf(ns);
+    return found(&realPpoll)(descriptors, count, ns == kForever ? nullptr : &part, mask);
+  };
+}
+auto epollFor(int epoll, struct epoll_event* events, int most) {
+  return [=](uint64_t ns, const sigset_t* mask) { return found(&realEpollPwait)(epoll, events, most, msOf(ns), mask); };
+}
+auto selectFor(int descriptors, const DescriptorSets& sets) {
+  return [descriptors, &sets](uint64_t ns, const sigset_t* mask) {
+    sets.restore();
+    const struct timespec part = timespecOf(ns);
+    return found(&realPselect)(descriptors, sets.sets[0], sets.sets[1], sets.sets[2], ns == kForever ? nullptr : &part, mask);
+  };
+}
+
 }  // namespace
 
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
 
 TP_EXPORT int nanosleep(const struct timespec* request, struct timespec* remaining) {
-  if (request) beforeSleep(nanosecondsOf(*request));
-  return found(&realNanosleep)(request, remaining);
+  const uint64_t ns = request ? nanosecondsOf(*request) : 0;
+  beforeSleep(ns);
+  return afterSleep(found(&realNanosleep)(request, remaining), ns);
 }
 
 TP_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
+  uint64_t ns = 0;
   if (request && __libc_single_threaded) {
-    uint64_t ns = nanosecondsOf(*request);
+    ns = nanosecondsOf(*request);
     struct timespec now;
     if (flags & TIMER_ABSTIME) {
       const uint64_t at = clock_gettime(clock, &now) == 0 ? nanosecondsOf(now) : UINT64_MAX;
@@ -116,28 +278,88 @@ TP_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec*
     }
     beforeSleep(ns);
   }
-  return found(&realClockNanosleep)(clock, flags, request, remaining);
+  return afterSleep(found(&realClockNanosleep)(clock, flags, request, remaining), ns);
 }
 
 TP_EXPORT unsigned int sleep(unsigned int seconds) {
   beforeSleep(seconds * kNsPerSecond);
-  return found(&realSleep)(seconds);
+  return afterSleep(found(&realSleep)(seconds), seconds * kNsPerSecond);
 }
 
 TP_EXPORT int usleep(useconds_t microseconds) {
   beforeSleep(uint64_t{microseconds} * 1000);
-  return found(&realUsleep)(microseconds);
-}
-
-TP_EXPORT int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
-  const bool none = descriptors == 0 || (!reading && !writing && !excepting);
-  if (none && timeout && timeout->tv_usec >= 0 && timeout->tv_usec < 1000000) {
-    beforeSleep(nanosecondsOf({timeout->tv_sec, static_cast<long>(timeout->tv_usec) * 1000}));
-  }
-  return found(&realSelect)(descriptors, reading, writing, excepting, timeout);
+  return afterSleep(found(&realUsleep)(microseconds), uint64_t{microseconds} * 1000);
 }
 
 TP_EXPORT int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) {
-  if (count == 0 && timeoutMs > 0) beforeSleep(static_cast<uint64_t>(timeoutMs) * 1000000);
-  return found(&realPoll)(descriptors, count, timeoutMs);
+  if (count == 0 && timeoutMs > 0) beforeSleep(static_cast<uint64_t>(timeoutMs) * kNsPerMs);
+  const PollFn real = found(&realPoll);
+  const uint64_t timeout = nanosecondsOfMs(timeoutMs);
+  const uint64_t first = firstPartOf(timeout);  // 0 after beforeSleep: nothing idle is left
+  if (first == 0) return afterWait(real(descriptors, count, timeoutMs), timeout);
+  return afterWait(waitInTwo(first, timeout, nullptr, pollFor(descriptors, count)), timeout);
+}
+
+// poll of a fixed array under _FORTIFY_SOURCE: glibc's checks the array's length, then calls its poll directly.
+TP_EXPORT int __poll_chk(struct pollfd* descriptors, nfds_t count, int timeoutMs, size_t length) {
+  if (length / sizeof(struct pollfd) < count) return found(&realPollChk)(descriptors, count, timeoutMs, length);  // fails, as it would have
+  return poll(descriptors, count, timeoutMs);
+}
+
+TP_EXPORT int ppoll(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
+  const PpollFn real = found(&realPpoll);
+  const uint64_t timeoutNs = nanosecondsOfTimeout(timeout);
+  const uint64_t first = firstPartOf(timeoutNs);
+  if (first == 0) return afterWait(real(descriptors, count, timeout, mask), timeoutNs);
+  return afterWait(waitInTwo(first, timeoutNs, mask, pollFor(descriptors, count)), timeoutNs);
+}
+
+TP_EXPORT int epoll_wait(int epoll, struct epoll_event* events, int most, int timeoutMs) {
+  const EpollWaitFn real = found(&realEpollWait);
+  const uint64_t timeout = nanosecondsOfMs(timeoutMs);
+  const uint64_t first = firstPartOf(timeout);
+  if (first == 0) return afterWait(real(epoll, events, most, timeoutMs), timeout);
+  return afterWait(waitInTwo(first, timeout, nullptr, epollFor(epoll, events, most)), timeout);
+}
+
+TP_EXPORT int epoll_pwait(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
+  const EpollPwaitFn real = found(&realEpollPwait);
+  const uint64_t timeout = nanosecondsOfMs(timeoutMs);
+  const uint64_t first = firstPartOf(timeout);
+  if (first == 0) return afterWait(real(epoll, events, most, timeoutMs, mask), timeout);
+  return afterWait(waitInTwo(first, timeout, mask, epollFor(epoll, events, most)), timeout);
+}
+
+
+TP_EXPORT int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
+  const SelectFn real = found(&realSelect);
+  const bool valid = !timeout || (timeout->tv_sec >= 0 && timeout->tv_usec >= 0 && timeout->tv_usec < 1000000);
+  const uint64_t timeoutNs = !timeout ? kForever : valid ? nanosecondsOf({timeout->tv_sec, static_cast<long>(timeout->tv_usec) * 1000}) : 0;
+  const bool none = descriptors == 0 || (!reading && !writing && !excepting);
+  if (none) {
+    if (timeout && valid) beforeSleep(timeoutNs);
+    return afterWait(real(descriptors, reading, writing, excepting, timeout), timeoutNs);
+  }
+  const uint64_t first = descriptors <= FD_SETSIZE ? firstPartOf(timeoutNs) : 0;
+  if (first == 0) return afterWait(real(descriptors, reading, writing, excepting, timeout), timeoutNs);
+  const DescriptorSets sets(reading, writing, excepting);
+  const uint64_t start = timeout ? monotonicNs() : 0;
+  const int ready = waitInTwo(first, timeoutNs, nullptr, selectFor(descriptors, sets));
+  if (timeout) {  // Linux's select leaves the time not waited there
+    const uint64_t spent = monotonicNs() - start;
+    const uint64_t left = spent < timeoutNs ? timeoutNs - spent : 0;
+    timeout->tv_sec = static_cast<time_t>(left / kNsPerSecond);
+    timeout->tv_usec = static_cast<suseconds_t>(left % kNsPerSecond / 1000);
+  }
+  return afterWait(ready, timeoutNs);
+}
+
+TP_EXPORT int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
+                      const sigset_t* mask) {
+  const PselectFn real = found(&realPselect);
+  const uint64_t timeoutNs = nanosecondsOfTimeout(timeout);
+  const uint64_t first = descriptors >= 0 && descriptors <= FD_SETSIZE ? firstPartOf(timeoutNs) : 0;
+  if (first == 0) return afterWait(real(descriptors, reading, writing, excepting, timeout, mask), timeoutNs);
+  const DescriptorSets sets(reading, writing, excepting);
+  return afterWait(waitInTwo(first, timeoutNs, mask, selectFor(descriptors, sets)), timeoutNs);
 }

@@ -454,14 +454,17 @@ TEST(decay_ticks_alone_give_back_what_was_freed_and_say_what_is_left_to_watch) {
   CHECK(spanPool(PoolOptions::kNoDecay)->decayTick() == DecayWatch::Off);
 }
 
-TEST(a_quiet_spell_as_long_as_the_decay_period_gives_every_idle_block_back_first_and_a_shorter_one_nothing) {
+TEST(a_quiet_spell_as_long_as_the_decay_period_gives_every_idle_block_back_first_and_a_shorter_one_nothing_and_the_period_is_told) {
   for (const Growth growth : {Growth::Spans, Growth::BeforeBorrowing}) {
     auto pool = tpt::growingPool(growth, 1000);
     constexpr uint64_t kBytes = 4 << 20;
     Allocation freed = pool->alloc(kBytes), live = pool->alloc(kBytes);
     std::memset(freed.data, 1, kBytes);
     std::memset(live.data, 2, kBytes);
+    CHECK(pool->quietPeriodNs(1) == 0);  // nothing free yet: a wait need not stop for decay
     CHECK(pool->release(freed.data) == ReleaseStatus::Ok);
+    CHECK(pool->quietPeriodNs(kBytes) == 1000ull * 1000 * 1000);  // the period a wait on descriptors waits first
+    CHECK(pool->quietPeriodNs(kBytes * 2) == 0);  // less idle than asked for: not worth splitting a wait
     CHECK(pool->quietFor(999ull * 1000 * 1000) == 0);  // shorter than the period: kept for the next use
     CHECK(residentPages(freed.data, kBytes) > 0 && pool->stats().purgedBytes == 0);
     CHECK(pool->quietFor(1000ull * 1000 * 1000) >= kBytes);
@@ -469,6 +472,7 @@ TEST(a_quiet_spell_as_long_as_the_decay_period_gives_every_idle_block_back_first
     CHECK(residentPages(live.data, kBytes) + 1 >= kBytes / os::pageSize());  // a live block is untouched (whole pages)
     for (uint64_t i = 0; i < kBytes; ++i) CHECK(static_cast<const unsigned char*>(live.data)[i] == 2);
     CHECK(pool->quietFor(UINT64_MAX) == 0);  // nothing resident is left free
+    CHECK(pool->quietPeriodNs(1) == 0);
   }
   // Decay off, or a plan's classes (pre-faulted by design): nothing, however long.
   auto off = spanPool(PoolOptions::kNoDecay);
@@ -476,6 +480,7 @@ TEST(a_quiet_spell_as_long_as_the_decay_period_gives_every_idle_block_back_first
   std::memset(a.data, 1, 4 << 20);
   CHECK(off->release(a.data) == ReleaseStatus::Ok);
   CHECK(off->quietFor(UINT64_MAX) == 0 && residentPages(a.data, 4 << 20) > 0);
+  CHECK(off->quietPeriodNs(1) == 0);
 }
 
 TEST(trim_gives_every_free_span_and_block_back_at_once_counted_as_purges_and_keeps_live_ones) {

@@ -11,9 +11,18 @@
  *   quiet single-threads  the same in a program that never made a thread
  *   quiet sleeps CALL  in a program that never made a thread, 64 blocks of 2 MiB written and freed, then one
  *                     sleep of 300 ms (1 s for sleep) by CALL: nanosleep, clock_nanosleep, clock_nanosleep-abs
- *                     (TIMER_ABSTIME), usleep, sleep, select or poll (no descriptors), or handler (nanosleep
- *                     inside a SIGALRM handler): whether
+ *                     (TIMER_ABSTIME), usleep, sleep, select or poll (no descriptors), handler (nanosleep
+ *                     inside a SIGALRM handler), or 20 of 50 ms each by short-nanosleeps or short-polls (poll
+ *                     on a pipe nothing is written to, timing out): whether
  *                     the resident memory was back within 16 MiB of the start when it woke
+ *   quiet waits CALL  in a program that never made a thread, 64 blocks of 2 MiB written and freed, then a wait
+ *                     of up to 10 s by CALL (poll, __poll_chk, ppoll, select, pselect, epoll_wait, epoll_pwait)
+ *                     on a pipe a forked child writes to after 600 ms: what the wait returned and whether the
+ *                     resident memory was back within 16 MiB of the start when it returned; then the same
+ *                     blocks again and a wait of 1 s on the pipe with nothing to read: what it returned, whether
+ *                     it lasted at least 1 s, and the memory as before
+ *   quiet waits-signal CALL  the blocks written and freed, then an alarm of 1 s set and a wait of up to 10 s by
+ *                     CALL on a pipe nothing is written to: whether the alarm ended it (EINTR) within 5 s
  *   quiet unshare     a 1 MiB block live, then unshare(CLONE_NEWUSER), which the kernel refuses to a process
  *                     with more than one thread: what it returned
  *   quiet main-exit   a 1 MiB block live, a thread that returns after 200 ms, and pthread_exit() on the main
@@ -42,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -120,6 +130,18 @@ static void sleepBy(const char* call) {
   }
   if (!strcmp(call, "poll")) poll(NULL, 0, 300);
   if (!strcmp(call, "sleep")) sleep(1);
+  if (!strcmp(call, "short-nanosleeps")) {
+    struct timespec brief = {0, 50 * 1000000};
+    for (int i = 0; i < 20; i++) nanosleep(&brief, NULL);
+  }
+  if (!strcmp(call, "short-polls")) {
+    int ends[2];
+    if (pipe(ends) != 0) return;
+    struct pollfd p = {ends[0], POLLIN, 0};
+    for (int i = 0; i < 20; i++) poll(&p, 1, 50);
+    close(ends[0]);
+    close(ends[1]);
+  }
 }
 
 static void sleepsInHandler(int signal) {
@@ -137,6 +159,93 @@ static int sleeps(const char* call) {
     sleepBy(call);
   }
   printf("resident memory back within 16 MiB of the start after the sleep: %s\n", residentBytes() < before + (16 << 20) ? "yes" : "no");
+  return 0;
+}
+
+int __poll_chk(struct pollfd* fds, nfds_t count, int timeout, size_t length); /* glibc's, under _FORTIFY_SOURCE */
+
+static uint64_t nowMs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* A wait by CALL for `fd` to be readable, up to `ms`: 1 when it is (and the call said so), 0 when the wait
+ * timed out (and said nothing ready), -1 otherwise. */
+static int waitBy(const char* call, int fd, int ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000L};
+  struct pollfd p = {fd, POLLIN, 0};
+  int r = -1;
+  if (!strcmp(call, "poll")) r = poll(&p, 1, ms);
+  if (!strcmp(call, "__poll_chk")) r = __poll_chk(&p, 1, ms, sizeof p);
+  if (!strcmp(call, "ppoll")) r = ppoll(&p, 1, &ts, NULL);
+  if (r >= 0) return r == 1 && (p.revents & POLLIN) ? 1 : r == 0 && p.revents == 0 ? 0 : -1;
+  if (!strcmp(call, "select") || !strcmp(call, "pselect")) {
+    fd_set reading;
+    FD_ZERO(&reading);
+    FD_SET(fd, &reading);
+    r = !strcmp(call, "select") ? select(fd + 1, &reading, NULL, NULL, &tv) : pselect(fd + 1, &reading, NULL, NULL, &ts, NULL);
+    return r == 1 && FD_ISSET(fd, &reading) ? 1 : r == 0 && !FD_ISSET(fd, &reading) ? 0 : -1;
+  }
+  if (!strcmp(call, "epoll_wait") || !strcmp(call, "epoll_pwait")) {
+    const int epoll = epoll_create1(0);
+    struct epoll_event watch = {.events = EPOLLIN, .data.fd = fd}, got = {0};
+    if (epoll < 0 || epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &watch) != 0) return -1;
+    r = !strcmp(call, "epoll_wait") ? epoll_wait(epoll, &got, 1, ms) : epoll_pwait(epoll, &got, 1, ms, NULL);
+    close(epoll);
+    return r == 1 && got.data.fd == fd ? 1 : r;
+  }
+  return -1;
+}
+
+static int waits(const char* call) {
+  const uint64_t before = residentBytes();
+  int pipeEnds[2];
+  if (pipe(pipeEnds) != 0) return perror("pipe"), 1;
+  if (writeAndFree() != 0) return 1;
+  const pid_t writer = fork();
+  if (writer < 0) return perror("fork"), 1;
+  if (writer == 0) {
+    sleepMs(600);
+    _exit(write(pipeEnds[1], "x", 1) == 1 ? 0 : 1);
+  }
+  const int ready = waitBy(call, pipeEnds[0], 10000);
+  const int back = residentBytes() < before + (16 << 20);
+  char byte;
+  if (read(pipeEnds[0], &byte, 1) != 1 || waitpid(writer, NULL, 0) != writer) return printf("no byte\n"), 1;
+  printf("ready: %d; resident memory back within 16 MiB of the start: %s\n", ready, back ? "yes" : "no");
+  if (writeAndFree() != 0) return 1;
+  const uint64_t start = nowMs();
+  const int none = waitBy(call, pipeEnds[0], 1000);
+  const int lasted = nowMs() - start >= 1000;
+  printf("timed out: %d; after 1 s at least: %s; resident memory back: %s\n", none, lasted ? "yes" : "no",
+         residentBytes() < before + (16 << 20) ? "yes" : "no");
+  return 0;
+}
+
+static volatile sig_atomic_t alarmed;
+static void onAlarm(int signal) {
+  (void)signal;
+  alarmed = 1;
+}
+
+/* A wait of up to 10 s by CALL on a pipe nothing is written to, after the blocks were freed, and an alarm of
+ * 1 s set just before it (its handler installed without SA_RESTART): the alarm must end the wait. */
+static int waitsSignal(const char* call) {
+  int pipeEnds[2];
+  if (pipe(pipeEnds) != 0) return perror("pipe"), 1;
+  if (writeAndFree() != 0) return 1;
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = onAlarm;
+  sigaction(SIGALRM, &action, NULL);
+  const uint64_t start = nowMs();
+  alarm(1);
+  const int ready = waitBy(call, pipeEnds[0], 10000);
+  const int interrupted = ready == -1 && errno == EINTR;
+  printf("ended by the alarm (EINTR) within 5 s: %s; handler ran: %s\n", interrupted && nowMs() - start < 5000 ? "yes" : "no",
+         alarmed ? "yes" : "no");
   return 0;
 }
 
@@ -328,6 +437,8 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (!strcmp(what, "single-threads")) return threads();
   if (!strcmp(what, "sleeps")) return sleeps(argc > 2 ? argv[2] : "nanosleep");
+  if (!strcmp(what, "waits")) return waits(argc > 2 ? argv[2] : "poll");
+  if (!strcmp(what, "waits-signal")) return waitsSignal(argc > 2 ? argv[2] : "poll");
   pthread_t made;
   if (pthread_create(&made, NULL, briefly, NULL) != 0 || pthread_join(made, NULL) != 0) return printf("no thread\n"), 1;
   const int seconds = argc > 2 ? atoi(argv[2]) : 10;
@@ -340,6 +451,6 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "signals")) return signals();
   if (!strcmp(what, "fork-thread")) return forkThread();
   if (!strcmp(what, "churn")) return churn(seconds);
-  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|sleeps CALL|unshare|main-exit|main-cancel|signals|fork-thread|churn [S]\n");
+  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|sleeps CALL|waits CALL|waits-signal CALL|unshare|main-exit|main-cancel|signals|fork-thread|churn [S]\n");
   return 2;
 }
