@@ -7,20 +7,29 @@
 import sys
 
 
-def _tensorpool_install():
+def _tensorpool_mark():
+    """The preload library's iteration mark, or None outside it. ctypes is imported only here, once torch's
+    optimizer is (torch imports it anyway): a program without torch does not pay for it."""
     import ctypes
 
     try:
         mark = ctypes.CDLL(None).tensorpool_mark_iteration  # defined by the preload library only
     except (AttributeError, OSError):
-        return
+        return None
     mark.restype = ctypes.c_int
     mark.argtypes = []
+    return mark
 
-    def after_step(optimizer, args, kwargs):
-        mark()
 
+def _tensorpool_install():
     def on_optimizer_module(module):
+        mark = _tensorpool_mark()
+        if mark is None:
+            return
+
+        def after_step(optimizer, args, kwargs):
+            mark()
+
         register = getattr(module, "register_optimizer_step_post_hook", None)  # torch >= 2.0
         if register is not None:
             register(after_step)
@@ -52,13 +61,17 @@ def _tensorpool_install():
 
         optimizer.__init__ = __init__
 
-    import importlib.abc
-
-    class OptimizerFinder(importlib.abc.MetaPathFinder):
+    # Plain classes, not importlib.abc's: that module imports typing, tempfile, pathlib, lzma and more (4 MB
+    # and tens of milliseconds at every start of every Python program under `tensorpool run`), and the import
+    # system asks a finder for find_spec and a loader for create_module and exec_module only.
+    class OptimizerFinder(object):
         """Waits for torch.optim.optimizer and installs the mark once it has executed."""
 
         def find_spec(self, name, path, target=None):
             if name != "torch.optim.optimizer":
+                return None
+            if _tensorpool_mark() is None:  # outside the library: torch's own loader, untouched
+                sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
                 return None
             for finder in sys.meta_path:
                 if finder is self or not hasattr(finder, "find_spec"):
@@ -71,9 +84,12 @@ def _tensorpool_install():
             loader = spec.loader
             exec_module = loader.exec_module
 
-            class MarkingLoader(importlib.abc.Loader):
+            class MarkingLoader(object):
                 def create_module(self, spec):
                     return loader.create_module(spec)
+
+                def __getattr__(self, name):  # get_source, get_filename, is_package...: the real loader's
+                    return getattr(loader, name)
 
                 def exec_module(self, module):
                     exec_module(module)
@@ -111,13 +127,17 @@ def _tensorpool_chain():
             if found[0] is not None:
                 found[0].close()
         return
-    import importlib.machinery
-    import importlib.util
+    try:  # the import system's own modules, loaded at every start (importlib.util imports a dozen more)
+        import _frozen_importlib as bootstrap
+        import _frozen_importlib_external as external
+    except ImportError:
+        import importlib.machinery as external
+        import importlib.util as bootstrap
 
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    spec = external.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
-    module = importlib.util.module_from_spec(spec)
+    module = bootstrap.module_from_spec(spec)
     sys.modules["sitecustomize"] = module  # as if Python had imported it itself
     spec.loader.exec_module(module)
 
