@@ -2,7 +2,8 @@
 # CPython's own regression tests in front of the preload library: a subset of Lib/test of the system's
 # python3.11 (Debian's libpython3.11-testsuite, installed here when missing and this is root) that exercises
 # memory (buffers, bytes, pickling, compression, hashing, mmap, the garbage collector, tracemalloc, a 2 GiB
-# test_bigmem), threads, fork, subprocesses, signals and faults. It runs under plain glibc, then as
+# test_bigmem), threads, fork, subprocesses, signals and faults, and the waits the library interposes (select,
+# poll, epoll, selectors and asyncio's event loop, with their timeouts and signals). It runs under plain glibc, then as
 # `tensorpool run` runs Python (LIBRARY in LD_PRELOAD, the sitecustomize of hooks/python on PYTHONPATH) at the
 # default threshold, and at TENSORPOOL_MIN_BYTES=1 with PYTHONMALLOC=malloc: every allocation of the
 # interpreter, its objects included, through the pool (under glibc, PYTHONMALLOC=malloc passes the same
@@ -14,8 +15,8 @@
 # No third-party source enters the repository: the tests are those the Debian package installs for the
 # interpreter that runs them. Where that interpreter or its test package is missing (not Debian, not root),
 # the script says so and exits 0, having run nothing. 2 GiB of RSS at most (test_bigmem, run alone);
-# 7-8 minutes on 2 cores shared with other builds: about 130 s under glibc and at the default threshold,
-# 180 s at 1 byte with PYTHONMALLOC=malloc (a hang waits out its timeout).
+# 7-9 minutes on 2 cores shared with other builds: about 145 s under glibc and at the default threshold,
+# 165-180 s at 1 byte with PYTHONMALLOC=malloc (a hang waits out its timeout).
 #
 #   usage: sh scripts/python-tests.sh [--help] [LIBRARY]   (npm run test:python-suite)
 #   LIBRARY defaults to build/Release/tensorpool-preload.so; another branch's build can be given.
@@ -54,6 +55,7 @@ tests="
   test_gc test_weakref test_tracemalloc test_sys test_embed test_cmd_line test_resource test_faulthandler
   test_thread test_threading test_threading_local test_threadsignals test_queue
   test_os test_posix test_fork1 test_wait4 test_subprocess test_multiprocessing_fork test_signal test_select
+  test_selectors test_epoll test_poll test_asyncio
 "
 # Run alone, with regrtest's memory limit at its smallest (2G): strings, bytes and lists of 2 GiB built,
 # grown and copied (test_bigmem), and a request past the address space (test_bigaddrspace).

@@ -251,7 +251,8 @@ describe.skipIf(python === null)("tensorpool run's Python hook: an iteration at 
     const plain = spawnSync(python!, ['-c', modules], { encoding: 'utf8' });
     expect(plain.status, plain.stderr).toBe(0);
     const before = new Set<string>(JSON.parse(plain.stdout).sums);
-    const added = underRun([], [python!, '-c', modules]).sums.filter((name: string) => !before.has(name) && name !== 'sitecustomize');
+    const under = underRun([], [python!, '-c', modules]).out?.sums as string[];
+    const added = under.filter((name) => !before.has(name) && name !== 'sitecustomize');
     expect(added).toEqual([]); // but the hook itself, where the Python had no sitecustomize of its own
   });
 

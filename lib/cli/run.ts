@@ -44,8 +44,9 @@ whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise w
                    (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are;
                    where memory given back is soon used again, the period doubles (up to 64 times). In a
                    program with threads of its own, a thread of the library's does this while the program
-                   is quiet; one without threads gets it back before a sleep of at least MS, else at its
-                   next call
+                   is quiet; one without threads gets it back before a sleep of at least MS, once a wait
+                   on descriptors (poll, select, epoll_wait) has lasted MS, or after short sleeps and
+                   timeouts that add up to it; else at its next call
   --no-decay-thread  no such thread (TENSORPOOL_DECAY_THREAD=0): a quiet program's freed memory goes back at
                    its next call
   --collect-after SIZE
