@@ -424,7 +424,11 @@ describe('page faults', () => {
       }))].reduce((a, b) => (b.minor < a.minor ? b : a));
       expect(quietest.minor).toBeLessThan(200);
     } else {
-      expect(fromPlain.minor).toBeGreaterThan(10_000);
+      // glibc's alone: how many of the 98,304 pages fault again depends on when V8's collector frees the
+      // arrays, and on glibc's mmap threshold, which rises to 16 MiB once such a block is freed, so that
+      // later ones come from its heap and reuse what was freed (8,196 in a CI run on Node 22, where the bound
+      // was 10,000). At least one array's pages (4,096) always fault, and always 50 times the pool's.
+      expect(fromPlain.minor).toBeGreaterThan(4096);
       expect(fromPlain.minor).toBeGreaterThan(50 * Math.max(1, fromPool.minor));
     }
   });
