@@ -20,7 +20,8 @@
  *                     on a pipe a forked child writes to after 600 ms: what the wait returned and whether the
  *                     resident memory was back within 16 MiB of the start when it returned; then the same
  *                     blocks again and a wait of 1 s on the pipe with nothing to read: what it returned, whether
- *                     it lasted at least 1 s, and the memory as before
+ *                     it lasted at least 1 s, and the memory as before; then the same blocks again and a wait
+ *                     on the pipe with a byte written before it: what it returned
  *   quiet waits-signal CALL  the blocks written and freed, then an alarm of 1 s set and a wait of up to 10 s by
  *                     CALL on a pipe nothing is written to: whether the alarm ended it (EINTR) within 5 s
  *   quiet unshare     a 1 MiB block live, then unshare(CLONE_NEWUSER), which the kernel refuses to a process
@@ -221,6 +222,8 @@ static int waits(const char* call) {
   const int lasted = nowMs() - start >= 1000;
   printf("timed out: %d; after 1 s at least: %s; resident memory back: %s\n", none, lasted ? "yes" : "no",
          residentBytes() < before + (16 << 20) ? "yes" : "no");
+  if (write(pipeEnds[1], "x", 1) != 1 || writeAndFree() != 0) return 1;
+  printf("a byte there before the wait: %d\n", waitBy(call, pipeEnds[0], 10000));
   return 0;
 }
 
