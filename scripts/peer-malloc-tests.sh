@@ -2,9 +2,12 @@
 # Other people's malloc tests in front of the preload library: glibc's own malloc tests (malloc/tst-*.c and
 # mallocbug.c of the installed glibc's Debian source package, built against its own test support library
 # and the installed glibc) and mimalloc's test-stress (Debian's mimalloc source package, built against plain
-# malloc; 8 threads, scale 25, 20 rounds), each run under plain glibc, then with LIBRARY preloaded at the default threshold and at
-# TENSORPOOL_MIN_BYTES=1 (every allocation through the pool). Every test that passes under glibc must pass
-# under the library: the script exits 1 otherwise, and prints a row per test and a line per configuration.
+# malloc; 8 threads, scale 25, 20 rounds), and stress-ng's own checks (Debian's stress-ng, with --verify: its
+# malloc, tree, list, search and sort stressors; and its poll, epoll, sleep, fork, clone, thread, timer and
+# signal stressors, which go through the calls the library interposes), each run under plain glibc, then with
+# LIBRARY preloaded at the default threshold and at TENSORPOOL_MIN_BYTES=1 (every allocation through the pool).
+# Every test that passes under glibc must pass under the library: the script exits 1 otherwise, and prints a
+# row per test and a line per configuration.
 # The tests of glibc's own chunk format (a corrupted chunk size or tcache pointer must abort) are also run
 # under each replacement allocator installed (mimalloc, jemalloc, tcmalloc: Debian's libmimalloc2.0,
 # libjemalloc2 and libtcmalloc-minimal4, installed here when missing and this is root): one that fails
@@ -16,7 +19,7 @@
 # ~/.cache/tensorpool-peer-tests), where they are kept for the next run. glibc's tests are built without
 # glibc's build system: its support/ library is compiled with the few definitions that build would give it,
 # against the installed headers; the tests that need a glibc build (internal compat symbols, static links)
-# are listed as skipped, with the reason. 4-5 minutes on 2 cores (a hang waits out its timeout), of which
+# are listed as skipped, with the reason. 5-6 minutes on 2 cores (a hang waits out its timeout), of which
 # the download (~20 MB) and build take ~40 s on a fresh cache.
 #
 #   usage: sh scripts/peer-malloc-tests.sh [--help] [LIBRARY]   (npm run test:peer-malloc)
@@ -52,6 +55,7 @@ multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 peer_libs="mimalloc:/usr/lib/$multiarch/libmimalloc.so.2 jemalloc:/usr/lib/$multiarch/libjemalloc.so.2 tcmalloc:/usr/lib/$multiarch/libtcmalloc_minimal.so.4"
 missing=
 command -v dpkg-source >/dev/null 2>&1 || missing=dpkg-dev
+command -v stress-ng >/dev/null 2>&1 || missing="$missing stress-ng"
 for peer in $peer_libs; do
   [ -f "${peer#*:}" ] && continue
   case ${peer%%:*} in mimalloc) missing="$missing libmimalloc2.0" ;; jemalloc) missing="$missing libjemalloc2" ;; tcmalloc) missing="$missing libtcmalloc-minimal4" ;; esac
@@ -191,6 +195,8 @@ while read -r name; do
   if [ -n "$reason" ]; then echo "$name: $reason" >>"$results/skipped"; else echo "glibc/$name"; fi
 done <"$build/tests" >"$results/list"
 echo "mimalloc/test-stress" >>"$results/list"
+if command -v stress-ng >/dev/null 2>&1; then printf '%s\n' stress-ng/memory stress-ng/waits >>"$results/list"
+else echo "stress-ng: not installed (Debian: apt-get install stress-ng, as root)" >>"$results/skipped"; fi
 if [ -n "${PEER_TESTS_ONLY:-}" ]; then grep -E -- "$PEER_TESTS_ONLY" "$results/list" >"$results/only" || true; mv "$results/only" "$results/list"; fi
 # run CONFIG [LIST]: every test of LIST (default: every listed test) under CONFIG (glibc, default, min1, or
 # peer-NAME: the replacement allocator NAME preloaded instead of the library); writes
@@ -209,8 +215,14 @@ run() {
       min1) preload=$library; min=1 ;;
       peer-*) preload=$peer_lib; min= ;;
     esac
-    if [ "$0" = mimalloc/test-stress ]; then set -- "$build/test-stress" 8 25 20; extra=
-    else set -- "$build/malloc/$name"; extra=$(sed -n "s/^$name //p" "$build/env"); fi
+    case $0 in
+      mimalloc/test-stress) set -- "$build/test-stress" 8 25 20; extra= ;;
+      stress-ng/memory) set -- stress-ng --malloc 2 --malloc-pthreads 2 --malloc-bytes 1M --malloc-touch --tree 1 --list 1 \
+        --skiplist 1 --tsearch 1 --hsearch 1 --mergesort 1 --heapsort 1 --radixsort 1 --verify -t 15s; extra= ;;
+      stress-ng/waits) set -- stress-ng --poll 1 --epoll 1 --sleep 1 --nanosleep 1 --fork 1 --vfork 1 --clone 1 --pthread 1 \
+        --sigsuspend 1 --timer 1 --signal 1 --sigq 1 --sigpending 1 --alarm 1 --verify -t 15s; extra= ;;
+      *) set -- "$build/malloc/$name"; extra=$(sed -n "s/^$name //p" "$build/env") ;;
+    esac
     case $extra in *LD_PRELOAD=*) preload="${preload:+$preload:}$(echo "$extra" | sed "s/.*LD_PRELOAD=\([^ ]*\).*/\1/")";; esac
     extra=$(echo "$extra" | sed "s/LD_PRELOAD=[^ ]*//")
     dir=$(mktemp -d "$results/$config/$name.XXXXXX")
