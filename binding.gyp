@@ -40,7 +40,7 @@
       # each page a program touches; what every program runs lies together, native/preload/always_run.h).
       "cflags": ["-fvisibility=hidden", "-fPIC", "-ffunction-sections", "-fdata-sections"],
       "ldflags": ["-Wl,--no-undefined", "-Wl,--gc-sections", "-static-libstdc++", "-static-libgcc", "-Wl,--wrap=malloc",
-                  "-Wl,--version-script=<(module_root_dir)/native/preload/exports.map"],
+                  "-Wl,--version-script=<(module_root_dir)/native/preload/exports.map", "-Wl,-fini=tp_preload_fini"],
       "libraries": ["-ldl", "-lpthread"]
     }
   ]

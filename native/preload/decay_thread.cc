@@ -118,7 +118,7 @@ void startLocked() {
 
 }  // namespace
 
-void configureDecayThread(bool on, uint64_t decayMs) {
+TP_ALWAYS_RUN void configureDecayThread(bool on, uint64_t decayMs) {
   tickNs = std::clamp<uint64_t>(decayMs == PoolOptions::kNoDecay ? 0 : decayMs / 2, 10, 1000) * 1000000;
   decayThreadState.store(on && decayMs != PoolOptions::kNoDecay ? kNoThread : kThreadOff, std::memory_order_release);
 }

@@ -87,6 +87,6 @@ TP_ALWAYS_RUN void child() {
 
 }  // namespace
 
-TP_ALWAYS_RUN void holdPoolAcrossFork() { pthread_atfork(prepare, parent, child); }
+TP_ALWAYS_RUN void holdPoolAcrossFork() { __register_atfork(prepare, parent, child, __dso_handle); }  // pthread_atfork (always_run.h)
 
 }  // namespace tp::preload

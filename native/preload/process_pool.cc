@@ -289,7 +289,7 @@ void writeRecordingOnce() {
   }
 }
 
-TP_ALWAYS_RUN void atExit() {
+TP_ALWAYS_RUN void atExit(void*) {
   InternalScope inside;
   writeRecordingOnce();
   const bool forked = getpid() != settings->pid;
@@ -449,7 +449,7 @@ void initialise() {
   recipe = new Recipe{plan, spanReserve, options, s->record, recordEvents, reserveText != nullptr};
   settings = s;
   holdPoolAcrossFork();
-  atexit(atExit);
+  __cxa_atexit(atExit, nullptr, __dso_handle);  // atexit (always_run.h)
   if (s->record) flushOnTerminatingSignals(writeRecordingOnce);
   api.mode = s->mode;
   api.minBytes = minBytes;
@@ -765,3 +765,6 @@ extern "C" __attribute__((visibility("default"))) int tensorpool_mark_iteration(
   if (ended.installed) apiDiscardRetired();  // a switch prepared by JS, installed here: free the old arena now
   return 1;
 }
+
+// DT_FINI (-Wl,-fini=tp_preload_fini, always_run.h): _fini, beside the end of the code, does nothing here.
+extern "C" TP_ALWAYS_RUN void tp_preload_fini() {}
