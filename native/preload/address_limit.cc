@@ -4,10 +4,10 @@
 // library's heap could not grow, and a program glibc runs in 2 GiB failed its first allocations. After the
 // C library has set the limit, the pool gives back what it does not fit (process_pool.h). A limit set from
 // outside (prlimit --pid) is not seen: the pool keeps its reservation then.
-#include <dlfcn.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "next_symbol.h"
 #include "process_pool.h"
 
 namespace {
@@ -16,13 +16,8 @@ using PrlimitFn = int (*)(pid_t, int, const struct rlimit*, struct rlimit*);
 
 // The C library's prlimit (setrlimit is prlimit of this process, the old limit not asked for).
 int cPrlimit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
-  static PrlimitFn real = nullptr;
-  PrlimitFn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-  if (!fn) {
-    fn = reinterpret_cast<PrlimitFn>(dlsym(RTLD_NEXT, "prlimit64"));
-    __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
-  }
-  return fn(pid, resource, limit, old);
+  static std::atomic<PrlimitFn> real{nullptr};
+  return tp::preload::nextSymbolOnce(real, "prlimit64")(pid, resource, limit, old);
 }
 
 int limitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {

@@ -5,7 +5,6 @@
 // after this library), which also frees, resizes and measures every block it made: none of its blocks
 // reaches another allocator. free, realloc and malloc_usable_size tell the pool's blocks apart by address
 // (ownedByPool: a lock-free bitmap).
-#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stddef.h>
@@ -19,6 +18,7 @@
 #include "c_heap.h"
 #include "core/header.h"
 #include "next_allocator.h"
+#include "next_symbol.h"
 #include "process_pool.h"
 
 namespace {
@@ -308,11 +308,7 @@ TP_EXPORT int malloc_trim(size_t pad) {
 TP_EXPORT struct mallinfo2 mallinfo2(void) {
   using Mallinfo2Fn = struct mallinfo2 (*)(void);
   static std::atomic<Mallinfo2Fn> nextMallinfo2{nullptr};
-  Mallinfo2Fn fn = nextMallinfo2.load(std::memory_order_acquire);
-  if (!fn) {
-    fn = reinterpret_cast<Mallinfo2Fn>(dlsym(RTLD_NEXT, "mallinfo2"));
-    nextMallinfo2.store(fn, std::memory_order_release);
-  }
+  const Mallinfo2Fn fn = nextSymbolOnce(nextMallinfo2, "mallinfo2");
   struct mallinfo2 info{};
   if (fn) info = fn();
   const PoolHeld held = poolHeld();

@@ -1,6 +1,5 @@
 #include "signal_flush.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 
 #include "process_pool.h"
 #include "always_run.h"
+#include "next_symbol.h"
 
 extern "C" int __sigaction(int, const struct sigaction*, struct sigaction*);
 
@@ -21,13 +21,8 @@ std::atomic<SigactionFn> nextSigaction{nullptr};
 
 // The sigaction next in the chain (glibc's), found outside any signal handler before one is installed.
 TP_ALWAYS_RUN SigactionFn realSigaction() {
-  SigactionFn f = nextSigaction.load(std::memory_order_acquire);
-  if (!f) {
-    void* found = dlsym(RTLD_NEXT, "sigaction");
-    f = found ? reinterpret_cast<SigactionFn>(found) : __sigaction;
-    nextSigaction.store(f, std::memory_order_release);
-  }
-  return f;
+  const SigactionFn f = nextSymbolOnce(nextSigaction, "sigaction");
+  return f ? f : __sigaction;
 }
 
 std::atomic<void (*)()> flushing{nullptr};
