@@ -17,6 +17,18 @@ export interface MemoryUsage {
   cHeapFree: number;
 }
 
+/** The state a program is exec'd with (execProgram): what the launcher's caller gave it. */
+export interface NativeExecState {
+  /** Signals (1-64) set to be ignored; every other signal gets its default action. */
+  ignored: number[];
+  /** Signals blocked in the program's mask. */
+  blocked: number[];
+  /** The soft limit of open files (-1: unlimited); left as it is where not given. */
+  openFiles?: number;
+  /** The caller's descriptors the program inherits (close-on-exec cleared); any of 0-2 not among them is closed. */
+  inherited: number[];
+}
+
 /** How a replay touches each allocation (replay()'s `touch` option). */
 export type TouchMode = 'pages' | 'full' | 'none' | 'verify';
 
@@ -356,6 +368,12 @@ export interface NativeAddon {
     arenaBytes: number;
     ms: number;
   } | null)[];
+  /**
+   * Replaces this process with the program at `path` (execve; `argv[0]` first), in `env` ("NAME=value" each),
+   * after putting signals, the signal mask, the open-files limit and descriptors as `state` says (native/os/exec.h).
+   * Returns only on failure: the errno, with everything as it was.
+   */
+  execProgram(path: string, argv: string[], env: string[], state: NativeExecState): number;
   pageSize: number;
 }
 

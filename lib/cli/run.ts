@@ -1,12 +1,11 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
 import { packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
 import { bytesOption, CliError, parseCommand, type Command } from './common.js';
+import { callerEnvironment, callerState, execCommand } from './exec.js';
 import { listSafePath } from './list-safe-path.js';
 
 const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--collect-after SIZE] [--stats]
@@ -69,9 +68,12 @@ As glibc: a request the machine cannot commit fails (NULL, ENOMEM), calloc write
 malloc_trim() gives free memory back (the pool's free blocks too), an invalid or double free aborts with
 glibc's message, fork() is safe from any thread and from a signal handler (the library adds no thread to a
 program that has none, so glibc's single-threaded fork stays as it was); under ulimit -v the pool
-reserves at most half of the address space left, and gives it back to a request that fails or to a lower
-limit the program sets itself (setrlimit).
-The command's exit code is returned (128 + the signal number when a signal ended it).
+reserves an eighth of the address space left and grows in place as it needs, and gives back what it does
+not use to a request that fails or to a lower limit the program sets itself (setrlimit).
+The command runs in place of tensorpool (exec): it keeps the pid, process group and terminal, every signal
+reaches it alone, and its exit status, a signal included, is what the caller sees. Signals the caller
+ignored or blocked (nohup, a shell's trap '') and its open-files limit are the command's as they were,
+where tensorpool is started by its own command (bin/tensorpool, what npm installs), not by 'node main.js'.
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
 /** The largest plan file the preload library reads (native/preload/plan_file.cc). */
@@ -161,6 +163,7 @@ export const runCommand: Command = {
     if (!fs.existsSync(preloadLibrary)) {
       throw new CliError(`the preload library is not built (${preloadLibrary}): run npm run build:native`);
     }
+    const caller = callerState(process.env);
     const hooks = !flags['no-hooks'] && process.env.TENSORPOOL_HOOKS !== '0';
     const settings: Record<string, string> = {};
     if (values.plan !== undefined) {
@@ -174,7 +177,7 @@ export const runCommand: Command = {
     if (values.record !== undefined) {
       // Written at exit through a temporary file renamed over it: a FIFO or a device cannot take it.
       if (fs.existsSync(values.record) && !fs.statSync(values.record).isFile()) {
-        throw new CliError(`--record ${values.record}: not a regular file (a recording is written to a regular file)\n\n${usage}`);
+        throw new CliError(`--record ${values.record}: not a regular file (a recording is written to a regular file)`);
       }
       settings.TENSORPOOL_RECORD = path.resolve(values.record);
     }
@@ -195,23 +198,10 @@ export const runCommand: Command = {
     if (collect !== undefined) settings.TENSORPOOL_COLLECT_AFTER = collect === 'off' ? 'off' : String(bytesOption(collect, '--collect-after'));
     const withNodeHook = hooks && !nodeWithPermissions(command);
     if (hooks && !withNodeHook) {
-      console.error("tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)");
+      // Written as it is: process.stderr would make a pipe on descriptor 2 non-blocking, for the command too.
+      fs.writeSync(2, "tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)\n");
     }
-    const env = runEnvironment(process.env, settings, hooks, withNodeHook);
-
-    return new Promise<number>((resolve, reject) => {
-      const child = spawn(command[0], command.slice(1), { stdio: 'inherit', env });
-      const forward = (signal: NodeJS.Signals) => child.kill(signal);
-      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-      signals.forEach((s) => process.on(s, forward));
-      child.on('error', (error: NodeJS.ErrnoException) => {
-        signals.forEach((s) => process.off(s, forward));
-        reject(new CliError(`cannot run ${command[0]}: ${error.code === 'ENOENT' ? 'command not found' : error.message}`, 127));
-      });
-      child.on('exit', (code, signal) => {
-        signals.forEach((s) => process.off(s, forward));
-        resolve(code ?? 128 + (signal ? os.constants.signals[signal] : 0));
-      });
-    });
+    const env = runEnvironment(callerEnvironment(process.env, caller), settings, hooks, withNodeHook);
+    return execCommand(command, env, caller);
   },
 };

@@ -4,6 +4,7 @@
 
 #include "os/os.h"
 #include "args.h"
+#include "exec.h"
 #include "fault_meter_object.h"
 #include "onnxruntime.h"
 #include "planning.h"
@@ -38,6 +39,7 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                            InstanceValue("trainTimeShared", Napi::Function::New(env, TrainTimeShared)),
                            InstanceValue("planOffsets", Napi::Function::New(env, PlanOffsets)),
                            InstanceValue("verifyOffsets", Napi::Function::New(env, VerifyOffsets)),
+                           InstanceValue("execProgram", Napi::Function::New(env, ExecProgram)),
                            InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(os::pageSize()))),
                        });
 }

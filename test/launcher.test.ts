@@ -1,0 +1,179 @@
+/**
+ * `tensorpool run` is the program it runs: it execs the command, so the command keeps the caller's pid,
+ * signals (ignored, blocked, and delivered to it alone), limits, descriptors and exit status. Tried by
+ * programs that report what they were given, as `tensorpool` is started by users: through bin/tensorpool.
+ */
+import { describe, expect, it } from 'vitest';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+
+const bin = path.resolve(__dirname, '../bin/tensorpool');
+const cli = path.resolve(__dirname, '../dist/cli/main.js');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-launcher-'));
+const python = spawnSync('python3', ['-c', '0']).status === 0;
+
+/** Bit n-1 of a /proc/<pid>/status signal mask (hexadecimal) is signal n. */
+function maskOf(status: string, field: 'SigIgn' | 'SigBlk'): bigint {
+  const line = status.split('\n').find((l) => l.startsWith(`${field}:`));
+  expect(line, status).toBeDefined();
+  return BigInt(`0x${line!.split(/\s+/)[1]}`);
+}
+const bit = (signal: string): bigint => 1n << BigInt(os.constants.signals[signal as keyof typeof os.constants.signals] - 1);
+
+/** `sh -c script` with `$TP` naming the tensorpool command: its stdout, stderr, exit code and signal. */
+function shell(script: string, env: NodeJS.ProcessEnv = process.env) {
+  const r = spawnSync('sh', ['-c', script], { encoding: 'utf8', env: { ...env, TP: bin }, timeout: 60_000 });
+  return { out: r.stdout, err: r.stderr, code: r.status, signal: r.signal };
+}
+
+/** Lines a program prints, one at a time, as promises. */
+function linesOf(child: ChildProcess): () => Promise<string> {
+  const queue: string[] = [];
+  const waiting: ((line: string) => void)[] = [];
+  readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+    const next = waiting.shift();
+    if (next) next(line);
+    else queue.push(line);
+  });
+  return () => new Promise((resolve) => (queue.length ? resolve(queue.shift()!) : waiting.push(resolve)));
+}
+
+function ended(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+}
+
+describe('tensorpool run execs its command', () => {
+  it('the command has the launcher pid and is the program, not Node', () => {
+    const r = shell('echo $$; exec "$TP" run -- sh -c \'echo $$; readlink /proc/$$/exe\'');
+    expect(r.code, r.err).toBe(0);
+    const [caller, program, exe] = r.out.trim().split('\n');
+    expect(program).toBe(caller);
+    expect(path.basename(exe)).not.toMatch(/^node/);
+  });
+
+  it("signals the caller ignored stay ignored (nohup, a shell's trap ''), and no other", () => {
+    const trapped = shell('trap \'\' INT TERM HUP; exec "$TP" run -- cat /proc/self/status');
+    expect(trapped.code, trapped.err).toBe(0);
+    const ignored = maskOf(trapped.out, 'SigIgn');
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) expect(ignored & bit(signal), signal).toBe(bit(signal));
+    // Node ignores SIGPIPE and SIGXFSZ: the command must not (`yes | head` ends by SIGPIPE).
+    expect(ignored & (bit('SIGPIPE') | bit('SIGXFSZ'))).toBe(0n);
+
+    const nohup = shell('exec nohup "$TP" run -- cat /proc/self/status');
+    expect(nohup.code, nohup.err).toBe(0);
+    expect(maskOf(nohup.out, 'SigIgn')).toBe(bit('SIGHUP'));
+
+    const plain = shell('exec "$TP" run -- cat /proc/self/status');
+    expect(maskOf(plain.out, 'SigIgn')).toBe(0n);
+    // Were SIGPIPE ignored, yes would see EPIPE and say so ("Broken pipe") instead of ending by the signal.
+    const pipe = shell('exec "$TP" run -- sh -c \'yes | head -n 1 >/dev/null\'');
+    expect(pipe).toMatchObject({ code: 0, err: '' });
+  });
+
+  it.skipIf(!python)('the signal mask is the caller’s: blocked signals stay blocked, and Node’s SIGUSR1 block is gone', () => {
+    const blocked = spawnSync('python3', ['-c', `import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGWINCH})
+os.execv(sys.argv[1], [sys.argv[1], 'run', '--', 'cat', '/proc/self/status'])`, bin], { encoding: 'utf8' });
+    expect(blocked.status, blocked.stderr).toBe(0);
+    expect(maskOf(blocked.stdout, 'SigBlk')).toBe(bit('SIGUSR2') | bit('SIGWINCH'));
+    const plain = shell('exec "$TP" run -- cat /proc/self/status');
+    expect(maskOf(plain.out, 'SigBlk')).toBe(0n);
+  });
+
+  it('the soft limit of open files and the descriptors passed on are the caller’s', () => {
+    const file = path.join(tmp, 'fd5.txt');
+    const r = shell(`ulimit -S -n 512; exec 5>"${file}"; exec "$TP" run -- sh -c 'ulimit -S -n; echo through-5 >&5'`);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out.trim()).toBe('512');
+    expect(fs.readFileSync(file, 'utf8')).toBe('through-5\n');
+    const closed = shell('exec "$TP" run -- sh -c \'[ -e /proc/$$/fd/0 ] && echo open || echo closed\' <&-');
+    expect(closed.out.trim()).toBe('closed');
+  });
+
+  it('the exit status is the command’s, a signal included', () => {
+    expect(shell('exec "$TP" run -- sh -c "exit 3"').code).toBe(3);
+    const term = spawnSync(bin, ['run', '--', 'sh', '-c', 'kill -TERM $$'], { encoding: 'utf8' });
+    expect(term.signal).toBe('SIGTERM');
+    const int = spawnSync(bin, ['run', '--', 'sh', '-c', 'kill -INT $$'], { encoding: 'utf8' });
+    expect(int.signal).toBe('SIGINT');
+    if (python) {
+      const segv = spawnSync(bin, ['run', '--', 'python3', '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'], { encoding: 'utf8' });
+      expect(segv.signal).toBe('SIGSEGV');
+      // What Python's subprocess sees: -11, not 139.
+      const seen = spawnSync('python3', ['-c', `import subprocess, sys
+print(subprocess.run([sys.argv[1], 'run', '--', 'sh', '-c', 'kill -SEGV $$']).returncode)`, bin], { encoding: 'utf8' });
+      expect(seen.stdout.trim()).toBe('-11');
+    }
+  });
+
+  it.skipIf(!python)('a Ctrl-C to the process group reaches the program once; USR1, USR2, QUIT and WINCH reach it, and nothing opens an inspector', async () => {
+    const program = `import signal, time
+interrupts = []
+def note(signum, frame):
+    print(signal.Signals(signum).name, flush=True)
+    if signum == signal.SIGINT:
+        interrupts.append(signum)
+for s in (signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT, signal.SIGWINCH):
+    signal.signal(s, note)
+print('ready', flush=True)
+while not interrupts:
+    time.sleep(0.05)
+time.sleep(1.0)
+print('count', len(interrupts), flush=True)
+`;
+    const child = spawn(bin, ['run', '--', 'python3', '-c', program], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+    const next = linesOf(child);
+    const exit = ended(child);
+    expect(await next()).toBe('ready');
+    expect(fs.readlinkSync(`/proc/${child.pid}/exe`)).toMatch(/python/);
+    for (const signal of ['SIGUSR1', 'SIGUSR2', 'SIGQUIT', 'SIGWINCH'] as const) {
+      process.kill(child.pid!, signal);
+      expect(await next()).toBe(signal);
+    }
+    process.kill(-child.pid!, 'SIGINT'); // as the terminal does: the whole foreground group
+    expect(await next()).toBe('SIGINT');
+    expect(await next()).toBe('count 1'); // a second copy, forwarded by a parent, would have come within the second
+    expect(await exit).toEqual({ code: 0, signal: null });
+  });
+
+  it('the caller’s NODE_OPTIONS runs in the command only, once', () => {
+    const log = path.join(tmp, 'required.log');
+    const required = path.join(tmp, 'side-effect.cjs');
+    fs.writeFileSync(required, `require('fs').appendFileSync(${JSON.stringify(log)}, process.pid + '\\n');\n`);
+    const r = spawnSync(bin, ['run', '--', process.execPath, '-e', 'console.log(process.pid)'], {
+      encoding: 'utf8',
+      env: { ...process.env, NODE_OPTIONS: `--require ${required}` },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(fs.readFileSync(log, 'utf8')).toBe(`${r.stdout.trim()}\n`);
+  });
+
+  it('started as node main.js, the command still gets the default SIGPIPE and an empty mask', () => {
+    const r = spawnSync(process.execPath, [cli, 'run', '--', 'cat', '/proc/self/status'], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(maskOf(r.stdout, 'SigIgn')).toBe(0n);
+    expect(maskOf(r.stdout, 'SigBlk')).toBe(0n);
+  });
+
+  it('a command that cannot be run fails as a shell would, with one line', () => {
+    const missing = spawnSync(bin, ['run', '--', 'no-such-command-tp'], { encoding: 'utf8' });
+    expect(missing.status).toBe(127);
+    expect(missing.stderr).toBe('tensorpool: cannot run no-such-command-tp: command not found\n');
+    const notExecutable = path.join(tmp, 'data.txt');
+    fs.writeFileSync(notExecutable, 'x');
+    const denied = spawnSync(bin, ['run', '--', notExecutable], { encoding: 'utf8' });
+    expect(denied.status).toBe(126);
+    expect(denied.stderr.trim().split('\n')).toHaveLength(1);
+    // A recording file that is a device: one line, not the whole usage.
+    const device = spawnSync(bin, ['run', '--record', '/dev/full', '--', 'true'], { encoding: 'utf8' });
+    expect(device.status).toBe(2);
+    expect(device.stderr).toBe('tensorpool: --record /dev/full: not a regular file (a recording is written to a regular file)\n');
+    const script = path.join(tmp, 'no-shebang');
+    fs.writeFileSync(script, 'echo from-sh\n', { mode: 0o755 });
+    const noShebang = spawnSync(bin, ['run', '--', script], { encoding: 'utf8' });
+    expect(noShebang.stdout).toBe('from-sh\n');
+  });
+});
