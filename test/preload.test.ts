@@ -248,6 +248,56 @@ describe('the preload library: the process allocator', () => {
     expect(shell.stderr.match(/^tensorpool: process pool/gm)).toHaveLength(1);
   });
 
+  // A prefork server's workers and Python's multiprocessing (fork, then os._exit) are processes of their own:
+  // each records what it served, from the pool it inherited on. A child made by vfork (posix_spawn, Python's
+  // subprocess) shares its parent's memory until it execs, and writes nothing even where it ends by _exit.
+  it.skipIf(spawnSync('python3', ['-c', '0']).status !== 0)('forked children write recordings of their own: at exit and at _exit, not from vfork', () => {
+    const cli = path.resolve(__dirname, '../dist/cli/main.js');
+    const script = `import os, subprocess, sys
+held = [bytearray(300000) for _ in range(3)]
+children = []
+for k, ending in enumerate(("_exit", "exit")):
+    pid = os.fork()
+    if pid == 0:
+        mine = [bytearray(500000 + k) for _ in range(4)]
+        del mine
+        if ending == "_exit":
+            os._exit(0)
+        sys.exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+try:
+    subprocess.run(["/no/such/program"])
+except OSError:
+    pass
+subprocess.run(["true"])
+`;
+    const dir = fs.mkdtempSync(path.join(tmp, 'forked-'));
+    const r = spawnSync(process.execPath, [cli, 'run', '--record', path.join(dir, 'rec-%p.csv'), '--', 'python3', '-c', script], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const files = fs.readdirSync(dir).sort();
+    expect(files.every((f) => /^rec-\d+\.csv$/.test(f)), files.join()).toBe(true);
+    expect(files).toHaveLength(3); // the parent and its two forked children; nothing from the vfork children
+    const counts = files.map((f) => {
+      const trace = readTrace(path.join(dir, f));
+      expect(trace.program).toBe('python3 -c');
+      return [300001, 500001, 500002].map((bytes) => trace.sizes.filter((size) => size === bytes).length); // a bytearray's bytes and its NUL
+    });
+    // Each child's holds the blocks it inherited and its own; the parent's, its own only.
+    expect(counts.sort()).toEqual([
+      [3, 0, 0],
+      [3, 0, 4],
+      [3, 4, 0],
+    ]);
+    // Without %p the processes share one file, which keeps the run's largest recording: a child's.
+    const shared = path.join(dir, 'shared.csv');
+    expect(spawnSync(process.execPath, [cli, 'run', '--record', shared, '--', 'python3', '-c', script], { encoding: 'utf8', timeout: 60_000 }).status).toBe(0);
+    const kept = readTrace(shared).sizes;
+    expect(kept.filter((size) => size === 300001)).toHaveLength(3);
+    expect(kept.filter((size) => size === 500001 || size === 500002)).toHaveLength(4);
+  });
+
   it("a recording names its program; under a launcher, only that program's processes map the plan trained on it", () => {
     const cli = path.resolve(__dirname, '../dist/cli/main.js');
     const arrays = (n: number, floats: number) => `const a=[];for(let i=0;i<${n};i++)a.push(new Float32Array(${floats}));`;
@@ -471,6 +521,7 @@ describe('the preload library: the process allocator', () => {
     const gib = machine('gib-blocks', { classes: [{ size: 2 ** 30, blocks: 1024 }] });
     const tib = machine('tib-class', { classes: [{ size: 2 ** 40, blocks: 1 }] });
     const far = machine('far-offset', { classes: [{ size: 4096, blocks: 1 }], layout: { classes: [0], offsets: [2 ** 46] } });
+    const strayClass = machine('stray-class', { classes: [{ size: 4096, blocks: 1 }], layout: { classes: [0, 5], offsets: [0, 4096] } });
     const larger = /the plan's arena of \d+ bytes is larger than this machine's memory/;
     // The spans kind's fields, wrong.
     const servedV2 = machine('served-v2', { classes: [{ size: 4096, blocks: 1 }], serve: 'spans', spans: { reserve: 4096 } });
@@ -503,6 +554,7 @@ describe('the preload library: the process allocator', () => {
       [{ TENSORPOOL_PLAN: malformed }, /malformed\.plan\.json: classes\[0\]\.blocks must be a whole number/],
       [{ TENSORPOOL_PLAN: longCycle }, /the cycle of iterations that repeat \(3\) must be 1 to the 2 iterations/],
       [{ TENSORPOOL_PLAN: tooLarge }, /too-large\.plan\.json: class 0: size must be between 1 byte and 1 TiB/],
+      [{ TENSORPOOL_PLAN: strayClass }, /stray-class\.plan\.json: layout\.classes\[1\] names class 5 of 1;/],
       [{ TENSORPOOL_PLAN: servedV2 }, /served-v2\.plan\.json: serve: a version 2 plan has no serve field \(it came with version 3\)/],
       [{ TENSORPOOL_PLAN: servedHow }, /served-how\.plan\.json: serve must be "classes" or "spans"/],
       [{ TENSORPOOL_PLAN: noReserve }, /no-reserve\.plan\.json: spans\.reserve must be a whole number from 0 to 2\^47/],
@@ -531,6 +583,27 @@ describe('the preload library: the process allocator', () => {
       expect(lines[0]).toMatch(message);
       expect(lines[0]).toMatch(/the pool is off, the C library serves every allocation$/);
     }
+  });
+
+  // Every process of a tree finds the same bad setting: the first says so, not each command of a shell script
+  // (pyenv's python3 shim ran 35 processes, 35 lines) or each image a process execs.
+  it('a bad setting, or a plan for another program, is said once for the whole run', () => {
+    const tree = (env: NodeJS.ProcessEnv) =>
+      spawnSync('sh', ['-c', 'true; /bin/true; sh -c "true; exec /bin/true"; exec sh -c true'], {
+        encoding: 'utf8',
+        env: { ...process.env, ...env, LD_PRELOAD: preloadLibrary },
+        timeout: 30_000,
+      });
+    const bad = tree({ TENSORPOOL_MIN_BYTES: 'lots' });
+    expect(bad.status).toBe(0);
+    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^tensorpool: TENSORPOOL_MIN_BYTES=lots is not a byte count/)]);
+    // A plan trained on another program's recording: the first process that is not that program says which
+    // program it serves; the others serve the default classes without a word.
+    const plan = path.join(tmp, 'for-another.plan.json');
+    fs.writeFileSync(plan, JSON.stringify({ format: 'tensorpool-plan', version: 1, interval: 4096, classes: [{ size: 4096, blocks: 1 }], source: { program: 'node train.js' } }));
+    const other = tree({ TENSORPOOL_PLAN: plan });
+    expect(other.status).toBe(0);
+    expect(other.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^tensorpool: TENSORPOOL_PLAN is for "node train\.js": "sh .*" and the other programs of this run serve the default classes$/)]);
   });
 
   describe("glibc's answers (test/preload/semantics.c, built with the system's C compiler, run with and without the library)", () => {
@@ -792,6 +865,35 @@ describe('the preload library: the process allocator', () => {
       }
     });
 
+    // Under a limit the pool's arena starts small and grows in place (os::mapGrowable), gives back the address
+    // space of its free spans when a request is refused, and the table that tells its memory apart costs about
+    // 1 MiB: a program gets about the blocks glibc gives it. (Before: at 200 MiB, 143 blocks and a largest block
+    // of 90 MiB against glibc's 196 and 196.)
+    it('under an address space limit, set before start or by the program, as many blocks and as large a block as under glibc', () => {
+      const outcome = (limitMiB: number, setBy: 'shell' | 'program', env: NodeJS.ProcessEnv) => {
+        const r =
+          setBy === 'shell'
+            ? spawnSync('sh', ['-c', `ulimit -v ${limitMiB * 1024} && exec "$0" address-limit`, program], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000 })
+            : spawnSync(program, ['address-limit', String(limitMiB)], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000 });
+        expect(r.status, r.stderr).toBe(0);
+        const m = /^(\d+) blocks of 1 MiB, largest block (\d+) MiB$/.exec(r.stdout.trim());
+        expect(m, r.stdout + r.stderr).not.toBeNull();
+        return { blocks: Number(m![1]), largest: Number(m![2]), err: r.stderr };
+      };
+      for (const limitMiB of [200, 300]) {
+        for (const setBy of ['shell', 'program'] as const) {
+          const glibc = outcome(limitMiB, setBy, {});
+          expect(glibc.blocks).toBeGreaterThan(limitMiB / 2);
+          const ours = outcome(limitMiB, setBy, { LD_PRELOAD: preloadLibrary, TENSORPOOL_STATS: '1' });
+          const label = `${limitMiB} MiB, set by the ${setBy}: glibc ${JSON.stringify(glibc)}, ours ${JSON.stringify(ours)}`;
+          expect(ours.err, label).not.toMatch(/the pool is off/);
+          expect(Number(/\): allocs (\d+)/.exec(ours.err)?.[1]), label).toBeGreaterThanOrEqual(ours.blocks); // the pool served them
+          expect(ours.blocks, label).toBeGreaterThanOrEqual(0.95 * glibc.blocks);
+          expect(ours.largest, label).toBeGreaterThanOrEqual(0.95 * glibc.largest);
+        }
+      }
+    });
+
     // The stats line and the recording are built on the heap at exit: in a program that had used all the memory
     // its limit allows, the std::bad_alloc ended in terminate() (SIGABRT, exit 134) where glibc exits 0.
     it('a program that used all the memory it may have exits as under glibc, with --stats or --record (a line says what was not written)', () => {
@@ -840,6 +942,16 @@ describe('the preload library: the process allocator', () => {
         expect(r.out).toBe(semantics(signal.toLowerCase()).out);
         expect(readTrace(file).sizes.filter((s) => s === 256 * 1024)).toHaveLength(10);
       }
+    });
+
+    // While a recording waits to be written, the library's handler stands in for SIGINT's and SIGTERM's default
+    // actions (the recording is written, then the process ends by the signal): only once the pool is made, and
+    // what the program set is what it reads back. (Before: set at start in every process, and a default
+    // action set with flags and a mask read back as flags 0 and an empty mask.)
+    it("while recording, the program reads back the signal actions it set, and a process with no pool has no handler of the library's", () => {
+      const glibc = semantics('signal-view');
+      expect(glibc.out).toMatch(/^before any large block: SIGINT and SIGTERM neither caught\nSIGINT: default action, SA_RESTART set, SIGUSR1 in its mask\n/);
+      expect(preloaded('signal-view', { TENSORPOOL_RECORD: path.join(tmp, 'signal-view.csv') }).out).toBe(glibc.out);
     });
 
     it("an invalid or double free aborts with glibc's message", () => {

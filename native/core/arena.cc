@@ -28,7 +28,7 @@ std::unique_ptr<Arena> Arena::create(uint64_t reserveBytes, uint64_t commitBytes
   }
   const uint64_t alignment = options.hugePages ? os::kHugePageSize : os::pageSize();
   const uint64_t reserved = roundUp(reserveBytes == 0 ? 1 : reserveBytes, alignment);
-  void* base = os::mapMemory(reserved, alignment);
+  void* base = options.growInPlace ? os::mapGrowable(reserved) : os::mapMemory(reserved, alignment);
   if (!base) {
     *error = "could not reserve " + std::to_string(reserved) + " bytes of address space: " + strerror(errno);
     return nullptr;
@@ -94,8 +94,20 @@ uint64_t Arena::releaseSpare(uint64_t keepSpare) {
   return released;
 }
 
+bool Arena::growReservation(uint64_t upTo) {
+  const uint64_t wanted = roundUp(upTo, os::kTrackGranule);
+  if (!os::extendMapping(base_, reserved_, wanted)) return false;
+  reserved_ = wanted;
+  return true;
+}
+
+void Arena::uncarve(uint64_t bytes) {
+  carved_ -= bytes;
+  if (committedEnd_ > carved_) committedEnd_ = roundUp(carved_, os::pageSize());
+}
+
 char* Arena::carve(uint64_t bytes, std::string* error, bool commit) {
-  if (bytes > reserved_ - carved_) {
+  if (bytes > reserved_ - carved_ && !(options_.growInPlace && growReservation(carved_ + bytes))) {
     *error = "arena reservation exhausted";
     return nullptr;
   }

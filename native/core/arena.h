@@ -14,6 +14,10 @@ struct ArenaOptions {
   bool prefault = true;    // fault carved pages in at once
   bool hugePages = false;  // MADV_HUGEPAGE on the reservation (and 2 MiB alignment)
   bool lock = false;       // mlock carved pages (page-locked host memory)
+  // Reserved where the address space past it is free (os::mapGrowable), and grown in place when a carve
+  // needs more than is left (os::extendMapping): the process pool's default classes, which under an
+  // RLIMIT_AS start small and grow as a heap does. Pre: mapping tracking is on (os::trackMappings).
+  bool growInPlace = false;
 };
 
 // The message for an mlock of `bytes` refused with `err`: names RLIMIT_MEMLOCK, its soft limit and the fix.
@@ -32,7 +36,8 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   // Carves the next `bytes` (a multiple of 64) and returns their start, or nullptr when the reservation is
-  // exhausted or the OS refuses to fault / lock the new pages (*error says which). Without `commit` the
+  // exhausted (and, growInPlace, cannot grow in place) or the OS refuses to fault / lock the new pages
+  // (*error says which). Without `commit` the
   // pages are left unfaulted (unless the arena locks: locked memory is resident by contract), so a block
   // never written costs no memory.
   char* carve(uint64_t bytes, std::string* error, bool commit = true);
@@ -50,8 +55,13 @@ class Arena {
 
   // Gives back the reservation past what was carved (or pre-faulted) plus `keepSpare` bytes, in whole
   // kTrackGranule steps and keeping at least one: address space nothing uses, which a lowered RLIMIT_AS
-  // needs for the program's other mappings. Later carves stop at the new end. Returns the bytes given back.
+  // needs for the program's other mappings. Later carves stop at the new end (or grow it, growInPlace).
+  // Returns the bytes given back.
   uint64_t releaseSpare(uint64_t keepSpare);
+  // The last `bytes` carved are no longer used: carves start there again, and releaseSpare may give their
+  // address space back. Pre: bytes <= carvedBytes(), and no block lies in them; not for an arena that
+  // pre-faults or locks what it carves.
+  void uncarve(uint64_t bytes);
 
   // Compares addresses as integers: the pointer may belong to any object, or to none.
   bool contains(const void* p) const {
@@ -69,6 +79,9 @@ class Arena {
   Arena(char* base, uint64_t reserved, const ArenaOptions& options) : base_(base), reserved_(reserved), options_(options) {}
   // Pre-faults / locks [committedEnd_, upTo) rounded to pages, skipping what was carved uncommitted.
   bool commitUpTo(uint64_t upTo, std::string* error);
+  // growInPlace: the reservation grown in place to hold `upTo` bytes, in whole granules. False where the
+  // address space past it is taken or the OS refuses (RLIMIT_AS).
+  bool growReservation(uint64_t upTo);
 
   char* base_;
   uint64_t reserved_;

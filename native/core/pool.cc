@@ -895,6 +895,17 @@ uint64_t Pool::quietPeriodNs(uint64_t worthBytes) {
   return ms > UINT64_MAX / 1000000 ? UINT64_MAX : ms * 1000000;
 }
 
+uint64_t Pool::giveBackAddressSpace() {
+  const Locked lock(*this);
+  uint64_t released = 0;
+  for (const auto& generation : generations_) {
+    generation->uncarveFreeTail();
+    released += generation->releaseSpare(0);
+  }
+  if (prepared_) released += prepared_->releaseSpare(0);
+  return released;
+}
+
 uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
   const Locked lock(*this);
   auto spareOf = [](const SizeClassPool& generation) { return generation.arena().reservedBytes() - generation.arena().carvedBytes(); };
@@ -902,7 +913,7 @@ uint64_t Pool::fitAddressSpace(uint64_t limit, uint64_t mapped) {
   for (const auto& generation : generations_) spares += spareOf(*generation);
   if (prepared_) spares += spareOf(*prepared_);
   const uint64_t others = mapped > spares ? mapped - spares : 0;
-  const uint64_t keep = limit > others ? (limit - others) / 2 : 0;
+  const uint64_t keep = limit > others ? (limit - others) / kLimitedSpareShare : 0;
   uint64_t released = 0;
   for (size_t i = 0; i < generations_.size(); ++i) released += generations_[i]->releaseSpare(i + 1 == generations_.size() ? keep : 0);
   if (prepared_) released += prepared_->releaseSpare(keep);
@@ -969,6 +980,13 @@ std::vector<RecordedEvent> Pool::copyRecording(uint64_t from) const {
   size_t count;
   const RecordedEvent* events = recorder_.from(from, &count);
   return std::vector<RecordedEvent>(events, events + count);
+}
+
+void Pool::visitRecording(uint64_t from, RecordingVisit visit, void* context) const {
+  const Locked lock(*this);
+  size_t count;
+  const RecordedEvent* events = recorder_.from(from, &count);
+  visit(events, count, {recorder_.on(), recorder_.truncated(), recorder_.begin(), recorder_.end()}, context);
 }
 
 void Pool::discardRecording(uint64_t before) {

@@ -244,10 +244,16 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Fits the arenas' unused reservations into an address space limit lowered while the pool lives
   // (setrlimit(RLIMIT_AS) after start-up): `limit` is the limit, `mapped` the address space the process
   // maps now, these reservations included. The serving arena (and a prepared one) keeps spare room of at
-  // most half of what the limit would leave without the reservations, retired arenas none, so the
-  // program's own mappings and the C library's heap fit as they would without the pool. Returns the bytes
-  // of address space given back.
+  // most a kLimitedSpareShare-th of what the limit would leave without the reservations, retired arenas none,
+  // so the program's own mappings and the C library's heap fit as they would without the pool (an arena that
+  // grows in place takes more as it needs it). Returns the bytes of address space given back.
   uint64_t fitAddressSpace(uint64_t limit, uint64_t mapped);
+  static constexpr uint64_t kLimitedSpareShare = 8;
+  // A request failed under an RLIMIT_AS: every arena gives back the address space it holds but does not use,
+  // its spare reservation and the free spans at its end (SizeClassPool::uncarveFreeTail), so that the
+  // request can be made again with all of it. The arenas grow back as they need (ArenaOptions::growInPlace).
+  // Returns the bytes of address space given back.
+  uint64_t giveBackAddressSpace();
 
   // Recording of the events this pool serves (see recorder.h). startRecording keeps what is already held
   // and sets the limit on events held; copyRecording copies the events numbered [from, end()).
@@ -255,6 +261,11 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   void stopRecording();
   RecordingState recordingState() const;
   std::vector<RecordedEvent> copyRecording(uint64_t from) const;
+  // Calls visit(events, count, state, context) once, under the pool's lock, with the events held from number
+  // `from` on, in place: nothing is copied or allocated (a writer at _exit, or in a signal handler, may not).
+  // visit must not call this pool.
+  using RecordingVisit = void (*)(const RecordedEvent* events, size_t count, const RecordingState& state, void* context);
+  void visitRecording(uint64_t from, RecordingVisit visit, void* context) const;
   void discardRecording(uint64_t before);
   // Returns a live block. NotOwned: `data` is not the start of a block this pool made; NotLive: it was
   // already released. Nothing changes unless the status is Ok.

@@ -474,6 +474,26 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
   return markLive(header, bytes);
 }
 
+uint64_t SizeClassPool::uncarveFreeTail() {
+  if (growth_ != Growth::Spans || arena_->committedBytes() != 0) return 0;
+  dropDeadSpanHeaders();
+  const char* end = arena_->base() + arena_->carvedBytes();
+  SpanHeap::Span tail;
+  std::vector<char*> absorbed;
+  if (!spans_.takeEndingAt(end, &tail, &absorbed)) return 0;
+  char* merged[2];
+  if (reinterpret_cast<uintptr_t>(tail.start) < spans_.fence()) {  // the span reserve stays carved
+    markDeadSpanHeaders(absorbed.data(), absorbed.size());
+    markDeadSpanHeaders(merged, static_cast<size_t>(spans_.give(tail, spanEpoch_, merged)));
+    return 0;
+  }
+  absorbed.push_back(tail.start);
+  markDeadSpanHeaders(absorbed.data(), absorbed.size());
+  dropDeadSpanHeaders();
+  arena_->uncarve(tail.bytes);
+  return tail.bytes;
+}
+
 void SizeClassPool::markDeadSpanHeaders(char* const* starts, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     BlockHeader* header = spanHeaders_.find(reinterpret_cast<uintptr_t>(starts[i]));

@@ -171,6 +171,12 @@ class SizeClassPool {
   const Arena& arena() const { return *arena_; }
   // Arena::releaseSpare on this pool's arena (the pool's lock held): it grows no further than that.
   uint64_t releaseSpare(uint64_t keepSpare) { return arena_->releaseSpare(keepSpare); }
+  // Growth::Spans: the free spans at the arena's carved end (above the span reserve) are uncarved, so that
+  // releaseSpare gives their address space back too: where the OS refused a request under an RLIMIT_AS, free
+  // memory the pool holds must not be why (after a program freed its blocks, the largest one it can have is
+  // glibc's). Their headers go; a later free() of a pointer there is no longer the pool's. Returns the bytes
+  // uncarved (0 for other pools).
+  uint64_t uncarveFreeTail();
   bool timeShared() const { return shared_; }
   uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
   static uint64_t strideOf(uint64_t classSize) { return kHeaderBytes + roundUp(classSize, kBlockAlign); }

@@ -69,6 +69,8 @@ class SpanHeap {
   void keep() { keeping_ = true; }
   // Whether the span at `start` lies in the reserve, kept.
   bool kept(const char* start) const { return keeping_ && reinterpret_cast<uintptr_t>(start) < fence_; }
+  // Where the reserve ends (fenceAt; 0 without one).
+  uintptr_t fence() const { return fence_; }
   // Decay: the free spans at or above the fence last freed before epoch `before` that do not read as zero, in
   // address order, until `maxSpans` of them or `maxBytes` (at least one span while the bytes last).
   std::vector<Span> idleSince(uint64_t before, uint64_t maxSpans, uint64_t maxBytes) const;

@@ -28,21 +28,74 @@ size_t pageSize() {
   return size;
 }
 
-std::atomic<std::atomic<uint64_t>*> detail::trackBits{nullptr};
+std::atomic<std::atomic<detail::TrackLeaf*>*> detail::trackDirectory{nullptr};
 
 namespace {
 using detail::kGranuleShift;
-using detail::kTrackWords;
-using detail::trackBits;
+using detail::kLeafGranules;
+using detail::kLeafShift;
+using detail::kTrackLeaves;
+using detail::TrackLeaf;
+using detail::trackDirectory;
 
-void markGranules(void* start, size_t bytes, bool on) {
-  std::atomic<uint64_t>* bits = trackBits.load(std::memory_order_acquire);
+// Leaves are handed out from pages mapped kLeafPage at a time and never given back (a GiB once used by the pool
+// keeps its 64 bytes). Threads that map at once take leaves under a spin lock: leaves are made rarely.
+constexpr size_t kLeafPage = size_t{64} << 10;
+std::atomic_flag leafLock = ATOMIC_FLAG_INIT;
+TrackLeaf* nextLeaf = nullptr;
+TrackLeaf* leavesEnd = nullptr;
+
+// The leaf of GiB `index`, made (zeroed) where there is none yet; nullptr where no page could be mapped for it.
+TrackLeaf* leafOf(uint64_t index, bool make) {
+  std::atomic<TrackLeaf*>& entry = trackDirectory.load(std::memory_order_acquire)[index];
+  TrackLeaf* leaf = entry.load(std::memory_order_acquire);
+  if (leaf || !make) return leaf;
+  while (leafLock.test_and_set(std::memory_order_acquire)) {
+  }
+  leaf = entry.load(std::memory_order_acquire);
+  if (!leaf) {
+    if (nextLeaf == leavesEnd) {
+      void* page = mmap(nullptr, kLeafPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (page != MAP_FAILED) {
+        nextLeaf = static_cast<TrackLeaf*>(page);  // zero-filled: all-zero atomics
+        leavesEnd = nextLeaf + kLeafPage / sizeof(TrackLeaf);
+      }
+    }
+    if (nextLeaf != leavesEnd) {
+      leaf = nextLeaf++;
+      entry.store(leaf, std::memory_order_release);
+    }
+  }
+  leafLock.clear(std::memory_order_release);
+  return leaf;
+}
+
+// Marks (or unmarks) the granules of [start, start + bytes). False where a leaf could not be made (marking):
+// the granules marked by then are unmarked again.
+bool markGranules(void* start, size_t bytes, bool on) {
   const uint64_t first = reinterpret_cast<uintptr_t>(start) >> kGranuleShift;
   const uint64_t end = (reinterpret_cast<uintptr_t>(start) + bytes + kTrackGranule - 1) >> kGranuleShift;
-  for (uint64_t g = first; g < end && (g >> 6) < kTrackWords; ++g) {
-    const uint64_t bit = uint64_t{1} << (g & 63);
-    if (on) bits[g >> 6].fetch_or(bit, std::memory_order_release); else bits[g >> 6].fetch_and(~bit, std::memory_order_release);
+  const uint64_t granulesPerLeafShift = kLeafShift - kGranuleShift;
+  for (uint64_t g = first; g < end && (g >> granulesPerLeafShift) < kTrackLeaves; ++g) {
+    TrackLeaf* leaf = leafOf(g >> granulesPerLeafShift, on);
+    if (!leaf) {
+      if (on) markGranules(start, (g - first) << kGranuleShift, false);
+      if (on) return false;
+      continue;
+    }
+    const uint64_t within = g & (kLeafGranules - 1);
+    const uint64_t bit = uint64_t{1} << (within & 63);
+    if (on) leaf->words[within >> 6].fetch_or(bit, std::memory_order_release);
+    else leaf->words[within >> 6].fetch_and(~bit, std::memory_order_release);
   }
+  return true;
+}
+
+// A mapping whose granules could not be marked (no page for the table's leaves): unmapped, ENOMEM.
+std::nullptr_t unmapRefused(void* start, size_t bytes) {
+  munmap(start, bytes);
+  errno = ENOMEM;
+  return nullptr;
 }
 
 // mmap's result aligned to `alignment`: over-map by the slack, then give back the unaligned head and tail.
@@ -67,12 +120,12 @@ size_t trackedLength(size_t bytes) { return (bytes + kTrackGranule - 1) & ~(kTra
 }  // namespace
 
 bool trackMappings() {
-  if (trackBits.load(std::memory_order_acquire)) return true;
-  void* raw = mmap(nullptr, kTrackWords * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+  if (trackDirectory.load(std::memory_order_acquire)) return true;
+  void* raw = mmap(nullptr, kTrackLeaves * sizeof(TrackLeaf*), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return false;
-  // Zero-filled pages are all-zero atomics: no constructor needs to run over 8 MiB.
-  trackBits.store(static_cast<std::atomic<uint64_t>*>(raw), std::memory_order_release);
+  // Zero-filled pages are null atomics: no constructor needs to run over 1 MiB.
+  trackDirectory.store(static_cast<std::atomic<TrackLeaf*>*>(raw), std::memory_order_release);
   return true;
 }
 
@@ -102,7 +155,7 @@ void* mapRange(size_t bytes, size_t alignment, size_t accounted) {
     errno = ENOMEM;
     return nullptr;
   }
-  const bool tracked = trackBits.load(std::memory_order_acquire) != nullptr;
+  const bool tracked = trackDirectory.load(std::memory_order_acquire) != nullptr;
   if (tracked) {
     bytes = trackedLength(bytes);
     if (alignment < kTrackGranule) alignment = kTrackGranule;
@@ -115,7 +168,7 @@ void* mapRange(size_t bytes, size_t alignment, size_t accounted) {
     errno = refused;
     return nullptr;
   }
-  if (tracked) markGranules(start, bytes, true);
+  if (tracked && !markGranules(start, bytes, true)) return unmapRefused(start, bytes);
   bytesMapped.fetch_add(bytes, std::memory_order_relaxed);
   return start;
 }
@@ -125,6 +178,41 @@ void* mapMemory(size_t bytes, size_t alignment) { return mapRange(bytes, alignme
 
 void* mapAccounted(size_t bytes, size_t alignment) {
   return mapRange(bytes, alignment, (bytes + pageSize() - 1) & ~(pageSize() - 1));
+}
+
+namespace {
+// mapGrowable's range: [4 TiB, 32 TiB) of the 128 TiB a process has (the kernel places mappings top-down from
+// 127 TiB, and a program's own data and heap sit near 0 or 85 TiB).
+constexpr uintptr_t kGrowableFrom = uintptr_t{4} << 40, kGrowableTo = uintptr_t{32} << 40;
+constexpr int kGrowableTries = 4;
+}  // namespace
+
+void* mapGrowable(size_t bytes) {
+  if (!trackDirectory.load(std::memory_order_acquire)) return mapMemory(bytes, kTrackGranule);
+  if (injectedFailure(Call::Map)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  bytes = trackedLength(bytes);
+  const uintptr_t granules = (kGrowableTo - kGrowableFrom) / kTrackGranule;
+  for (int attempt = 0; attempt < kGrowableTries && bytes < kGrowableTo - kGrowableFrom; ++attempt) {
+    const uintptr_t at = kGrowableFrom + (randomSeed() % granules) * kTrackGranule;
+    if (at + bytes > kGrowableTo) continue;
+    void* start = mmap(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (start == MAP_FAILED) {
+      if (errno == EEXIST) continue;
+      break;  // ENOMEM (RLIMIT_AS): anywhere else would be refused as well, but mapAligned says so
+    }
+    if (start != reinterpret_cast<void*>(at)) {  // a kernel before 4.17: a hint, taken elsewhere
+      munmap(start, bytes);
+      break;
+    }
+    if (!markGranules(start, bytes, true)) return unmapRefused(start, bytes);
+    bytesMapped.fetch_add(bytes, std::memory_order_relaxed);
+    return start;
+  }
+  return mapMemory(bytes, kTrackGranule);
 }
 
 int unmapMemory(void* start, size_t bytes) {
@@ -172,12 +260,30 @@ bool reserveAbove(char* start, size_t oldSpan, size_t newSpan) {
   if (above == MAP_FAILED) return false;
   if (above != start + oldSpan) {
     munmap(above, newSpan - oldSpan);
+    errno = EEXIST;
     return false;
   }
-  markGranules(above, newSpan - oldSpan, true);
+  if (!markGranules(above, newSpan - oldSpan, true)) return unmapRefused(above, newSpan - oldSpan) != nullptr;
   return true;
 }
 
+}  // namespace
+
+bool extendMapping(void* start, size_t oldBytes, size_t newBytes) {
+  if (!trackDirectory.load(std::memory_order_acquire)) {
+    errno = EINVAL;
+    return false;
+  }
+  if (injectedFailure(Call::Map)) {
+    errno = ENOMEM;
+    return false;
+  }
+  if (!reserveAbove(static_cast<char*>(start), oldBytes, newBytes)) return false;
+  bytesMapped.fetch_add(newBytes - oldBytes, std::memory_order_relaxed);
+  return true;
+}
+
+namespace {
 // remapAccounted for a tracked mapping: it keeps whole granules of its own, so it grows inside its last
 // granule where it can, then into the address space just past it where that is free, and otherwise moves into
 // a fresh granule-aligned reservation (MREMAP_FIXED), the granules marked before the pages are there and
@@ -222,7 +328,7 @@ void* remapTracked(char* start, size_t oldBytes, size_t newBytes) {
     errno = refused;
     return nullptr;
   }
-  markGranules(moved, newSpan, true);
+  if (!markGranules(moved, newSpan, true)) return unmapRefused(moved, newSpan);
   markGranules(start, oldSpan, false);
   if (mremap(start, oldBytes, oldBytes, MREMAP_MAYMOVE | MREMAP_FIXED, moved) == MAP_FAILED) {
     const int refused = errno;  // EFAULT: the range is no longer one mapping of the kernel's (nothing moved)

@@ -61,33 +61,56 @@ int unmapTail(void* start, size_t bytes, size_t keep);
 //       the overcommit policy refuses) and leaves the old range exactly as it was.
 void* remapAccounted(void* start, size_t oldBytes, size_t newBytes);
 
+// mapMemory for a reservation that is to grow in place (extendMapping): placed, where the kernel agrees, at a
+// random granule of an address range its own placement leaves alone (it maps top-down from below the stack,
+// and the program's heap grows up from its data), so that the address space past its end stays free; else
+// where mapMemory would place it. Pre and post as mapMemory's, with `alignment` kTrackGranule.
+void* mapGrowable(size_t bytes);
+// Grows a mapping made by mapMemory or mapGrowable in place, while tracking is on: the granules
+// [start + oldBytes, start + newBytes) are reserved and tracked where no mapping is there yet.
+// Pre:  [start, start + oldBytes) is such a mapping (same length); oldBytes and newBytes are multiples of
+//       kTrackGranule, newBytes > oldBytes.
+// Post: true, the mapping is [start, start + newBytes) (release it with unmapMemory(start, newBytes)); or false
+//       with errno (EEXIST: another mapping is there; ENOMEM: RLIMIT_AS), the mapping unchanged.
+bool extendMapping(void* start, size_t oldBytes, size_t newBytes);
+
 // Bytes mapped by mapMemory and not unmapped since, process-wide: what the tests check for leaks.
 uint64_t mappedBytes();
 
 // Tracking of this layer's mappings, for the process allocator (native/preload): free() must tell our
 // memory from the C library's for any pointer, on every call, without a lock or a system call.
 // Once tracking is on, mapMemory aligns every mapping to kTrackGranule and reserves whole granules (the
-// tail stays untouched, so it costs address space, not memory), and marks them in a process-wide bitmap of
-// granules (8 MiB of address space for the 47-bit user space, faulted in only where marked or read).
+// tail stays untouched, so it costs address space, not memory), and marks them in a process-wide table: for
+// each GiB of the 47-bit user space, a bitmap of its granules, made the first time a mapping there is tracked
+// (64 bytes each, in pages mapped as needed), found from a directory of 1 MiB of address space (faulted in
+// only where written or read). Under an RLIMIT_AS the table costs the program little of its address space.
 constexpr size_t kTrackGranule = size_t{2} << 20;
 // Pre:  called before any other thread maps memory through this layer; mappings made before are not tracked.
-// Post: true, or false with errno when the bitmap could not be mapped (nothing is tracked then). Idempotent.
+// Post: true, or false with errno when the directory could not be mapped (nothing is tracked then). Idempotent.
 bool trackMappings();
 // Whether `p` lies in a mapping made by mapMemory since trackMappings(), and not unmapped since. Any value of
 // p is allowed (it is compared, never followed); false while tracking is off. Inline: free() asks it of
 // every pointer, and a program's start-up frees hundreds of thousands.
 namespace detail {
 constexpr unsigned kGranuleShift = 21;
-constexpr size_t kTrackWords = (uint64_t{1} << 47) >> kGranuleShift >> 6;  // 47-bit user space, a bit a granule
-extern std::atomic<std::atomic<uint64_t>*> trackBits;                      // null until trackMappings()
+constexpr unsigned kLeafShift = 30;  // a leaf of the table: the granules of 1 GiB
+constexpr size_t kLeafGranules = size_t{1} << (kLeafShift - kGranuleShift);
+struct TrackLeaf {
+  std::atomic<uint64_t> words[kLeafGranules / 64];
+};
+constexpr size_t kTrackLeaves = (uint64_t{1} << 47) >> kLeafShift;  // the directory's entries
+extern std::atomic<std::atomic<TrackLeaf*>*> trackDirectory;       // null until trackMappings()
 }  // namespace detail
 // Whether trackMappings() has run: until then no pointer is a tracked mapping.
-inline bool mappingsTracked() { return detail::trackBits.load(std::memory_order_acquire) != nullptr; }
+inline bool mappingsTracked() { return detail::trackDirectory.load(std::memory_order_acquire) != nullptr; }
 inline bool isTrackedMapping(const void* p) {
-  std::atomic<uint64_t>* bits = detail::trackBits.load(std::memory_order_acquire);
-  const uint64_t g = reinterpret_cast<uintptr_t>(p) >> detail::kGranuleShift;
-  if (!bits || (g >> 6) >= detail::kTrackWords) return false;
-  return (bits[g >> 6].load(std::memory_order_acquire) >> (g & 63)) & 1;
+  std::atomic<detail::TrackLeaf*>* directory = detail::trackDirectory.load(std::memory_order_acquire);
+  const uint64_t at = reinterpret_cast<uintptr_t>(p);
+  if (!directory || (at >> detail::kLeafShift) >= detail::kTrackLeaves) return false;
+  const detail::TrackLeaf* leaf = directory[at >> detail::kLeafShift].load(std::memory_order_acquire);
+  if (!leaf) return false;
+  const uint64_t g = (at >> detail::kGranuleShift) & (detail::kLeafGranules - 1);
+  return (leaf->words[g >> 6].load(std::memory_order_acquire) >> (g & 63)) & 1;
 }
 
 // Faults every page of [start, start + bytes) in for writing now, so that first touches later take no page

@@ -80,6 +80,7 @@ TP_ALWAYS_RUN void parent() {
 TP_ALWAYS_RUN void child() {
   if (heldByThisFork()) unlockPoolAfterFork(true);
   _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
+  poolForkedChild();
   decayThreadInChild(forkingFromMain);
   leavePool();
   pthread_sigmask(SIG_SETMASK, &maskBeforeFork, nullptr);

@@ -122,9 +122,9 @@ TP_ALWAYS_RUN void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
 }
 
 // request(), or where it failed (null) and the pool gave back address space an RLIMIT_AS left it no room
-// for (its spare reservation: at most half of what a `ulimit -v` left at start), request() again: the
-// program gets all the address space glibc would give it (a 2.5 GB bytearray under `ulimit -v 4000000`
-// was a MemoryError). Once at most: a second failure finds no spare left to give.
+// for (its spare reservation and the free spans at its arena's end: Pool::giveBackAddressSpace), request()
+// again: the program gets all the address space glibc would give it. Once at most: a second failure finds
+// nothing left to give.
 template <typename Request>
 inline void* orAgain(Request request) {
   void* p = request();

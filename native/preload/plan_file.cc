@@ -246,15 +246,17 @@ bool integers(const Json* array, const std::string& field, double min, std::stri
 // SizeClassTable::build checks the rest (offsets aligned, blocks per class).
 bool layoutFromJson(const Json* layout, const std::vector<uint32_t>& position, PlanSpec* plan, std::string* error) {
   if (!layout || layout->kind == Json::Null) return true;
-  bool fits = true;
-  if (!integers(layout->get("classes"), "layout.classes", 0, error, [&](size_t, uint64_t cls) {
-        fits = fits && cls < position.size();
-        plan->layout.push_back({fits ? position[cls] : 0, 0});
+  std::string outside;  // the first class named that the plan does not have
+  if (!integers(layout->get("classes"), "layout.classes", 0, error, [&](size_t b, uint64_t cls) {
+        if (cls >= position.size() && outside.empty()) {
+          outside = "layout.classes[" + std::to_string(b) + "] names class " + std::to_string(cls) + " of " + std::to_string(position.size());
+        }
+        plan->layout.push_back({cls < position.size() ? position[cls] : 0, 0});
       })) {
     return false;
   }
-  if (!fits) {
-    *error = "layout.classes names a class the plan does not have";
+  if (!outside.empty()) {
+    *error = outside;
     return false;
   }
   const Json* offsets = layout->get("offsets");

@@ -1,6 +1,7 @@
 #include "process_pool.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -12,7 +13,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "os/os.h"
@@ -25,6 +25,8 @@
 #include "plan_file.h"
 #include "program_name.h"
 #include "record_file.h"
+#include "recording_writer.h"
+#include "text.h"
 #include "signal_flush.h"
 #include "process_api.h"
 
@@ -72,6 +74,7 @@ void setMallocExtra(detail::MallocExtra extra, bool on) {
 }
 
 void say(const std::string& line);
+void writeRecordingOnce();
 uint64_t defaultReserve();
 void queuedFreeFailed(ReleaseStatus status);
 
@@ -100,6 +103,7 @@ Pool* servingPool() {
   else fresh = Pool::create(recipe->plan ? *recipe->plan : defaultClasses(recipe->spanReserve), recipe->options, &error);
   if (fresh && recipe->record) fresh->startRecording(recipe->recordEvents);
   const bool decays = recipe->options.decayMs != PoolOptions::kNoDecay;
+  const bool recording = recipe->record;
   delete recipe->plan;
   delete recipe;
   recipe = nullptr;
@@ -113,17 +117,23 @@ Pool* servingPool() {
   processPool = new std::shared_ptr<Pool>(std::move(fresh));
   madePool.store(processPool->get(), std::memory_order_release);
   setMallocExtra(detail::kPoolTicks, decays);
+  // Only now, with something to record: a process that records nothing keeps SIGINT's and SIGTERM's
+  // dispositions as it found them.
+  if (recording) flushOnTerminatingSignals(writeRecordingOnce);
   return made();
 }
 
 struct Settings {
   const char* mode = "default";
-  std::string planPath, recordPath;
+  std::string planPath;
+  std::string recordPattern;  // TENSORPOOL_RECORD as given (%p: the pid of the process that writes)
+  char recordPath[PATH_MAX] = {};  // this process's file: the pattern with its pid (nameRecordFile)
   bool stats = false;
   bool root = false;  // the first process of the tree that loaded the library (or it after an exec)
   bool record = false;
-  // The process that read these settings: a child forked without exec holds a copy of them (and of the
-  // recording), and is neither the root nor the recording's writer.
+  // This process: the one that read these settings, or a child forked from it since (poolForkedChild). A
+  // child made by vfork (posix_spawn), which shares its parent's memory until it execs, is neither: it writes
+  // nothing.
   pid_t pid = 0;
   std::string program;  // thisProgram(), with a plan or a recording: written into recordings, matched against a plan's
   std::string planFor;  // the program of a TENSORPOOL_PLAN this process is not (it serves default classes)
@@ -136,6 +146,23 @@ void say(const std::string& line) {
   const std::string text = "tensorpool: " + line + "\n";
   ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
+}
+
+// say() for what every process of a tree would find the same (a bad setting, a plan for another program): said
+// by the first process that finds it, not again by the processes it starts or execs (a shell script's every
+// command, pyenv's shims). TENSORPOOL_SAID, set here and inherited, holds the hashes of the `what`s said.
+void sayOncePerRun(const std::string& what, const std::string& line) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char c : what) hash = (hash ^ c) * 1099511628211ull;
+  char mark[20];
+  snprintf(mark, sizeof mark, "%016llx", static_cast<unsigned long long>(hash));
+  const char* said = getenv("TENSORPOOL_SAID");
+  const std::string before = said ? said : "";
+  if (before.find(mark) != std::string::npos) return;
+  say(line);
+  // Bounded: a tree that keeps finding new things to say keeps the newest few.
+  const std::string kept = before.size() > 16 * 17 ? before.substr(before.size() - 15 * 17) : before;
+  setenv("TENSORPOOL_SAID", (kept.empty() ? std::string(mark) : kept + "," + mark).c_str(), 1);
 }
 
 // "65536", "64K", "16M", "2G" (binary units). False when the value is not such a number in [1, 2^47].
@@ -260,7 +287,6 @@ ProcessPoolApi api = {
     apiTrim,
 };
 
-void writeRecording();
 void printStats();
 
 std::atomic<bool> recordingWritten{false};
@@ -275,31 +301,40 @@ void sayOutOfMemory(const char* what) {
   (void)ignored;
 }
 
-// The recording, once per process: at exit, or when SIGINT or SIGTERM ends it (signal_flush.h). Its text
-// and file name are built on the heap: a std::bad_alloc ends in a line on stderr, not in terminate().
+// Whether the calling process is the one these settings describe, and not a vfork child sharing its memory.
+bool thisProcess() { return getpid() == settings->pid; }
+
+// The recording, once per process: at exit, at _exit, or when SIGINT or SIGTERM ends it (signal_flush.h).
+// Written with no heap (recording_writer.h). A process whose pool was never made recorded nothing: only the
+// root leaves a file for it.
 void writeRecordingOnce() {
-  const bool forked = getpid() != settings->pid;
-  // A process whose pool was never made recorded nothing: only the root leaves a file for it.
-  if (settings->record && !forked && (settings->root || made()) && !recordingWritten.exchange(true)) {
-    try {
-      writeRecording();
-    } catch (...) {
-      sayOutOfMemory("recording");
-    }
+  if (!settings->record || !thisProcess() || !(settings->root || made()) || recordingWritten.exchange(true)) return;
+  char error[256];
+  const RecordingHeader header{minBytes, settings->program.c_str(), settings->run.c_str()};
+  if (!writeRecording(made(), settings->recordPath, header, error, sizeof error)) {
+    char line[PATH_MAX + 320];
+    Text text(line, sizeof line);
+    text.add("tensorpool: TENSORPOOL_RECORD=").add(settings->recordPath).add(": ").add(error).add('\n');
+    ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+    (void)ignored;
   }
 }
 
-TP_ALWAYS_RUN void atExit(void*) {
-  InternalScope inside;
+// What a process of the tree does as it ends: its recording, and its counters where --stats asked.
+void processEnds() {
   writeRecordingOnce();
-  const bool forked = getpid() != settings->pid;
-  if (settings->stats && ((settings->root && !forked) || (made() && pool().stats().allocs > 0))) {
+  if (settings->stats && thisProcess() && (settings->root || (made() && pool().stats().allocs > 0))) {
     try {
       printStats();
     } catch (...) {
       sayOutOfMemory("stats");
     }
   }
+}
+
+TP_ALWAYS_RUN void atExit(void*) {
+  InternalScope inside;
+  processEnds();
 }
 
 // Whether this process is the first of its tree to load the library: TENSORPOOL_ROOT_PID names it, set here
@@ -330,24 +365,26 @@ std::string runOf(bool root) {
   return run;
 }
 
-// TENSORPOOL_RECORD with each %p replaced by the pid.
-std::string recordFileOf(const char* path) {
-  std::string file;
-  for (const char* c = path; *c; ++c) {
+// TENSORPOOL_RECORD with each %p replaced by this process's pid, into settings->recordPath (with no heap: a
+// forked child names its file in fork's handler). False when the path does not fit.
+bool nameRecordFile() {
+  Text file(settings->recordPath, sizeof settings->recordPath);
+  for (const char* c = settings->recordPattern.c_str(); *c; ++c) {
     if (c[0] == '%' && c[1] == 'p') {
-      file += std::to_string(static_cast<long>(getpid()));
+      file.add(static_cast<uint64_t>(getpid()));
       ++c;
     } else {
-      file += *c;
+      file.add(*c);
     }
   }
-  return file;
+  return !file.overflowed();
 }
 
-// Address space the default classes may grow into: 16 GiB, or under an RLIMIT_AS (`ulimit -v`) at most
-// half of what the limit leaves, so that the program keeps the rest (the pool turned itself off below 16 GiB).
+// Address space the default classes reserve at first: 16 GiB, or under an RLIMIT_AS (`ulimit -v`) a share of
+// what the limit leaves (Pool::kLimitedSpareShare), so that the program's own mappings find the rest free; the
+// arena grows in place past it as it needs (ArenaOptions::growInPlace).
 uint64_t defaultReserve() {
-  const uint64_t left = os::addressSpaceLeft() / 2 / os::kTrackGranule * os::kTrackGranule;
+  const uint64_t left = os::addressSpaceLeft() / Pool::kLimitedSpareShare / os::kTrackGranule * os::kTrackGranule;
   return std::min(uint64_t{16} << 30, left);
 }
 
@@ -357,8 +394,12 @@ void initialise() {
   // pthread_atfork's prepare handlers run last registered first, so the pool's locks are then taken before
   // the next allocator's (jemalloc's), the order in which a thread inside the pool takes them.
   resolveNextAllocator();
+  findNextExit();
   InternalScope inside;
-  auto fail = [](const std::string& why) { say(why + "; the pool is off, the C library serves every allocation"); };
+  auto fail = [](const std::string& why) {
+    const std::string line = why + "; the pool is off, the C library serves every allocation";
+    sayOncePerRun(line, line);
+  };
   const char* minText = getenv("TENSORPOOL_MIN_BYTES");
   const char* planPath = getenv("TENSORPOOL_PLAN");
   const char* recordPath = getenv("TENSORPOOL_RECORD");
@@ -393,6 +434,7 @@ void initialise() {
   options.osMapThreshold = 0;  // every OS block is a tracked mapping, so free() recognises it
   options.growth = Growth::Spans;
   options.growReserve = reserve;
+  options.arena.growInPlace = true;  // past its reservation, the arena grows where it is (arena.h)
   options.decayMs = decayMs;
   // A buffer grown by realloc past 1 MiB gets a mapping of its own, as glibc's would: a Python program building
   // ~45 MB strings by appending peaked at 1.17x glibc's RSS in arena spans (a copy beside the old one wherever
@@ -412,6 +454,8 @@ void initialise() {
     if (!readPlanFile(planPath, s->program, &planned, &spans, &program, &error)) return delete s, fail(error);
     if (!program.empty() && !s->program.empty() && program != s->program) {
       s->planFor = program;  // another process of the tree is the one the plan serves
+      sayOncePerRun("TENSORPOOL_PLAN is for " + program, "TENSORPOOL_PLAN is for \"" + program + "\": \"" + s->program +
+                    "\" and the other programs of this run serve the default classes");
     } else if (spans) {
       // Training found that the recording's spans hold less than any plan of blocks would (requests that
       // overlap at random, each busy period a new mix of sizes): the default classes' spans serve, the
@@ -432,12 +476,14 @@ void initialise() {
   }
   if (adaptive) s->mode = "adaptive";
   if (recordPath) {
-    s->recordPath = recordFileOf(recordPath);
+    settings = s;
+    s->recordPattern = recordPath;
     // Checked now, written at exit (where this process's is the run's largest recording, or to a file of
     // its own, %p): a path that cannot take it is refused before the program starts.
-    std::string error;
-    if (!recordFileUsable(s->recordPath, &error)) {
-      const std::string why = "TENSORPOOL_RECORD=" + s->recordPath + ": " + error;
+    std::string error = "the path is too long";
+    if (!nameRecordFile() || !recordFileUsable(s->recordPath, &error)) {
+      const std::string why = "TENSORPOOL_RECORD=" + std::string(s->recordPath) + ": " + error;
+      settings = nullptr;
       delete plan;
       delete s;
       return fail(why);
@@ -450,11 +496,10 @@ void initialise() {
   settings = s;
   holdPoolAcrossFork();
   __cxa_atexit(atExit, nullptr, __dso_handle);  // atexit (always_run.h)
-  if (s->record) flushOnTerminatingSignals(writeRecordingOnce);
   api.mode = s->mode;
   api.minBytes = minBytes;
   api.planPath = s->planPath.empty() ? nullptr : s->planPath.c_str();
-  api.recordPath = s->recordPath.empty() ? nullptr : s->recordPath.c_str();
+  api.recordPath = s->record ? s->recordPath : nullptr;
   initialiseCHeap();
   configureDecayThread(decayThread, decayMs);
   struct rlimit limit;
@@ -464,55 +509,6 @@ void initialise() {
 }
 
 __attribute__((constructor)) void initialiseOnLoad() { initialise(); }
-
-// The held events as tensorpool CSV, the allocating thread as the stream (0: the main thread). A release whose allocation is not held (recording restarted from JS)
-// is left out; buffers live at exit stay unfreed in the trace.
-void writeRecording() {
-  const RecordingState state = made() ? pool().recordingState() : RecordingState{};
-  const std::vector<RecordedEvent> events = made() ? pool().copyRecording(state.begin) : std::vector<RecordedEvent>{};
-  char* text = nullptr;
-  size_t length = 0;
-  FILE* out = open_memstream(&text, &length);
-  if (!out) return say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
-  fprintf(out, "# recorded by the tensorpool preload library: requests of %llu bytes or more\n",
-          static_cast<unsigned long long>(minBytes));
-  if (!settings->program.empty()) fprintf(out, "# program: %s\n", settings->program.c_str());
-  fprintf(out, "# run: %s\n", settings->run.c_str());
-  fprintf(out, "op,id,size,stream\n");
-  std::unordered_map<uint64_t, uint64_t> live;  // serial -> allocating thread
-  uint64_t unknown = 0;
-  for (const RecordedEvent& e : events) {
-    switch (e.op()) {
-      case RecordedOp::Alloc:
-        live[e.serial] = e.thread();
-        fprintf(out, "a,%llu,%llu,%llu\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(e.bytes()),
-                static_cast<unsigned long long>(e.thread()));
-        break;
-      case RecordedOp::Release: {
-        auto at = live.find(e.serial);
-        if (at == live.end()) {
-          ++unknown;
-          break;
-        }
-        // The stream of a free is where the block was last used: the thread that allocated it.
-        fprintf(out, "f,%llu,,%llu\n", static_cast<unsigned long long>(e.serial), static_cast<unsigned long long>(at->second));
-        live.erase(at);
-        break;
-      }
-      case RecordedOp::Mark:
-        fprintf(out, "i,,,\n");
-        break;
-    }
-  }
-  if (unknown) fprintf(out, "# %llu releases of blocks allocated while recording was off are left out\n", static_cast<unsigned long long>(unknown));
-  if (state.truncated) fprintf(out, "# truncated: the event limit was reached\n");
-  if (fclose(out) != 0) return free(text), say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + strerror(errno));
-  std::string error;
-  if (!writeRecordFile(settings->recordPath, settings->run, text, length, &error)) {
-    say("TENSORPOOL_RECORD=" + settings->recordPath + ": " + error);
-  }
-  free(text);
-}
 
 void printStats() {
   const std::string notFor = settings->planFor.empty() ? ""
@@ -565,6 +561,22 @@ TP_ALWAYS_RUN void lockPoolForFork() {
 TP_ALWAYS_RUN void unlockPoolAfterFork(bool child) {
   if (Pool* p = made()) p->unlockAfterFork(child);
   making.unlock();
+}
+
+TP_ALWAYS_RUN void poolForkedChild() {
+  if (!settings) return;
+  settings->pid = getpid();
+  settings->root = false;
+  if (settings->record) {
+    recordingWritten.store(false);
+    if (!nameRecordFile()) settings->record = false;  // a pid longer than the parent's does not fit: no file
+  }
+}
+
+void processEndsAt_exit() {
+  if (!settings || !ready.load(std::memory_order_acquire) || insidePool()) return;
+  InternalScope inside;
+  processEnds();
 }
 
 void* poolAlloc(size_t bytes, bool* zero) {
@@ -655,7 +667,7 @@ bool poolGaveBackSpare() {
   if (!made() || insidePool()) return false;
   InternalScope inside;
   const int saved = errno;
-  const bool gave = addressSpaceLimited() && pool().fitAddressSpace(0, 0) > 0;
+  const bool gave = addressSpaceLimited() && pool().giveBackAddressSpace() > 0;
   errno = saved;
   return gave;
 }

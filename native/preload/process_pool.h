@@ -15,7 +15,7 @@
 //   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
 //   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
 //                          markIteration() calls (lib/process/process-pool.ts); 0 or unset (the default): no adaptive mode
-//   TENSORPOOL_RESERVE     address space the default classes may grow into (default 16G)
+//   TENSORPOOL_RESERVE     address space the default classes reserve at first (default 16G; they grow in place past it)
 //   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
 //                          program marks them) give their pages back to the OS (default 1000; off: never);
 //                          longer where memory given back is soon handed out again (Pool::decayLocked)
@@ -86,6 +86,16 @@ void leavePool();
 // The pool's locks, taken (in the order its own calls take them) and released around fork() (fork.cc).
 void lockPoolForFork();
 void unlockPoolAfterFork(bool child);
+// In fork()'s child (fork.cc): the settings describe this process now. It is no longer the root of the tree,
+// and its recording goes to a file of its own where TENSORPOOL_RECORD has %p (written at its exit or _exit).
+// Allocates nothing.
+void poolForkedChild();
+// The process ends by _exit() or _Exit() (exit_calls.cc): what exit() would do for it, its recording and its
+// stats, where that can be done safely: not in a vfork child (which shares its parent's memory), and not on
+// a thread inside the pool (it may hold the pool's lock). The recording takes no heap (recording_writer.h).
+void processEndsAt_exit();
+// Finds the C library's _exit (exit_calls.cc), at load.
+void findNextExit();
 
 // A block of `bytes` from the pool, 64-byte aligned, or nullptr when the pool cannot serve it (errno
 // untouched: the C library is then asked). *zero, when given: whether the block reads as zero (calloc).

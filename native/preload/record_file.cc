@@ -2,12 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "text.h"
 
 namespace tp::preload {
 
@@ -18,85 +19,97 @@ std::string directoryOf(const std::string& path) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// The file a name stands for: an existing path through its symbolic links (the link is kept, its target
-// replaced), a new one as given.
-std::string resolved(const std::string& path) {
-  char real[PATH_MAX];
-  return realpath(path.c_str(), real) ? std::string(real) : path;
+// The directory of `path` into out[capacity]: "." for a bare name, "/" for a file at the root.
+void directoryOf(const char* path, char* out, size_t capacity) {
+  const char* slash = strrchr(path, '/');
+  if (!slash) return void(copyText(out, capacity, "."));
+  if (slash == path) return void(copyText(out, capacity, "/"));
+  const size_t n = static_cast<size_t>(slash - path) < capacity - 1 ? static_cast<size_t>(slash - path) : capacity - 1;
+  memcpy(out, path, n);
+  out[n] = '\0';
 }
 
-bool failed(const std::string& why, std::string* error) {
-  *error = why;
+bool failed(const char* why, char* error, size_t capacity) {
+  copyText(error, capacity, why);
   return false;
 }
 
 // Whether the file at `fd` starts with a recording of `run` of at least `length` bytes.
-bool holdsLargerOfRun(int fd, const std::string& run, size_t length) {
+bool holdsLargerOfRun(int fd, const char* run, uint64_t length) {
   struct stat st;
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < length) return false;
   char head[1024];
   const ssize_t n = pread(fd, head, sizeof head - 1, 0);
   if (n <= 0) return false;
   head[n] = '\0';
-  const std::string line = "\n# run: " + run + "\n";
-  return strstr(head, line.c_str()) != nullptr;
-}
-
-bool writeAll(int fd, const char* text, size_t length) {
-  for (size_t done = 0; done < length;) {
-    const ssize_t n = write(fd, text + done, length - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
+  char line[256];
+  Text text(line, sizeof line);
+  text.add("\n# run: ").add(run).add("\n");
+  return !text.overflowed() && strstr(head, line) != nullptr;
 }
 
 }  // namespace
 
 bool recordFileUsable(const std::string& given, std::string* error) {
-  const std::string path = resolved(given);
+  char real[PATH_MAX];
+  const std::string path = realpath(given.c_str(), real) ? std::string(real) : given;
   struct stat st;
   if (stat(path.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode)) return failed("not a regular file (a recording is written to a regular file)", error);
+    if (!S_ISREG(st.st_mode)) return *error = "not a regular file (a recording is written to a regular file)", false;
   } else if (errno != ENOENT) {
-    return failed(strerror(errno), error);
+    return *error = strerror(errno), false;
   }
   const std::string dir = directoryOf(path);
-  if (access(dir.c_str(), W_OK | X_OK) != 0) return failed(dir + ": " + strerror(errno), error);
+  if (access(dir.c_str(), W_OK | X_OK) != 0) return *error = dir + ": " + strerror(errno), false;
   return true;
 }
 
-bool writeRecordFile(const std::string& given, const std::string& run, const char* text, size_t length, std::string* error) {
-  const std::string path = resolved(given);
-  const int dir = open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return failed(strerror(errno), error);
+bool openRecordFile(const char* given, RecordFile* file, char* error, size_t capacity) {
+  // An existing name through its symbolic links (the link is kept, its target replaced), a new one as given.
+  if (!realpath(given, file->path) && !copyText(file->path, sizeof file->path, given)) return failed("the path is too long", error, capacity);
+  Text temporary(file->temporary, sizeof file->temporary);
+  temporary.add(file->path).add(".tmp.").add(static_cast<uint64_t>(getpid()));
+  if (temporary.overflowed()) return failed("the path is too long", error, capacity);
+  file->fd = open(file->temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  return file->fd >= 0 || failed(strerror(errno), error, capacity);
+}
+
+bool commitRecordFile(RecordFile* file, const char* run, char* error, size_t capacity) {
+  struct stat written;
+  const bool sized = fstat(file->fd, &written) == 0;
+  int err = errno;
+  if (close(file->fd) != 0 && sized) err = errno;
+  file->fd = -1;
+  if (!sized) return unlink(file->temporary), failed(strerror(err), error, capacity);
+  char dirPath[PATH_MAX];
+  directoryOf(file->path, dirPath, sizeof dirPath);
+  const int dir = open(dirPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return err = errno, unlink(file->temporary), failed(strerror(err), error, capacity);
   bool ok = true;
   if (flock(dir, LOCK_EX) == 0) {
-    const int held = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    const bool keep = held >= 0 && holdsLargerOfRun(held, run, length);
+    const int held = open(file->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    const bool keep = held >= 0 && holdsLargerOfRun(held, run, static_cast<uint64_t>(written.st_size));
     if (held >= 0) close(held);
-    if (!keep) {
-      const std::string temporary = path + ".tmp." + std::to_string(static_cast<long>(getpid()));
-      const int out = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (out < 0) {
-        ok = failed(strerror(errno), error);
-      } else {
-        bool written = writeAll(out, text, length);
-        int err = errno;
-        if (close(out) != 0 && written) written = false, err = errno;
-        if (written && rename(temporary.c_str(), path.c_str()) != 0) written = false, err = errno;
-        if (!written) {
-          unlink(temporary.c_str());
-          ok = failed(strerror(err), error);
-        }
-      }
+    if (keep) {
+      unlink(file->temporary);
+    } else if (rename(file->temporary, file->path) != 0) {
+      err = errno;
+      unlink(file->temporary);
+      ok = failed(strerror(err), error, capacity);
     }
   } else {
-    ok = failed(strerror(errno), error);
+    err = errno;
+    unlink(file->temporary);
+    ok = failed(strerror(err), error, capacity);
   }
   close(dir);  // releases the lock
   return ok;
+}
+
+void abandonRecordFile(RecordFile* file) {
+  if (file->fd >= 0) close(file->fd);
+  file->fd = -1;
+  unlink(file->temporary);
 }
 
 }  // namespace tp::preload

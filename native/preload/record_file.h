@@ -1,5 +1,9 @@
 // The file a recording goes to (TENSORPOOL_RECORD): checked when the library loads, written at exit.
+// Writing takes no memory from any heap, so that it can be done at _exit and when a signal ends the process
+// (recording_writer.h).
 #pragma once
+
+#include <limits.h>
 
 #include <cstddef>
 #include <string>
@@ -11,11 +15,25 @@ namespace tp::preload {
 // only at exit). False with *error saying why.
 bool recordFileUsable(const std::string& path, std::string* error);
 
-// Writes `text` to `path` through a temporary file in its directory, renamed over it once complete: the
-// previous file stays whole until then. Every process of a tree writes to the one file, which keeps the
-// largest recording of the run: the file is left as it is when it holds a recording with the same `run`
-// line (the header line "# run: <run>") at least as long. Processes that exit together take turns (a
-// lock on the directory). Returns false with *error saying why.
-bool writeRecordFile(const std::string& path, const std::string& run, const char* text, size_t length, std::string* error);
+// A recording being written: to a temporary file beside its path, renamed over it once complete, so that
+// the previous file stays whole until then.
+struct RecordFile {
+  int fd = -1;
+  char path[PATH_MAX] = {};             // the file the name stands for (a symbolic link's target)
+  char temporary[PATH_MAX + 32] = {};   // path.tmp.<pid>
+};
+
+// Opens the temporary file for `path`. False, with a reason in error[capacity], when it cannot be made.
+bool openRecordFile(const char* path, RecordFile* file, char* error, size_t capacity);
+
+// Closes the temporary file and renames it over the path, unless the file there already holds a recording
+// of the same `run` (its "# run: <run>" line) at least as long: every process of a tree writes to one file
+// (where the name has no %p), which keeps the run's largest recording. Processes that end together take
+// turns (a lock on the directory). The temporary file is gone afterwards either way. False, with a reason in
+// error[capacity], when the file could not be replaced.
+bool commitRecordFile(RecordFile* file, const char* run, char* error, size_t capacity);
+
+// Closes and removes the temporary file of a recording that could not be written whole.
+void abandonRecordFile(RecordFile* file);
 
 }  // namespace tp::preload

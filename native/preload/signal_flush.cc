@@ -33,7 +33,9 @@ enum class Standing { Program, Flush, Resetting };
 struct Watched {
   int signal;
   std::atomic<Standing> standing{Standing::Program};
-  struct sigaction program {};  // the program's action, while Resetting
+  // The program's action while Resetting; while Flush, the default action as the program set it (its flags and
+  // mask, which sigaction() reports back), or as none was set (empty).
+  struct sigaction program {};
 };
 Watched watched[2] = {{SIGINT}, {SIGTERM}};
 
@@ -98,14 +100,31 @@ int programView(Watched& w, struct sigaction* view) {
   if (standing == Standing::Program || !oursThere) {
     w.standing.store(Standing::Program, std::memory_order_release);
     *view = current;
-  } else if (standing == Standing::Flush) {
-    *view = {};
-    view->sa_handler = SIG_DFL;
-    sigemptyset(&view->sa_mask);
   } else {
     *view = w.program;
   }
   return 0;
+}
+
+// Puts what stands for the action `act` in place (the library's flush for the default action, the trampoline
+// for a handler that asked for SA_RESETHAND, else `act` itself), as the program asked for `act`.
+int stand(Watched& w, const struct sigaction& act) {
+  if (act.sa_handler == SIG_DFL) {
+    w.program = act;
+    return installFlush(w);
+  }
+  if (isHandler(act) && (act.sa_flags & SA_RESETHAND)) {
+    w.program = act;
+    struct sigaction trampoline = act;
+    trampoline.sa_sigaction = resetThenCall;
+    trampoline.sa_flags = (act.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+    const int result = realSigaction()(w.signal, &trampoline, nullptr);
+    if (result == 0) w.standing.store(Standing::Resetting, std::memory_order_release);
+    return result;
+  }
+  const int result = realSigaction()(w.signal, &act, nullptr);
+  if (result == 0) w.standing.store(Standing::Program, std::memory_order_release);
+  return result;
 }
 
 // Found at load, outside any signal handler (dlsym is not async-signal-safe).
@@ -116,9 +135,12 @@ __attribute__((constructor)) void findNextSigaction() { realSigaction(); }
 void flushOnTerminatingSignals(void (*flush)()) {
   realSigaction();
   flushing.store(flush, std::memory_order_release);
+  // What the program set before (Node's handler for its terminal, with SA_RESETHAND, is set as it starts)
+  // stands as if set now.
   for (Watched& w : watched) {
     struct sigaction current {};
-    if (realSigaction()(w.signal, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) installFlush(w);
+    if (realSigaction()(w.signal, nullptr, &current) != 0) continue;
+    if (current.sa_handler == SIG_DFL || (isHandler(current) && (current.sa_flags & SA_RESETHAND))) stand(w, current);
   }
 }
 
@@ -133,20 +155,7 @@ extern "C" __attribute__((visibility("default"))) TP_ALWAYS_RUN int sigaction(in
   struct sigaction view {};
   if (old && programView(*w, &view) != 0) return -1;
   if (act) {
-    int result;
-    if (act->sa_handler == SIG_DFL) {
-      result = installFlush(*w);
-    } else if (isHandler(*act) && (act->sa_flags & SA_RESETHAND)) {
-      w->program = *act;
-      struct sigaction trampoline = *act;
-      trampoline.sa_sigaction = resetThenCall;
-      trampoline.sa_flags = (act->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
-      result = realSigaction()(signal, &trampoline, nullptr);
-      if (result == 0) w->standing.store(Standing::Resetting, std::memory_order_release);
-    } else {
-      result = realSigaction()(signal, act, nullptr);
-      if (result == 0) w->standing.store(Standing::Program, std::memory_order_release);
-    }
+    const int result = stand(*w, *act);
     if (result != 0) return result;
   }
   if (old) *old = view;

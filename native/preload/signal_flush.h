@@ -5,10 +5,11 @@
 
 namespace tp::preload {
 
-// From now on, wherever SIGINT's or SIGTERM's action is the default one, `flush` runs first (in the signal
+// Called once the process pool is made while recording (a process that records nothing keeps its signals'
+// dispositions). From now on, wherever SIGINT's or SIGTERM's action is the default one, `flush` runs first (in the signal
 // handler, unless the thread was inside the pool), then the process ends by the signal as it would have.
-// The program sees its own actions: sigaction (interposed) reports the default action where this library's
-// stands in for it, a program's handler replaces it, and a program's handler with SA_RESETHAND (Node's)
+// The program sees its own actions: sigaction (interposed) reports the default action, with the flags and mask
+// the program gave it, where this library's stands in for it, a program's handler replaces it, and a program's handler with SA_RESETHAND (Node's)
 // gets this library's in place of the default action it is reset to.
 void flushOnTerminatingSignals(void (*flush)());
 

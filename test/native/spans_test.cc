@@ -767,11 +767,12 @@ TEST(fit_address_space_gives_back_the_unused_reservation_and_the_pool_still_serv
   }
   const PoolStats before = pool->stats();
   const uint64_t mapped = os::mappedBytes();
-  // Room for half of 100 MiB more than the arena carved: it keeps ~50 MiB spare, in whole granules.
-  const uint64_t released = pool->fitAddressSpace(before.arenaBytes + (100 << 20), before.reservedBytes);
+  // Room for 128 MiB more than the arena carved: it keeps a share of it spare (16 MiB), in whole granules.
+  const uint64_t spare = (uint64_t{128} << 20) / Pool::kLimitedSpareShare;
+  const uint64_t released = pool->fitAddressSpace(before.arenaBytes + (128 << 20), before.reservedBytes);
   const PoolStats fitted = pool->stats();
   CHECK(released > 0 && fitted.reservedBytes == before.reservedBytes - released);
-  CHECK(fitted.reservedBytes >= before.arenaBytes + (50 << 20) && fitted.reservedBytes <= before.arenaBytes + (50 << 20) + 2 * os::kTrackGranule);
+  CHECK(fitted.reservedBytes >= before.arenaBytes + spare && fitted.reservedBytes <= before.arenaBytes + spare + 2 * os::kTrackGranule);
   CHECK(os::mappedBytes() == mapped - released);
   // No room at all: down to what was carved, rounded up to a granule.
   pool->fitAddressSpace(0, 0);
@@ -786,6 +787,40 @@ TEST(fit_address_space_gives_back_the_unused_reservation_and_the_pool_still_serv
   std::memset(more.data, 9, 40 << 20);
   CHECK(pool->release(more.data) == ReleaseStatus::Ok);
   for (void* p : live) CHECK(pool->release(p) == ReleaseStatus::Ok);
+}
+
+TEST(a_refused_request_gets_back_the_address_space_of_the_free_spans_at_the_arenas_end) {
+  // Under an RLIMIT_AS a request the OS refused is made again once the pool gave back what it holds unused
+  // (native/preload/interpose.cc, orAgain): its spare reservation and the free spans at its arena's end.
+  auto pool = spanPool(PoolOptions::kNoDecay, uint64_t{1} << 30);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) {
+    Allocation a = pool->alloc(3 << 20);
+    CHECK(a.status == AllocStatus::Ok);
+    std::memset(a.data, i + 1, 3 << 20);
+    blocks.push_back(a.data);
+  }
+  // The last four freed: the arena's end is free; the first four stay, their bytes intact.
+  for (int i = 4; i < 8; ++i) CHECK(pool->release(blocks[i]) == ReleaseStatus::Ok);
+  const PoolStats before = pool->stats();
+  const uint64_t mapped = os::mappedBytes();
+  const uint64_t released = pool->giveBackAddressSpace();
+  const PoolStats after = pool->stats();
+  CHECK(released > 0 && after.reservedBytes == before.reservedBytes - released && os::mappedBytes() == mapped - released);
+  CHECK(after.arenaBytes <= before.arenaBytes - (12 << 20));  // the four free spans are no longer carved
+  CHECK(after.reservedBytes <= after.arenaBytes + os::kTrackGranule);
+  for (int i = 0; i < 4; ++i) {
+    const unsigned char* bytes = static_cast<const unsigned char*>(blocks[i]);
+    CHECK(bytes[0] == i + 1 && bytes[(3 << 20) - 1] == i + 1);
+  }
+  CHECK(pool->giveBackAddressSpace() == 0);  // nothing left to give
+  // The freed blocks are no longer the pool's; new requests are served (from what is left, or the OS).
+  CHECK(pool->release(blocks[5]) == ReleaseStatus::NotOwned);
+  Allocation more = pool->alloc(3 << 20);
+  CHECK(more.status == AllocStatus::Ok);
+  std::memset(more.data, 9, 3 << 20);
+  CHECK(pool->release(more.data) == ReleaseStatus::Ok);
+  for (int i = 0; i < 4; ++i) CHECK(pool->release(blocks[i]) == ReleaseStatus::Ok);
 }
 
 TEST(a_block_realloc_moves_to_a_mapping_gives_back_as_much_free_span_memory_and_no_live_block) {

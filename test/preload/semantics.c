@@ -587,6 +587,66 @@ static int rlimitAs(int blockFirst) {
   return 0;
 }
 
+/* What a program has under an address space limit: 1 MiB blocks (the pool's) until one is refused, then, all
+   freed, the largest single block (to within 1 MiB). The limit is `limitMiB` MiB set by the program itself, or
+   with 0 the one it was started under (`ulimit -v`). */
+static int addressLimit(size_t limitMiB) {
+  if (limitMiB) {
+    const struct rlimit limit = {(rlim_t)limitMiB << 20, (rlim_t)limitMiB << 20};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) return perror("setrlimit"), 1;
+  }
+  enum { kMost = 1 << 16 };
+  static char* blocks[kMost];
+  size_t count = 0;
+  while (count < kMost && (blocks[count] = malloc(1 << 20)) != NULL) memset(blocks[count++], 1, 4096);
+  for (size_t i = 0; i < count; i++) free(blocks[i]);
+  size_t low = 0, high = (size_t)1 << 40;
+  while (high - low > (1 << 20)) {
+    const size_t mid = low + (high - low) / 2;
+    char* p = malloc(mid);
+    if (p) low = mid;
+    else high = mid;
+    free(p);
+  }
+  printf("%zu blocks of 1 MiB, largest block %zu MiB\n", count, low >> 20);
+  return 0;
+}
+
+/* Whether /proc says SIGINT and SIGTERM have handlers in this process. */
+static const char* interruptsCaught(void) {
+  FILE* status = fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned long long caught = 0;
+  while (status && fgets(line, sizeof line, status)) {
+    if (!strncmp(line, "SigCgt:", 7)) caught = strtoull(line + 7, NULL, 16);
+  }
+  if (status) fclose(status);
+  const unsigned long long both = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1));
+  return (caught & both) == both ? "both caught" : (caught & both) ? "one caught" : "neither caught";
+}
+
+/* What a program sees of SIGINT's and SIGTERM's actions: none installed, then SIGINT's default action set with
+   flags and a mask of its own, once it has allocated a block of the pool's sizes. */
+static int signalView(void) {
+  printf("before any large block: SIGINT and SIGTERM %s\n", interruptsCaught());
+  free(malloc(256 << 10));
+  struct sigaction set;
+  memset(&set, 0, sizeof set);
+  set.sa_handler = SIG_DFL;
+  set.sa_flags = SA_RESTART;
+  sigemptyset(&set.sa_mask);
+  sigaddset(&set.sa_mask, SIGUSR1);
+  if (sigaction(SIGINT, &set, NULL) != 0) return perror("sigaction"), 1;
+  struct sigaction seen;
+  sigaction(SIGINT, NULL, &seen);
+  printf("SIGINT: %s action, SA_RESTART %s, SIGUSR1 %s its mask\n", seen.sa_handler == SIG_DFL ? "default" : "another",
+         (seen.sa_flags & SA_RESTART) ? "set" : "not set", sigismember(&seen.sa_mask, SIGUSR1) ? "in" : "not in");
+  sigaction(SIGTERM, NULL, &seen);
+  printf("SIGTERM: %s action, SA_RESTART %s, mask %s\n", seen.sa_handler == SIG_DFL ? "default" : "another",
+         (seen.sa_flags & SA_RESTART) ? "set" : "not set", sigismember(&seen.sa_mask, SIGUSR1) ? "not empty" : "empty");
+  return 0;
+}
+
 static int alignedOdd(void) {
   const size_t alignments[] = {0, 3, 24, 48, 96};
   const size_t sizes[] = {100, 1 << 20};
@@ -658,6 +718,8 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "rlimit-as")) return rlimitAs(1);
   if (!strcmp(what, "rlimit-as-first")) return rlimitAs(0);
   if (!strcmp(what, "exhaust")) return exhaust();
+  if (!strcmp(what, "signal-view")) return signalView();
+  if (!strcmp(what, "address-limit")) return addressLimit(argc > 2 ? strtoul(argv[2], NULL, 10) : 0);
   if (!strcmp(what, "address-space")) return addressSpace();
   if (!strcmp(what, "aligned-odd")) return alignedOdd();
   if (!strcmp(what, "free-offset")) {
@@ -684,6 +746,6 @@ int main(int argc, char** argv) {
     sleep(30);
     return 0;
   }
-  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-steps|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|small-then-realloc|large-then-small|large-freed-then-small|large-freed-pause-small|steady-loop|mallinfo|errno|rlimit-as|rlimit-as-first|exhaust|address-space|aligned-odd|free-offset|double-free|sigterm\n");
+  fprintf(stderr, "usage: semantics oom|calloc|realloc-grow|realloc-steps|realloc-large|realloc-arena|usable-size|small-then-large|small-freed|small-then-realloc|large-then-small|large-freed-then-small|large-freed-pause-small|steady-loop|mallinfo|errno|rlimit-as|rlimit-as-first|exhaust|address-limit [MiB]|signal-view|address-space|aligned-odd|free-offset|double-free|sigterm\n");
   return 2;
 }
