@@ -1,11 +1,16 @@
 import { readTrace } from '../trace/read.js';
 import { formatBytes, formatTable } from '../report/table.js';
-import { onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
+import { onePositional, parseCommand, withExamples, writeJsonFile, type Command, type Example } from './common.js';
 
 const usage = `usage: tensorpool info <trace> [--json FILE]
 
 Reads a trace (tensorpool CSV, torch.profiler Chrome trace or MiniMalloc CSV; plain or gzip) and prints
 its summary: events, buffers, iterations, sizes, bytes, the lower bound, and any anomalies counted.`;
+
+const examples: Example[] = [
+  { what: 'a recording of `tensorpool run --record app.csv -- node app.js`', command: 'tensorpool info app.csv' },
+  { what: 'a torch.profiler trace, the summary also as JSON', command: 'tensorpool info step.json.gz --json step.info.json' },
+];
 
 export const infoCommand: Command = {
   name: 'info',
@@ -13,7 +18,7 @@ export const infoCommand: Command = {
   usage,
   run(argv) {
     const { values, flags, positionals } = parseCommand(argv, { json: { type: 'string' } }, usage, ['json']);
-    if (flags.help) return void console.log(usage);
+    if (flags.help) return void console.log(withExamples(usage, examples));
     const path = onePositional(positionals, 'trace file', usage);
     const s = readTrace(path).summary();
     const q = s.sizeQuantiles;

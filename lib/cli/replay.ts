@@ -10,7 +10,7 @@ import { describeMachine } from '../report/machine.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
 import { writeFileAtomic } from '../io/files.js';
 import { readTrace } from '../trace/read.js';
-import { CliError, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
+import { CliError, integerOption, oneOf, onePositional, parseCommand, withExamples, writeJsonFile, type Command, type Example } from './common.js';
 import { progressBar } from './progress.js';
 
 const DEFAULT_REPS = 20;
@@ -215,13 +215,19 @@ anything, or when --touch verify found a buffer corrupt.
 
 ${optionHelp}`;
 
+const replayExamples: Example[] = [
+  { what: 'a recording of `tensorpool run --record app.csv` against every allocator here', command: 'tensorpool replay app.csv' },
+  { what: 'three allocators, more repetitions (a noisy machine), and an HTML report', command: 'tensorpool replay app.csv --allocators tensorpool,malloc,jemalloc --reps 40 --report replay.html' },
+  { what: 'a plan of yours, and a check that no allocator hands out a block twice', command: 'tensorpool replay app.csv --plan app.plan.json --touch verify' },
+];
+
 export const replayCommand: Command = {
   name: 'replay',
   summary: 'replay a trace against tensorpool and glibc / jemalloc / mimalloc / tcmalloc',
   usage: replayUsage,
   async run(argv) {
     const { values, flags, positionals } = parseCommand(argv, replayOptions, replayUsage, ['json', 'report']);
-    if (flags.help) return void console.log(replayUsage);
+    if (flags.help) return void console.log(withExamples(replayUsage, replayExamples));
     await runReplay(onePositional(positionals, 'trace file', replayUsage), values);
   },
 };
@@ -243,13 +249,19 @@ tensorpool and every allocator available here. Same measurements as 'tensorpool 
   --trace NAME|FILE   a bundled trace (${DEFAULT_TRACE}, transformer_train) or any trace file
 ${optionHelp}`;
 
+const benchExamples: Example[] = [
+  { what: 'the bundled resnet18 training step against every allocator here (npm start)', command: 'tensorpool bench' },
+  { what: 'the bundled transformer trace, 40 repetitions (a noisy machine)', command: 'tensorpool bench --trace transformer_train --reps 40' },
+  { what: 'tensorpool against glibc alone, the report also as JSON', command: 'tensorpool bench --allocators tensorpool,malloc --json bench.json' },
+];
+
 export const benchCommand: Command = {
   name: 'bench',
   summary: `replay the bundled ${DEFAULT_TRACE} trace against every allocator available (npm start)`,
   usage: benchUsage,
   async run(argv) {
     const { values, flags, positionals } = parseCommand(argv, { ...replayOptions, trace: { type: 'string' } }, benchUsage, ['json', 'report']);
-    if (flags.help) return void console.log(benchUsage);
+    if (flags.help) return void console.log(withExamples(benchUsage, benchExamples));
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${benchUsage}`);
     const name = values.trace ?? DEFAULT_TRACE;
     const tracePath = bundledTrace(name) ?? name;

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
-import { bytesOption, CliError, parseCommand, type Command } from './common.js';
+import { bytesOption, CliError, parseCommand, withExamples, type Command, type Example } from './common.js';
 import { listSafePath } from './list-safe-path.js';
 
 const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--collect-after SIZE] [--stats]
@@ -73,6 +73,13 @@ reserves at most half of the address space left, and gives it back to a request 
 limit the program sets itself (setrlimit).
 The command's exit code is returned (128 + the signal number when a signal ended it).
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
+
+/** The examples that end `tensorpool run --help` (kept apart from the usage above). */
+const RUN_EXAMPLES: Example[] = [
+  { what: 'a Node app under the process pool, its counters printed at exit', command: 'tensorpool run --stats -- node app.js' },
+  { what: 'record a run, then train a plan from the recording', command: 'tensorpool run --record app.csv -- node app.js && tensorpool train app.csv -o app.plan.json' },
+  { what: 'run with the plan (any command: a PyTorch script here)', command: 'tensorpool run --plan app.plan.json -- python3 train.py' },
+];
 
 /** The largest plan file the preload library reads (native/preload/plan_file.cc). */
 const MAX_PLAN_BYTES = 256 * 2 ** 20;
@@ -155,7 +162,7 @@ export const runCommand: Command = {
       'no-decay-thread': { type: 'boolean' },
     } as const;
     const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
-    if (flags.help) return void console.log(usage);
+    if (flags.help) return void console.log(withExamples(usage, RUN_EXAMPLES));
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${usage}`);
     if (command.length === 0) throw new CliError(`no command to run\n\n${usage}`);
     if (!fs.existsSync(preloadLibrary)) {
