@@ -13,6 +13,8 @@
  *   (the app's input arrays, ONNX Runtime's outputs never released) freed before a run once they pile up.
  *
  * onnxruntime-node is an optional peer dependency, loaded on first use (or passed as `options.ort`).
+ *
+ * @module tensorpool/onnxruntime
  */
 import fs from 'node:fs';
 import path from 'node:path';
