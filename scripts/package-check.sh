@@ -89,6 +89,12 @@ const { processPool, preloadLibrary } = require('tensorpool');
 if (!preloadLibrary.includes('prebuilds') || !processPool()) throw new Error('run: the prebuilt preload library did not serve');
 " 2>"$work/run.err"
 grep -q '^tensorpool: process pool' "$work/run.err" || { cat "$work/run.err"; echo "package-check: tensorpool run printed no stats" >&2; exit 1; }
+# Without the launcher: LD_PRELOAD set to the path 'tensorpool info --library' prints (a Dockerfile's ENV).
+library=$(PATH="$work/bin" npx tensorpool info --library)
+case "$library" in */prebuilds/linux-x64/tensorpool-preload.so) ;; *) echo "package-check: info --library printed '$library'" >&2; exit 1 ;; esac
+LD_PRELOAD="$library" PATH="$work/bin" node -e "
+if (!require('tensorpool').processPool()) throw new Error('LD_PRELOAD of the path info --library printed: no process pool');
+"
 PATH="$work/bin" node --input-type=module -e "
 const { Pool, readTrace } = await import('tensorpool');
 if (typeof Pool !== 'function' || typeof readTrace !== 'function') throw new Error('import: named exports missing');

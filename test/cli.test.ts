@@ -174,6 +174,21 @@ describe('tensorpool info and help', () => {
     expect(JSON.parse(fs.readFileSync(path.join(tmp, 'info.json'), 'utf8')).lowerBound).toBe(215441388);
   });
 
+  it('info --library prints the preload library, which LD_PRELOAD loads as tensorpool run does', () => {
+    const r = run('info', '--library');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    const library = r.stdout.trim();
+    expect(r.stdout).toBe(`${library}\n`);
+    expect(path.basename(library)).toBe('tensorpool-preload.so');
+    const probe = `const { processPool } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+      const pool = processPool(); pool.release(pool.alloc(1 << 20)); console.log(pool.stats().allocs);`;
+    const preloaded = spawnSync(process.execPath, ['-e', probe], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: library }, timeout: 60_000 });
+    expect(preloaded.stderr).toBe('');
+    expect(Number(preloaded.stdout)).toBeGreaterThan(0);
+    expectUsageError(run('info', '--library', 'trace.csv'), /--library takes no trace/);
+  });
+
   it('lists its commands and each command explains itself', () => {
     const r = run('--help');
     expect(r.code).toBe(0);
