@@ -27,21 +27,16 @@ export interface HeartbeatOptions {
   everyMs?: number;
 }
 
-/** What the worker is given (workerData). */
-export interface HeartbeatWorkerData {
+/** What the worker is given (workerData): the options, every one set, and how to reach the main thread. */
+export interface HeartbeatWorkerData extends Required<HeartbeatOptions> {
   port: MessagePort;
   /**
    * Int32Array over shared memory: stop() sets [STOP] to 1; the worker sets [WROTE] to 1 before its first
    * write (and writes only if [STOP] is still 0 then), and [STOPPED] to 1 once it has ended, its line erased.
    */
   control: Int32Array;
-  label: string;
-  fd: number;
-  tty: boolean;
+  /** Date.now() when the heartbeat started. */
   startedAt: number;
-  afterMs: number;
-  tickMs: number;
-  everyMs: number;
 }
 
 export const STOP = 0;
