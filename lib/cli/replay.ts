@@ -232,8 +232,10 @@ const replayUsage = `usage: tensorpool replay <trace> [--allocators a,b,...] [--
 
 Replays a trace (its allocations and frees, in order; each repetition from empty) against tensorpool and
 real allocators, each in a process of its own, interleaved, and prints ns per operation, page faults per
-repetition, peak RSS and its growth, against the trace's lower bound. Exits 1 when no allocator measured
-anything, or when --touch verify found a buffer corrupt.
+repetition, peak RSS and its growth, against the trace's lower bound; then a verdict: tensorpool's faults and
+memory beside the peers', and its time against the fastest peer's, ranked only where the repetitions say so
+(else: too noisy to rank). Exits 1 when no allocator measured anything, or when --touch verify found a
+buffer corrupt.
 
 ${optionHelp}`;
 
