@@ -32,17 +32,17 @@ describe('replayVerdict', () => {
 
   it('heads with tensorpool against glibc: faults a repetition and memory against the lower bound', () => {
     const lines = replayVerdict(report([result('tensorpool', 0, 1.004, 0.5, { low: 0.45, high: 0.55 }), malloc, result('jemalloc', 1200, 1.2, 1.1, { low: 1.05, high: 1.2 })]));
-    expect(lines[0]).toBe("tensorpool: 0 page faults a repetition, memory 1x the trace's lower bound; glibc malloc: 80,412 faults, 1.83x");
-    expect(lines[1]).toBe('also jemalloc: 1,200 faults, 1.2x');
+    expect(lines[0]).toBe("tensorpool: 0 page faults a repetition, memory 1.00x the trace's lower bound; glibc malloc: 80,412 faults, 1.83x");
+    expect(lines[1]).toBe('also jemalloc: 1,200 faults, 1.20x');
   });
 
   it('ranks a time only where the interval of the paired ratios excludes 1', () => {
     const timeOf = (interval: Partial<MedianInterval> | null, ratio = 0.9) => replayVerdict(report([result('tensorpool', 0, 1, ratio, interval), malloc])).at(-1);
-    expect(timeOf({ low: 0.8, high: 0.95 })).toMatch(/^time: tensorpool faster than glibc malloc, the fastest peer here: 0.9x its time \(93% interval of the paired ratios 0.8x-0.95x\)$/);
+    expect(timeOf({ low: 0.8, high: 0.95 })).toMatch(/^time: tensorpool faster than glibc malloc, the fastest peer here: 0.90x its time \(93% interval of the paired ratios 0.80x-0.95x\)$/);
     expect(timeOf({ low: 1.2, high: 1.5 }, 1.3)).toMatch(/^time: tensorpool slower than glibc malloc/);
     expect(timeOf({ low: 0.95, high: 1.04 }, 0.99)).toMatch(/^time: no difference measured between tensorpool and glibc malloc, the fastest peer here \(0.99x; .*holds 1\)$/);
     // Runs on a busy machine: 0.53x one time, 1.33x the next; the interval says so.
-    expect(timeOf({ low: 0.2, high: 2.4 }, 0.53)).toMatch(/^time: too noisy to rank tensorpool against glibc malloc, the fastest peer here: the 93% interval of the paired ratios 0.2x-2.4x holds 1 \(a busy machine/);
+    expect(timeOf({ low: 0.2, high: 2.4 }, 0.53)).toMatch(/^time: too noisy to rank tensorpool against glibc malloc, the fastest peer here: the 93% interval of the paired ratios 0.20x-2.40x holds 1 \(a busy machine/);
     expect(timeOf({ low: 0.3, high: 0.4, confidence: 0.5 }, 0.35)).toMatch(/from too few repetitions to rank/);
     expect(timeOf(null, 0.35)).toMatch(/from too few repetitions to rank/);
   });
@@ -53,7 +53,7 @@ describe('replayVerdict', () => {
     expect(lines[1]).toBe('also tensorpool-preload: 2.5 faults, 1.06x');
     expect(lines[3]).toMatch(/^time: tensorpool-preload faster/);
     expect(replayVerdict(report([malloc]))).toEqual([]);
-    expect(replayVerdict(report([result('tensorpool', 0, 1, 0.5, null)], null))).toEqual(["tensorpool: 0 page faults a repetition, memory 1x the trace's lower bound", 'time: no peer ran to compare with']);
+    expect(replayVerdict(report([result('tensorpool', 0, 1, 0.5, null)], null))).toEqual(["tensorpool: 0 page faults a repetition, memory 1.00x the trace's lower bound", 'time: no peer ran to compare with']);
   });
 });
 

@@ -25,9 +25,9 @@ function count(value: number): string {
   return value < 10 ? String(round(value, 1)) : Math.round(value).toLocaleString('en-US');
 }
 
-/** "1.03x": a ratio with enough digits to tell it from its neighbours. */
+/** "1.03x": a ratio with enough digits to tell it from its neighbours (two significant below 0.1). */
 function times(ratio: number): string {
-  return `${ratio >= 10 ? round(ratio, 1) : ratio >= 0.1 ? round(ratio, 2) : round(ratio, 3)}x`;
+  return `${ratio >= 10 ? ratio.toFixed(1) : ratio >= 0.1 ? ratio.toFixed(2) : ratio.toPrecision(2)}x`;
 }
 
 /** Faults and memory: in full for the first allocator named, in short for the rest. */
