@@ -13,23 +13,23 @@
  *   (the app's input arrays, ONNX Runtime's outputs never released) freed before a run once they pile up.
  *
  * onnxruntime-node is an optional peer dependency, loaded on first use (or passed as `options.ort`).
+ *
+ * @module tensorpool/onnxruntime
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { types } from 'node:util';
 
-import type { InferenceSession, Tensor } from 'onnxruntime-node';
-
 import { DEFAULT_COLLECT_AFTER, collectAfter, collectIfGrown } from './collect.js';
 import { TensorPoolError, fromNative } from './errors.js';
 import { MARKED_ELSEWHERE } from './hooks/marked-elsewhere.js';
 import { native } from './native.js';
+import type { OnnxRuntime, OrtRunOptions, OrtSession, OrtSessionOptions, OrtTensor } from './onnxruntime-peer.js';
 import { Pool, nativePoolOf, stopFrontCache } from './pool/pool.js';
 import { ProcessPool, processPool } from './process/process-pool.js';
 import { checkBoolean, checkOneOf, checkOptions, describe, invalidArgument } from './validate.js';
 
-/** The onnxruntime-node module's type (an optional peer dependency: loadOnnxRuntime() loads it). */
-export type OnnxRuntime = typeof import('onnxruntime-node');
+export type { OnnxRuntime, OnnxRuntimeFallback, OptionsFallback, OrtRunOptions, OrtSession, OrtSessionOptions, OrtTensor, SessionFallback, TensorFallback } from './onnxruntime-peer.js';
 
 /** Tensor element types a pooled tensor can have: those with a typed array. */
 export const POOLED_TENSOR_TYPES = [
@@ -171,14 +171,14 @@ function elementCount(dims: unknown, name: string): number {
  * what the block held before: fill it. Give it back with `pool.release(tensor.data)`, or a PooledSession's
  * release() when a run may still read it.
  */
-export function pooledTensor(pool: TensorSource, type: PooledTensorType, dims: readonly number[], options?: { ort?: OnnxRuntime }): Tensor {
+export function pooledTensor(pool: TensorSource, type: PooledTensorType, dims: readonly number[], options?: { ort?: OnnxRuntime }): OrtTensor {
   checkSource(pool);
   const o = checkOptions<{ ort?: OnnxRuntime }>(options, 'options', ['ort']);
   return tensorIn(pool, ortOf(o.ort), type, dims);
 }
 
 /** pooledTensor() once the pool and the module are known good: checks the type and the dims. */
-function tensorIn(pool: TensorSource, ort: OnnxRuntime, type: PooledTensorType, dims: readonly number[]): Tensor {
+function tensorIn(pool: TensorSource, ort: OnnxRuntime, type: PooledTensorType, dims: readonly number[]): OrtTensor {
   checkOneOf(type, 'type', POOLED_TENSOR_TYPES);
   const length = elementCount(dims, 'dims');
   const array = ARRAY_OF[type];
@@ -196,7 +196,7 @@ export interface PooledSessionOptions {
   /** The onnxruntime-node module (default: loaded from where tensorpool is installed). */
   ort?: OnnxRuntime;
   /** Passed to InferenceSession.create (with POOLED_ACTIVATIONS merged in when activations is 'pool'). */
-  sessionOptions?: InferenceSession.SessionOptions;
+  sessionOptions?: OrtSessionOptions;
   /**
    * 'pool' (default for a Pool): the session's own allocations come from the pool (lendToOnnxRuntime; ONNX
    * Runtime's arena and, unless sessionOptions ask for it, its memory pattern off). 'runtime': ONNX
@@ -221,7 +221,7 @@ export interface PooledSessionOptions {
 }
 
 /** A run's inputs by name, as onnxruntime-node's InferenceSession.run takes them. */
-export type Feeds = Record<string, Tensor>;
+export type Feeds = Record<string, OrtTensor>;
 // A tensor released while runs held it: it goes back when the last of them (`runs` left) settles.
 interface WaitingRelease {
   buffer: ArrayBufferLike;
@@ -243,7 +243,7 @@ interface OutputShape {
  * pool only once that run has settled.
  */
 export class PooledSession {
-  readonly session: InferenceSession;
+  readonly session: OrtSession;
   readonly pool: TensorSource;
   readonly #ort: OnnxRuntime;
   readonly #poolOutputs: boolean;
@@ -255,14 +255,14 @@ export class PooledSession {
   // Output shapes by input signature, learned from the first run with those inputs; null: data-dependent.
   readonly #outputShapes = new Map<string, Map<string, OutputShape> | null>();
   // Outputs ONNX Runtime allocated (onnxruntime-node's ArrayBuffers in the C heap), and those released.
-  readonly #runtimeOutputs = new WeakSet<Tensor>();
-  readonly #freedOutputs = new WeakSet<Tensor>();
+  readonly #runtimeOutputs = new WeakSet<OrtTensor>();
+  readonly #freedOutputs = new WeakSet<OrtTensor>();
   // The runs in flight: the buffers each reads or writes, and the releases waiting for it to settle.
   readonly #inFlight = new Set<Flight>();
   readonly #releasing = new WeakSet<ArrayBufferLike>();
   #closed = false;
 
-  private constructor(session: InferenceSession, pool: TensorSource, ort: OnnxRuntime, poolOutputs: boolean, marked: { markIteration(): void }[], collectAfter: number) {
+  private constructor(session: OrtSession, pool: TensorSource, ort: OnnxRuntime, poolOutputs: boolean, marked: { markIteration(): void }[], collectAfter: number) {
     this.session = session;
     this.pool = pool;
     this.#ort = ort;
@@ -295,7 +295,7 @@ export class PooledSession {
     if (typeof given !== 'object' || given === null || Array.isArray(given)) {
       throw invalidArgument('type', `options.sessionOptions must be an object, got ${describe(given)}`);
     }
-    let sessionOptions: InferenceSession.SessionOptions = { ...given };
+    let sessionOptions: OrtSessionOptions = { ...given };
     // The arena would keep ONNX Runtime's allocations from reaching malloc, and the pattern lays each input
     // shape out in one block of its own (see below).
     if (whole) sessionOptions = { enableCpuMemArena: false, enableMemPattern: false, ...given };
@@ -328,7 +328,7 @@ export class PooledSession {
   }
 
   /** A tensor over a fresh pool block (see pooledTensor). */
-  tensor(type: PooledTensorType, dims: readonly number[]): Tensor {
+  tensor(type: PooledTensorType, dims: readonly number[]): OrtTensor {
     return tensorIn(this.pool, this.#ort, type, dims);
   }
 
@@ -343,7 +343,7 @@ export class PooledSession {
    * the pool. The outputs returned are pool tensors when pre-allocated, ONNX Runtime's otherwise; release()
    * takes both.
    */
-  async run(feeds: Feeds, outputs?: Record<string, Tensor>, runOptions?: InferenceSession.RunOptions): Promise<Record<string, Tensor>> {
+  async run(feeds: Feeds, outputs?: Record<string, OrtTensor>, runOptions?: OrtRunOptions): Promise<Record<string, OrtTensor>> {
     if (this.#closed) throw new TensorPoolError('ERR_TP_CLOSED', 'the session is closed');
     const key = this.#signature(feeds);
     if (outputs !== undefined) this.#checkOutputs(outputs, key);
@@ -352,7 +352,7 @@ export class PooledSession {
     for (const pool of this.#marked) pool.markIteration();
     const preallocated = outputs === undefined && this.#poolOutputs ? this.#allocateOutputs(key) : undefined;
     const fetches = outputs ?? preallocated;
-    const pending = (fetches ? this.session.run(feeds, fetches, runOptions ?? {}) : this.session.run(feeds, runOptions ?? {})) as Promise<Record<string, Tensor>>;
+    const pending = (fetches ? this.session.run(feeds, fetches, runOptions ?? {}) : this.session.run(feeds, runOptions ?? {})) as Promise<Record<string, OrtTensor>>;
     // Registered before run() returns, so that a release() right after the call (before awaiting) waits.
     const flight: Flight = { buffers: new Set(), waiting: [] };
     for (const name in feeds) flight.buffers.add((feeds[name].data as ArrayBufferView).buffer);
@@ -383,13 +383,13 @@ export class PooledSession {
   // shapes depend on the input data, not only on its shape, and the same inputs ran again without them:
   // within the run's flight, so that inputs released meanwhile stay held until this second run has read them.
   async #outcome(
-    pending: Promise<Record<string, Tensor>>,
+    pending: Promise<Record<string, OrtTensor>>,
     feeds: Feeds,
     key: string,
-    outputs: Record<string, Tensor> | undefined,
-    preallocated: Record<string, Tensor> | undefined,
-    runOptions: InferenceSession.RunOptions | undefined,
-  ): Promise<{ result: Record<string, Tensor>; fetched: boolean }> {
+    outputs: Record<string, OrtTensor> | undefined,
+    preallocated: Record<string, OrtTensor> | undefined,
+    runOptions: OrtRunOptions | undefined,
+  ): Promise<{ result: Record<string, OrtTensor>; fetched: boolean }> {
     try {
       return { result: await pending, fetched: true };
     } catch (error) {
@@ -404,8 +404,8 @@ export class PooledSession {
     }
   }
 
-  async #runWithoutOutputs(feeds: Feeds, runOptions?: InferenceSession.RunOptions): Promise<Record<string, Tensor>> {
-    const result = (await this.session.run(feeds, runOptions ?? {})) as Record<string, Tensor>;
+  async #runWithoutOutputs(feeds: Feeds, runOptions?: OrtRunOptions): Promise<Record<string, OrtTensor>> {
+    const result = (await this.session.run(feeds, runOptions ?? {})) as Record<string, OrtTensor>;
     for (const tensor of Object.values(result)) this.#runtimeOutputs.add(tensor);
     return result;
   }
@@ -416,9 +416,9 @@ export class PooledSession {
    * another tensor views it too). A tensor that a run in flight reads or writes goes back once that run has
    * settled; others at once. Throws for a tensor already released or neither from the pool nor a run's output.
    */
-  release(...tensors: Tensor[]): void {
+  release(...tensors: OrtTensor[]): void {
     for (const tensor of tensors) {
-      if (!tensor || typeof tensor !== 'object' || !ArrayBuffer.isView((tensor as Tensor).data)) {
+      if (!tensor || typeof tensor !== 'object' || !ArrayBuffer.isView((tensor as OrtTensor).data)) {
         throw invalidArgument('type', `release() takes tensors, got ${describe(tensor)}`);
       }
       const view = tensor.data as ArrayBufferView;
@@ -482,7 +482,7 @@ export class PooledSession {
     return key;
   }
 
-  #checkTensor(tensor: Tensor, kind: 'input' | 'output', name: string): void {
+  #checkTensor(tensor: OrtTensor, kind: 'input' | 'output', name: string): void {
     if (!(tensor instanceof this.#ort.Tensor)) throw invalidArgument('type', `${kind} '${name}' must be a Tensor, got ${describe(tensor)}`);
     const data = tensor.data as ArrayBufferView;
     if (ArrayBuffer.isView(data) && (data.byteLength === 0 || this.#releasing.has(data.buffer)) && tensor.size > 0) {
@@ -490,7 +490,7 @@ export class PooledSession {
     }
   }
 
-  #checkOutputs(outputs: Record<string, Tensor>, key: string): void {
+  #checkOutputs(outputs: Record<string, OrtTensor>, key: string): void {
     if (!outputs || typeof outputs !== 'object') throw invalidArgument('type', `outputs must be an object of tensors, got ${describe(outputs)}`);
     const known = this.#outputShapes.get(key);
     for (const [name, tensor] of Object.entries(outputs)) {
@@ -505,10 +505,10 @@ export class PooledSession {
     }
   }
 
-  #allocateOutputs(key: string): Record<string, Tensor> | undefined {
+  #allocateOutputs(key: string): Record<string, OrtTensor> | undefined {
     const shapes = this.#outputShapes.get(key);
     if (!shapes) return undefined;
-    const fetches: Record<string, Tensor> = {};
+    const fetches: Record<string, OrtTensor> = {};
     try {
       for (const [name, shape] of shapes) fetches[name] = this.tensor(shape.type, shape.dims);
     } catch (error) {
@@ -518,7 +518,7 @@ export class PooledSession {
     return fetches;
   }
 
-  #learn(key: string, result: Record<string, Tensor>): void {
+  #learn(key: string, result: Record<string, OrtTensor>): void {
     if (this.#outputShapes.has(key)) return;
     const shapes = new Map<string, OutputShape>();
     for (const [name, tensor] of Object.entries(result)) {
@@ -552,7 +552,7 @@ function checkCollectAfter(value: unknown): number {
  * Frees a tensor's memory at once by detaching its ArrayBuffer, when the tensor views the whole of it and
  * `kept` does not hold it (a buffer shared with another tensor is left to the garbage collector).
  */
-function freeOwnBuffer(tensor: Tensor | undefined, kept: ReadonlySet<ArrayBufferLike>): void {
+function freeOwnBuffer(tensor: OrtTensor | undefined, kept: ReadonlySet<ArrayBufferLike>): void {
   const view = tensor?.data;
   if (!ArrayBuffer.isView(view) || !types.isArrayBuffer(view.buffer) || kept.has(view.buffer)) return;
   if (view.byteOffset === 0 && view.byteLength === view.buffer.byteLength) native.freeBuffer(view.buffer);

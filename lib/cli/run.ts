@@ -4,7 +4,7 @@ import path from 'node:path';
 import { packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
-import { bytesOption, CliError, parseCommand, type Command } from './common.js';
+import { bytesOption, CliError, parseCommand, withExamples, type Command, type Example } from './common.js';
 import { callerEnvironment, callerState, execCommand } from './exec.js';
 import { listSafePath } from './list-safe-path.js';
 
@@ -75,6 +75,13 @@ reaches it alone, and its exit status, a signal included, is what the caller see
 ignored or blocked (nohup, a shell's trap '') and its open-files limit are the command's as they were,
 where tensorpool is started by its own command (bin/tensorpool, what npm installs), not by 'node main.js'.
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
+
+/** The examples that end `tensorpool run --help` (kept apart from the usage above). */
+const RUN_EXAMPLES: Example[] = [
+  { what: 'a Node app under the process pool, its counters printed at exit', command: 'tensorpool run --stats -- node app.js' },
+  { what: 'record a run, then train a plan from the recording', command: 'tensorpool run --record app.csv -- node app.js && tensorpool train app.csv -o app.plan.json' },
+  { what: 'run with the plan (any command: a PyTorch script here)', command: 'tensorpool run --plan app.plan.json -- python3 train.py' },
+];
 
 /** The largest plan file the preload library reads (native/preload/plan_file.cc). */
 const MAX_PLAN_BYTES = 256 * 2 ** 20;
@@ -157,7 +164,7 @@ export const runCommand: Command = {
       'no-decay-thread': { type: 'boolean' },
     } as const;
     const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
-    if (flags.help) return void console.log(usage);
+    if (flags.help) return void console.log(withExamples(usage, RUN_EXAMPLES));
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${usage}`);
     if (command.length === 0) throw new CliError(`no command to run\n\n${usage}`);
     if (!fs.existsSync(preloadLibrary)) {

@@ -133,6 +133,11 @@ export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
  */
 export let stopFrontCache: (pool: Pool) => void;
 
+/**
+ * A memory pool in this process: typed arrays and ArrayBuffers over pre-faulted blocks of size classes, which
+ * the next iteration reuses instead of faulting fresh memory in; with a plan trained from a trace, the classes
+ * and where each allocation goes are laid out from the start. Give a buffer back with release().
+ */
 export class Pool {
   static {
     stopFrontCache = (pool) => {

@@ -46,6 +46,8 @@ export interface PoolCounters {
   offsetHits: number;
   offsetMisses: number;
   arenaBytes: number;
+  /** tensorpool-preload: the process pool's threshold; smaller requests went to the C library's malloc. */
+  minBytes?: number;
 }
 
 export type FromWorker =

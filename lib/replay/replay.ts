@@ -391,6 +391,7 @@ function perRepetition(counters: PoolCounters, reps: number): PoolCounters {
     offsetHits: each(counters.offsetHits),
     offsetMisses: each(counters.offsetMisses),
     arenaBytes: counters.arenaBytes,
+    ...(counters.minBytes !== undefined && { minBytes: counters.minBytes }),
   };
 }
 
