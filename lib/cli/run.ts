@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { packageRoot } from '../native.js';
+import { native, packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
 import { bytesOption, CliError, parseCommand, withExamples, type Command, type Example } from './common.js';
@@ -82,6 +82,28 @@ const RUN_EXAMPLES: Example[] = [
   { what: 'record a run, then train a plan from the recording', command: 'tensorpool run --record app.csv -- node app.js && tensorpool train app.csv -o app.plan.json' },
   { what: 'run with the plan (any command: a PyTorch script here)', command: 'tensorpool run --plan app.plan.json -- python3 train.py' },
 ];
+
+/**
+ * `text` for the preload library's option `name`, checked by the library's own parser (native/preload/options.h:
+ * one grammar for both); a refusal in the CLI's words, with `flag`.
+ */
+function preloadSetting(name: string, flag: string, text: string): string {
+  const value = text.trim();
+  const refusal = native.checkPreloadOption(name, value);
+  if (refusal === null) return value;
+  const said = `${name}=${value} `;
+  const what = (refusal.startsWith(said) ? refusal.slice(said.length) : refusal).replace(/^is not /, 'must be ');
+  throw new CliError(`${flag} ${what}, got ${JSON.stringify(text)}`);
+}
+
+/** The environment variables the preload library reads, from its own table, as `run --help` lists them. */
+function environmentHelp(): string {
+  const lines = native.preloadOptions().map((o) => {
+    const set = [o.flag ? `set by ${o.flag}` : '', o.fallback !== null ? `default ${o.fallback}` : ''].filter(Boolean).join('; ');
+    return `  ${o.name}\n      ${o.help}${set ? ` (${set})` : ''}`;
+  });
+  return ['Environment (what the options above set; with the library in LD_PRELOAD, set them by hand):', ...lines].join('\n');
+}
 
 /** The largest plan file the preload library reads (native/preload/plan_file.cc). */
 const MAX_PLAN_BYTES = 256 * 2 ** 20;
@@ -164,7 +186,7 @@ export const runCommand: Command = {
       'no-decay-thread': { type: 'boolean' },
     } as const;
     const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
-    if (flags.help) return void console.log(withExamples(usage, RUN_EXAMPLES));
+    if (flags.help) return void console.log(withExamples(`${usage}\n\n${environmentHelp()}`, RUN_EXAMPLES));
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${usage}`);
     if (command.length === 0) throw new CliError(`no command to run\n\n${usage}`);
     if (!fs.existsSync(preloadLibrary)) {
@@ -191,13 +213,8 @@ export const runCommand: Command = {
     if (flags.adaptive) settings.TENSORPOOL_ADAPTIVE = '1';
     if (flags.stats) settings.TENSORPOOL_STATS = '1';
     if (flags['no-decay-thread']) settings.TENSORPOOL_DECAY_THREAD = '0';
-    if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
-    if (values.decay !== undefined) {
-      if (values.decay !== 'off' && !(/^\d{1,10}$/.test(values.decay) && Number(values.decay) <= 2 ** 32)) {
-        throw new CliError(`--decay must be a number of milliseconds (such as 1000) or off, got '${values.decay}'`);
-      }
-      settings.TENSORPOOL_DECAY_MS = values.decay;
-    }
+    if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = preloadSetting('TENSORPOOL_MIN_BYTES', '--min-bytes', values['min-bytes']);
+    if (values.decay !== undefined) settings.TENSORPOOL_DECAY_MS = preloadSetting('TENSORPOOL_DECAY_MS', '--decay', values.decay);
     const collect = values['collect-after'];
     if (collect !== undefined && collect !== 'off' && !/^\d+([KMG]i?B?)?$/i.test(collect.trim())) {
       throw new CliError(`--collect-after must be a byte count such as 4M, or off, got ${JSON.stringify(collect)}`);

@@ -33,7 +33,7 @@ extern NextAllocator next;
 // first allocation: jemalloc registers its fork handlers then, before the pool's, see fork.cc).
 void resolveNextAllocator();
 
-// Whether the next allocator is glibc's own malloc, whose chunk layout interpose.cc's shifted blocks rely
+// Whether the next allocator is glibc's own malloc, whose chunk layout malloc_route.h's shifted blocks rely
 // on. False until resolved.
 bool nextIsGlibcMalloc();
 
