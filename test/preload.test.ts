@@ -1155,5 +1155,9 @@ subprocess.run(["true"])
     expect(malloc.repetitions[0].minorFaults).toBeGreaterThan(1000);
     expect(preload.pool!.hits + preload.pool!.borrows).toBeGreaterThan(0); // served by the pool, whichever class
     expect(preload.pool!.osFallbacks).toBe(0);
+    // Its iterations are marked as a runtime's hook marks them (the trace's mark, and each repetition after the
+    // first): decay then never takes what a repetition reuses, however slow the machine (an epoch needs its
+    // marks as well as its period).
+    expect(preload.pool!.iterations).toBeGreaterThanOrEqual(1);
   });
 });

@@ -70,6 +70,7 @@ function handle(message: ToWorker): void {
         offsetHits: s.offsetHits,
         offsetMisses: s.offsetMisses,
         arenaBytes: s.arenaBytes,
+        iterations: s.iterations,
         ...(processAllocator && { minBytes: processAllocator.minBytes }),
       },
     });
