@@ -15,13 +15,13 @@
 #include "core/adaptive_mutex.h"
 #include "core/classes.h"
 #include "core/decay.h"
+#include "core/event_pool.h"
+#include "core/fence.h"
 #include "core/purge.h"
-#include "stream/events.h"
 #include "core/header.h"
 #include "core/offset_arena.h"
 #include "core/recorder.h"
 #include "core/size_class_pool.h"
-#include "stream/stream.h"
 
 namespace tp {
 
@@ -150,7 +150,7 @@ struct ClassStats {
   ClassCounters counters;
 };
 
-class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
+class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
  public:
   // The largest single request: 2^47 bytes.
   static constexpr uint64_t kMaxRequest = uint64_t{1} << 47;
@@ -328,7 +328,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
 
   // Stream-ordered release (S4): the block stops being the caller's now but is reused only once `stream`
   // has passed an event recorded now (taken from the event pool). Statuses as release().
-  ReleaseStatus releaseAfter(const void* data, const std::shared_ptr<Stream>& stream);
+  ReleaseStatus releaseAfter(const void* data, const std::shared_ptr<FenceQueue>& stream);
   // Gives back the deferred blocks whose events have passed, their events back to the event pool (every
   // alloc does this first). Returns how many blocks came back.
   uint64_t reclaim();
@@ -338,7 +338,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // With pooling off, every event is made and destroyed (the benchmark's comparison).
   void setEventPooling(bool pooling);
   // A closed pool reclaims as its streams move on (nobody allocates any more to do it).
-  void onProgress(Stream& stream, uint64_t completed) override;
+  void onProgress(uint64_t completed) override;
 
   // Stops serving. Arenas are unmapped as soon as no block of theirs is outstanding (at once if none is);
   // blocks still live can be released later. Idempotent.
@@ -421,7 +421,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   void unmapOsBlock(BlockHeader* header);
   SizeClassPool* generationLocked(uint32_t id) const;
   void dropDrainedLocked();
-  void recordReleaseLocked(uint64_t serial, const Stream* stream);
+  void recordReleaseLocked(uint64_t serial, const FenceQueue* stream);
   std::unique_ptr<SizeClassPool> buildGeneration(const PlanSpec& plan, std::string* error);
   // Switched arenas are built without pre-faulting and pre-faulted by discardRetired(), after the retired
   // arenas gave their free pages back: where the pool pre-faults, unless it locks (mlock makes pages resident
@@ -468,7 +468,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
     uint64_t bytes;
   };
   EventPool events_;
-  std::vector<std::pair<Stream*, std::deque<Deferred>>> deferred_;  // per stream, in release order
+  std::vector<std::pair<FenceQueue*, std::deque<Deferred>>> deferred_;  // per stream, in release order
   std::atomic<uint64_t> pins_{0};
   // releaseSoon's queue: slots a releasing thread fills (nullptr: empty), emptied under the lock; queued_
   // counts the slots filled and those being filled (never fewer than are filled).

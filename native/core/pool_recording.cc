@@ -11,7 +11,7 @@
 
 namespace tp {
 
-void Pool::recordReleaseLocked(uint64_t serial, const Stream* stream) {
+void Pool::recordReleaseLocked(uint64_t serial, const FenceQueue* stream) {
   if (recorder_.on()) recorder_.release(serial, stream ? recorder_.streamNumber(stream) : 0);
 }
 

@@ -12,7 +12,7 @@
 
 namespace tp {
 
-ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>& stream) {
+ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<FenceQueue>& stream) {
   const Locked lock(*this);
   uint64_t bytes;
   if (offsetArena_ && offsetArena_->contains(data)) {
@@ -38,7 +38,7 @@ ReleaseStatus Pool::releaseAfter(const void* data, const std::shared_ptr<Stream>
   if (queue == deferred_.end()) {
     deferred_.emplace_back(stream.get(), std::deque<Deferred>{});
     queue = deferred_.end() - 1;
-    stream->addObserver(weak_from_this());
+    stream->watch(weak_from_this());
   }
   queue->second.push_back({data, events_.record(stream), bytes});
   return ReleaseStatus::Ok;
@@ -73,7 +73,7 @@ uint64_t Pool::reclaimLocked() {
   return returned;
 }
 
-void Pool::onProgress(Stream&, uint64_t) {
+void Pool::onProgress(uint64_t) {
   const Locked lock(*this);
   if (counters_.closed && counters_.deferredPending != 0) reclaimLocked();
 }
