@@ -815,6 +815,28 @@ subprocess.run(["true"])
       });
     }
 
+    // tensorpool run --with NAME puts the peer after the library in LD_PRELOAD: the same chain as above, named.
+    it('run --with jemalloc|mimalloc|tcmalloc chains the named allocator below the threshold, or says in one line which package is missing', () => {
+      const cli = path.resolve(__dirname, '../dist/cli/main.js');
+      for (const [name, file] of [['jemalloc', 'libjemalloc.so.2'], ['mimalloc', 'libmimalloc.so.2'], ['tcmalloc', 'libtcmalloc_minimal.so.4']]) {
+        const r = spawnSync(process.execPath, [cli, 'run', '--stats', '--with', name, '--', program, 'chain'], { encoding: 'utf8', timeout: 60_000 });
+        if (!fs.existsSync(path.join(libdir, file))) {
+          expect(r.status).toBe(2);
+          expect(r.stderr).toMatch(new RegExp(`^tensorpool: --with ${name}: ${file.replace(/\./g, '\\.')} is not installed \\(on Debian: apt-get install lib`));
+          continue;
+        }
+        expect(r.status, r.stderr).toBe(0);
+        expect(r.stdout).toMatch(/realloc across the threshold and back: intact/);
+        expect(r.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs [1-9]/m);
+        const maps = spawnSync(process.execPath, [cli, 'run', '--with', name, '--', 'cat', '/proc/self/maps'], { encoding: 'utf8' }).stdout;
+        expect(maps).toContain(path.join(libdir, file).replace(/\.so\.\d+$/, ''));
+        expect(maps).toContain('tensorpool-preload');
+      }
+      const missing = spawnSync(process.execPath, [cli, 'run', '--with', path.join(tmp, 'no-allocator.so'), '--', 'true'], { encoding: 'utf8' });
+      expect(missing.status).toBe(2);
+      expect(missing.stderr.trim().split('\n')).toHaveLength(1);
+    });
+
     it("what the next allocator's lookup allocates (a dlsym that allocates, as glibc's before 2.34) comes from the bootstrap buffer, and is read, grown and freed like any block", () => {
       const spy = path.join(tmp, 'dlsym-allocates.so');
       const compiled = spawnSync('cc', ['-shared', '-fPIC', '-O1', '-w', '-o', spy, path.resolve(__dirname, 'preload/dlsym-allocates.c'), '-ldl'], { encoding: 'utf8' });
