@@ -35,9 +35,14 @@
  *              classes go on serving; the first markIteration() after it is ready installs it → planned.
  *   unplanned  no plan yet and training failed: the default classes serve; it is tried again after the
  *              cooldown.
+ * No mark waits for the background: one at which the work is not done goes on with the serving classes, and
+ * a later one moves on. A plan trained on a worker at mark M therefore serves from mark M + 2 at the
+ * earliest, later where the work took longer than the iterations between.
  * Determinism: what is trained depends only on the iterations marked (the window at the mark that decided,
- * counted in marks), never on how long the background took; only when a plan starts serving does. Nothing
- * is judged while a plan is trained or built.
+ * counted in marks), never on how long the background took. When a plan starts serving, and so every later
+ * decision, depends on it too, unless the program waits for the work before each mark (whenReady(), which
+ * Pool.adaptiveReady() gives; or stats().ready): then a plan trained at mark M serves from M + 2 on every
+ * run. Nothing is judged while a plan is trained or built.
  * Hysteresis, so a run cannot make the pool flap: a new pattern must repeat, a known one drift on
  * `replanAfter` occurrences in a row;
  * nothing is judged during a cooldown; a re-trained plan identical to the serving one is not switched to and
@@ -86,10 +91,11 @@ export interface AdaptiveOptions {
   train?: Omit<TrainOptions, 'iteration'>;
   /**
    * Train the plan on a worker thread, then build its arena (map and pre-fault it) on a libuv thread, while
-   * the serving classes go on serving; switch at the first markIteration() after it is ready: no iteration
-   * stalls. false: train and switch inside the markIteration() that completed the window, which then waits
-   * for both (training takes up to seconds on long recordings; pre-faulting about a second per GiB).
-   * Default true.
+   * the serving classes go on serving; switch at the first markIteration() after both are done: no mark
+   * waits, and the iteration at which the plan starts serving depends on how long they took, unless the
+   * program awaits pool.adaptiveReady() before each mark. false: train and switch inside the
+   * markIteration() that completed the window, which then waits for both (training takes up to seconds on
+   * long recordings; pre-faulting about a second per GiB), at the same iteration on every run. Default true.
    */
   background?: boolean;
   /** Called after every switch, from the markIteration() that made it. */
@@ -171,7 +177,8 @@ export interface AdaptiveStats {
   /** Why the last attempt was abandoned, or null. */
   lastError: string | null;
   /** Training or switching: the work the mode waits for (the worker's training, or building the arena) is
-   *  done, so the next markIteration() moves on. false in the other modes. */
+   *  done, so the next markIteration() moves on (Pool.adaptiveReady() resolves then). false in the other
+   *  modes. */
   ready: boolean;
 }
 
@@ -255,6 +262,8 @@ interface PendingSwitch extends Purpose {
   iteration: number;
   /** Why building the arena failed, once it did. */
   error: string | null;
+  /** Settles once the arena is built or its building failed (at once for a switch made on this thread). */
+  built: Promise<void>;
 }
 
 /** Training under way on a worker thread: what the plan is for, and the iterations completed when it started. */
@@ -271,14 +280,6 @@ const STRAY_ALLOCATIONS = 2;
 const SHRINK_GAIN = 0.9;
 /** The cooldown never doubles beyond this many iterations. */
 const MAX_COOLDOWN = 1024;
-/**
- * In the background, the plan decided at a mark starts serving at the SWITCH_AFTER-th mark after it: trained
- * by the next, its arena built by this one (the mark waits for what is not done yet). Counted in marks, so
- * that when it serves, and so every later decision, does not depend on how long the background took.
- */
-const SWITCH_AFTER = 2;
-/** How long a mark waits for the background before it gives the plan up. */
-const BACKGROUND_WAIT_MS = 120_000;
 
 export class Adaptation {
   readonly #native: NativeControlledPool;
@@ -310,9 +311,6 @@ export class Adaptation {
   #lastError: string | null = null;
   #training: RunningTraining | null = null;
   #pending: PendingSwitch | null = null;
-  #marks = 0; // markIteration() calls
-  #switchAt = 0; // the mark at which the plan under way in the background starts serving
-  #switchedEarly: PlanSwitch | null = null; // installed by beforeMark(), reported by the step() after it
 
   /** `plan`: the pool's starting plan, if it was given one (the pool starts planned, after the warm-up). */
   constructor(nativePool: NativeControlledPool, settings: Settings, plan: Plan | null) {
@@ -335,32 +333,17 @@ export class Adaptation {
   }
 
   /**
-   * Called by Pool.markIteration() before the native mark: at the mark a background switch is due, waits for
-   * what is not done yet (the training, then the arena), so that the plan starts serving at this mark.
+   * Settles once the work the mode waits for is done (stats().ready): the worker's training in 'training',
+   * building the arena in 'switching'; at once in the other modes. Waits without blocking the thread: the
+   * event loop runs meanwhile, and a pending training keeps the process alive until it ends.
    */
-  beforeMark(): void {
-    if (this.#marks + 1 !== this.#switchAt) return;
-    if (this.#mode === 'training') {
-      // Not trained by now: wait for it, then build the arena here (the plan serves from this mark on).
-      if (!this.#training!.job.wait(BACKGROUND_WAIT_MS)) {
-        this.#training!.job.cancel();
-        this.#training = null;
-        this.#abandon(`training took more than ${BACKGROUND_WAIT_MS / 1000} s`);
-        return;
-      }
-      this.#switchedEarly = this.#collectTraining(true);
-    } else if (this.#mode === 'switching') {
-      const sleep = new Int32Array(new SharedArrayBuffer(4));
-      const deadline = performance.now() + BACKGROUND_WAIT_MS;
-      while (this.#native.stats().preparedGeneration === 0 && this.#pending!.error === null && performance.now() < deadline) {
-        Atomics.wait(sleep, 0, 0, 1);
-      }
-    }
+  async whenReady(): Promise<void> {
+    if (this.#mode === 'training') await this.#training!.job.finished();
+    else if (this.#mode === 'switching') await this.#pending!.built;
   }
 
   /** Called by Pool.markIteration() with what the iteration that ended asked for. */
   step(s: NativeIterationSummary): PlanSwitch | null {
-    this.#marks++;
     const started = this.#nextStart;
     this.#nextStart = s.recorderEnd;
     const carried = this.#carried;
@@ -368,19 +351,6 @@ export class Adaptation {
     if (s.allocs > 0) {
       this.#iteration++;
       if (this.#recording) this.#remember(s, started, carried);
-    }
-    if (this.#switchedEarly) {
-      // Installed just before this mark: the plan serves from the next iteration, as a mark's switch does.
-      const event = this.#switchedEarly;
-      this.#switchedEarly = null;
-      const counted = this.#iteration - event.iteration;
-      const summary = this.#history[this.#history.length - 1];
-      for (const e of [event, summary]) {
-        e.iteration += counted;
-        e.waitedIterations += counted;
-      }
-      this.#lastSwitchAt = this.#iteration;
-      return event;
     }
     if (s.installed && this.#pending) return this.#switched(s.installed);
     if (s.allocs === 0) return null;
@@ -548,7 +518,6 @@ export class Adaptation {
     const job = this.#settings.background ? BackgroundTraining.start(recording, name, options) : null;
     if (job) {
       this.#training = { job, purpose, iteration: last };
-      this.#switchAt = this.#marks + SWITCH_AFTER;
       this.#mode = 'training';
       return null;
     }
@@ -564,11 +533,8 @@ export class Adaptation {
     return this.#switchTo(withTraining(plan, purpose), trace, purpose, performance.now() - started, last, 'thread');
   }
 
-  /**
-   * A mark after the worker finished training takes its plan and builds its arena in the background; `now`
-   * (the mark the switch is due at): builds it here and switches at once.
-   */
-  #collectTraining(now = false): PlanSwitch | null {
+  /** A mark after the worker finished training takes its plan and builds its arena in the background. */
+  #collectTraining(): PlanSwitch | null {
     const { job, purpose, iteration } = this.#training!;
     const outcome = job.poll();
     if (!outcome) return null;
@@ -577,7 +543,7 @@ export class Adaptation {
       this.#abandon(`training failed: ${outcome.error}`);
       return null;
     }
-    return this.#switchTo(withTraining(outcome.plan, purpose), outcome.trace, purpose, outcome.trainMs, iteration, 'worker', !now);
+    return this.#switchTo(withTraining(outcome.plan, purpose), outcome.trace, purpose, outcome.trainMs, iteration, 'worker');
   }
 
   /**
@@ -615,12 +581,16 @@ export class Adaptation {
       started: performance.now(),
       iteration,
       error: null,
+      built: Promise.resolve(),
     };
     try {
       if (background) {
-        this.#native.prepareSwitch(toNativePlan(plan)).catch((error: unknown) => {
-          pending.error = (fromNative(error) as Error).message;
-        });
+        pending.built = this.#native.prepareSwitch(toNativePlan(plan)).then(
+          () => undefined,
+          (error: unknown) => {
+            pending.error = (fromNative(error) as Error).message;
+          },
+        );
       } else {
         this.#native.switchPlan(toNativePlan(plan));
       }
