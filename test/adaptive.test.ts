@@ -54,6 +54,23 @@ function runIterations(pool: Pool, trace: Trace, live?: Map<number, ArrayBuffer>
   return { costs, live: left };
 }
 
+/**
+ * The start of a script for a child process: loads the compiled package (Pool, syntheticTrainingTrace) and
+ * defines runIteration(pool, iteration), which replays one iteration of a trace through the pool and
+ * releases what it left live.
+ */
+const childPrelude = `
+  const { Pool, syntheticTrainingTrace } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+  function runIteration(pool, iteration) {
+    const live = new Map();
+    for (let e = 0; e < iteration.eventCount; e++) {
+      const b = iteration.eventBuffer[e];
+      if (iteration.ops[e] === 0) live.set(b, pool.alloc(iteration.sizes[b]));
+      else if (iteration.ops[e] === 1 && live.has(b)) { pool.release(live.get(b)); live.delete(b); }
+    }
+    for (const buffer of live.values()) pool.release(buffer);
+  }`;
+
 function releaseAll(pool: Pool, live: Map<number, ArrayBuffer>): void {
   for (const buffer of live.values()) pool.release(buffer);
   live.clear();
@@ -313,19 +330,11 @@ describe('adaptive pool: record, train, switch', () => {
   it("trains on the pool's own thread where Node's permission model refuses worker_threads", () => {
     // A child under the permission model (reading files and loading the addon allowed, workers not).
     const permission = Number(process.versions.node.split('.')[0]) >= 22 ? '--permission' : '--experimental-permission';
-    const script = `
-      const { Pool, syntheticTrainingTrace } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+    const script = `${childPrelude}
       const trace = syntheticTrainingTrace({ layers: 8, iterations: 5, seed: 1 });
       const pool = new Pool({ adaptive: true, prefault: false });
       for (let k = 1; k <= trace.iterations; k++) {
-        const iteration = trace.iteration(k);
-        const live = new Map();
-        for (let e = 0; e < iteration.eventCount; e++) {
-          const b = iteration.eventBuffer[e];
-          if (iteration.ops[e] === 0) live.set(b, pool.alloc(iteration.sizes[b]));
-          else if (iteration.ops[e] === 1 && live.has(b)) { pool.release(live.get(b)); live.delete(b); }
-        }
-        for (const buffer of live.values()) pool.release(buffer);
+        runIteration(pool, trace.iteration(k));
         pool.markIteration();
         for (let s = pool.stats().adaptive; s.mode === 'switching' && !s.ready; s = pool.stats().adaptive);
       }
@@ -342,22 +351,14 @@ describe('adaptive pool: record, train, switch', () => {
     const dir = fs.mkdtempSync(path.join(tmp, 'held-'));
     const fifo = path.join(dir, 'fifo');
     expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
-    const script = `
+    const script = `${childPrelude}
       const fs = require('node:fs');
-      const { Pool, syntheticTrainingTrace } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
       const trace = syntheticTrainingTrace({ layers: 8, iterations: 12, seed: 2 });
       const switches = [];
       const pool = new Pool({ adaptive: { onSwitch: (e) => switches.push({ iteration: e.iteration, waitedIterations: e.waitedIterations }) }, prefault: false });
       let k = 0;
       const step = () => {
-        const iteration = trace.iteration(++k);
-        const live = new Map();
-        for (let e = 0; e < iteration.eventCount; e++) {
-          const b = iteration.eventBuffer[e];
-          if (iteration.ops[e] === 0) live.set(b, pool.alloc(iteration.sizes[b]));
-          else if (iteration.ops[e] === 1 && live.has(b)) { pool.release(live.get(b)); live.delete(b); }
-        }
-        for (const buffer of live.values()) pool.release(buffer);
+        runIteration(pool, trace.iteration(++k));
         pool.markIteration();
         const s = pool.stats();
         return { mode: s.adaptive.mode, generation: s.generation };
