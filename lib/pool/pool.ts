@@ -129,7 +129,7 @@ export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
 
 /**
  * Internal: gives back and turns off a pool's front cache, for a pool that native threads allocate from
- * too (lib/onnxruntime.ts), where the order in which the pool learns of JS's allocations matters.
+ * too (lib/onnxruntime/allocator.ts), where the order in which the pool learns of JS's allocations matters.
  */
 export let stopFrontCache: (pool: Pool) => void;
 
