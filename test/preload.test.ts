@@ -170,7 +170,7 @@ describe('the preload library: the process allocator', () => {
       const iterations = r.out.iterations as { mode: string; generation: number; osFallbacks: number; rss: number }[];
       const switches = r.out.switches as { iteration: number; reason: string }[];
       // Shapes 0 1 2 0 1 ...: the first to repeat (iteration 5, the warm-up's shape aside) decides; the plan
-      // is trained and built in the background and serves from the second mark after (it waits if need be).
+      // is trained and built in the background and serves from the second mark after (the app waits for it).
       expect(switches[0]).toEqual({ iteration: 7, reason: 'warm-up', patterns: null });
       const first = switches[0].iteration;
       // The default classes' peak: before the switch. After it, RSS is no higher (the plan pre-faulted, the

@@ -213,6 +213,8 @@ if (task === 'float32') {
   // An app that only marks its iterations (no mode given to tensorpool run): a cycle of three input shapes
   // (batch sizes) replayed through malloc/free, touching every page, for 18 iterations, then two shapes it
   // has not seen for 12. Per iteration: adaptive mode's state, the OS fallbacks it took and RSS after it.
+  // Between iterations it waits for what adaptive mode does in the background, as an app that wants the
+  // same switches on every run does (a mark never waits for it).
   const shapes = [1, 2, 3, 5, 6].map((batchScale) => {
     const trace = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale });
     return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
@@ -230,6 +232,8 @@ if (task === 'float32') {
       osFallbacks: after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize,
       rss: memoryUsage().rss,
     });
+    const deadline = Date.now() + 60_000;
+    for (let s = after.adaptive; s && (s.mode === 'training' || s.mode === 'switching') && !s.ready && Date.now() < deadline; s = pool.stats().adaptive);
   }
   const a = pool.stats().adaptive;
   out.lastError = a && a.lastError;
