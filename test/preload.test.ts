@@ -136,7 +136,9 @@ describe('the preload library: the process allocator', () => {
     // --stats says what was given back (here by the trim), as many bytes as the trim reported at least.
     const gaveBack = Number(/decay and trim gave back (\d+) B in \d+ blocks and spans/.exec(none.stderr)?.[1]);
     expect(gaveBack).toBeGreaterThanOrEqual(none.out.trimmed);
-    expect(none.out.faults).toBeGreaterThan(4 * 4096);
+    // Nearly every one of the 4 x 4096 pages written faults in again (one stayed resident in a run on Node 24,
+    // where V8's own faults, which usually add a few, added none); kept through the trim, a few hundred.
+    expect(none.out.faults).toBeGreaterThan(0.9 * 4 * 4096);
     expect(spans.out.trimmed).toBe(0);
   });
 
