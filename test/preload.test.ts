@@ -1160,8 +1160,9 @@ subprocess.run(["true"])
 
   it('replay: the tensorpool-preload allocator serves the trace through malloc without faulting its tensors in again', async () => {
     // Decay on in the preload worker, with a period no run reaches: between two of its repetitions the worker
-    // waits while the malloc worker runs one, which on a loaded machine outlasts the default period (1 s), and
-    // the tensors then rightly go back (17,650 faults a repetition).
+    // waits while the malloc worker runs one, so its marks stop; on a loaded machine that wait outlasts the default
+    // period (1 s) and twice its longest iteration, which ends an epoch without its marks, and the tensors then
+    // rightly go back (its second repetition faulted all 35,290 pages in again).
     const decay = process.env.TENSORPOOL_DECAY_MS;
     process.env.TENSORPOOL_DECAY_MS = String(DECAY_NEVER_DUE_MS); // the workers' environment is this process's
     const report = await replay(transformer, { allocators: ['tensorpool-preload', 'malloc'], reps: 4 }).finally(() => {
