@@ -7,10 +7,16 @@ const task = process.argv[2];
 const pool = processPool();
 const out = { pool: pool && { mode: pool.mode, minBytes: pool.minBytes } };
 
-// A replay of a trace through the C library's malloc family (posix_memalign / free), as a runtime makes it.
+// A replay of a trace through the C library's malloc family (posix_memalign / free), as a runtime makes it,
+// every page touched. It marks no iteration of the process pool (unmarked): the tasks mark their own, as the
+// program they stand for would (the replayer marks the pool at each run's start otherwise).
+function libcReplayer(trace) {
+  return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false, unmarked: true });
+}
+
 function replayerOf(file) {
   const trace = readTrace(file);
-  return { trace, replayer: new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false }) };
+  return { trace, replayer: libcReplayer(trace) };
 }
 
 // One write per 4 KiB page of a Float32Array.
@@ -90,7 +96,7 @@ if (task === 'float32') {
   for (let i = 0; i < 16; i++) csv += `a,${i},262144,0\n`;
   for (let i = 0; i < 16; i++) csv += `f,${i},,0\n`;
   const trace = parseTrace(Buffer.from(csv), 'heap-top.csv');
-  const replayer = new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+  const replayer = libcReplayer(trace);
   replayer.run(false);
   out.faults = [0, 1, 2, 3, 4].map(() => measureFaults(() => replayer.run(false)).minor);
 } else if (task === 'record') {
@@ -195,7 +201,7 @@ if (task === 'float32') {
   // not every size's own peak. A warm-up cycle, then three measured ones.
   const shapes = [1, 2, 3, 5, 6].map((batchScale) => {
     const trace = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 5, batchScale, maxActivation: 2 << 20 });
-    return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+    return libcReplayer(trace);
   });
   const cycle = () => {
     for (const k of [0, 3, 1, 4, 2]) {
@@ -221,7 +227,7 @@ if (task === 'float32') {
   // has not seen for 12. Per iteration: adaptive mode's state, the OS fallbacks it took and RSS after it.
   const shapes = [1, 2, 3, 5, 6].map((batchScale) => {
     const trace = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale });
-    return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+    return libcReplayer(trace);
   });
   const order = [...Array.from({ length: 18 }, (_, i) => i % 3), ...Array.from({ length: 12 }, (_, i) => 3 + (i % 2))];
   out.iterations = [];
