@@ -6,6 +6,7 @@ const { native } = require('../../dist/native.js');
 const task = process.argv[2];
 const pool = processPool();
 const out = { pool: pool && { mode: pool.mode, minBytes: pool.minBytes } };
+let pending = null; // the promise of a task that awaits (adaptive mode's background work)
 
 // A replay of a trace through the C library's malloc family (posix_memalign / free), as a runtime makes it,
 // every page touched. It marks no iteration of the process pool (unmarked): the tasks mark their own, as the
@@ -144,19 +145,20 @@ if (task === 'float32') {
   out.modes = [];
   out.osFallbacks = [];
   out.allocs = [];
-  for (let i = 0; i < 8; i++) {
-    const before = pool.stats();
-    replayer.run(false);
-    pool.markIteration();
-    const after = pool.stats();
-    out.modes.push(after.adaptive.mode);
-    out.osFallbacks.push(after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize);
-    out.allocs.push(after.allocs - before.allocs);
-    const deadline = Date.now() + 60_000;
-    for (let s = after.adaptive; (s.mode === 'training' || s.mode === 'switching') && !s.ready && Date.now() < deadline; s = pool.stats().adaptive);
-  }
-  const { switches, lastSwitch, lastError } = pool.stats().adaptive;
-  out.adaptive = { switches, trainedOn: lastSwitch && lastSwitch.trainedOn, lastError };
+  pending = (async () => {
+    for (let i = 0; i < 8; i++) {
+      const before = pool.stats();
+      replayer.run(false);
+      pool.markIteration();
+      const after = pool.stats();
+      out.modes.push(after.adaptive.mode);
+      out.osFallbacks.push(after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize);
+      out.allocs.push(after.allocs - before.allocs);
+      await pool.adaptiveReady();
+    }
+    const { switches, lastSwitch, lastError } = pool.stats().adaptive;
+    out.adaptive = { switches, trainedOn: lastSwitch && lastSwitch.trainedOn, lastError };
+  })();
 } else if (task === 'residency') {
   // Memory resident only once used, and calloc of fresh memory writing nothing.
   const rss = () => process.memoryUsage().rss;
@@ -231,20 +233,23 @@ if (task === 'float32') {
   });
   const order = [...Array.from({ length: 18 }, (_, i) => i % 3), ...Array.from({ length: 12 }, (_, i) => 3 + (i % 2))];
   out.iterations = [];
-  for (const k of order) {
-    const before = pool.stats();
-    shapes[k].run(false);
-    pool.markIteration();
-    const after = pool.stats();
-    out.iterations.push({
-      mode: after.adaptive ? after.adaptive.mode : null,
-      generation: after.generation,
-      osFallbacks: after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize,
-      rss: memoryUsage().rss,
-    });
-  }
-  const a = pool.stats().adaptive;
-  out.lastError = a && a.lastError;
-  out.switches = a ? a.history.map((h) => ({ iteration: h.iteration, reason: h.reason, patterns: h.trigger ? h.trigger.newPattern : null })) : [];
+  pending = (async () => {
+    for (const k of order) {
+      const before = pool.stats();
+      shapes[k].run(false);
+      pool.markIteration();
+      const after = pool.stats();
+      out.iterations.push({
+        mode: after.adaptive ? after.adaptive.mode : null,
+        generation: after.generation,
+        osFallbacks: after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize,
+        rss: memoryUsage().rss,
+      });
+      await pool.adaptiveReady(); // the app waits for the background (at once without --adaptive)
+    }
+    const a = pool.stats().adaptive;
+    out.lastError = a && a.lastError;
+    out.switches = a ? a.history.map((h) => ({ iteration: h.iteration, reason: h.reason, patterns: h.trigger ? h.trigger.newPattern : null })) : [];
+  })();
 }
-console.log(JSON.stringify(out));
+Promise.resolve(pending).then(() => console.log(JSON.stringify(out)));
