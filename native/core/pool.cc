@@ -300,6 +300,10 @@ void Pool::close() {
 
 PoolStats Pool::stats() const {
   const Locked lock(*this);
+  return statsLocked();
+}
+
+PoolStats Pool::statsLocked() const {
   PoolStats s = counters_;
   for (const auto& generation : generations_) {
     s.arenaBytes += generation->arena().carvedBytes();
