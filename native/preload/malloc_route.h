@@ -44,9 +44,10 @@ static TP_ALWAYS_RUN bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)
 // block's bytes, or unmapped; its own memalign serves then.
 constexpr uint64_t kShiftTag = uint64_t{0xF5A1} << 48;
 constexpr uint64_t kTagMask = uint64_t{0xFFFF} << 48;
-// Whether any block was shifted yet: until then free() need not read the word before a block. (A block
-// reaches another thread through the program's own synchronisation, which carries this store with it.)
-static std::atomic<bool> anyShifted{false};
+// detail::anyShifted: whether any block was shifted yet: until then free() need not read the word before a
+// block, and goes straight to the next allocator. (A block reaches another thread through the program's own
+// synchronisation, which carries this store with it.)
+using detail::anyShifted;
 
 // Another allocator's memalign is asked for one byte at least: jemalloc's memalign(a, 0) returns a block
 // aligned to 8 only (its posix_memalign and aligned_alloc, which programs call, are right).
@@ -64,7 +65,10 @@ static TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
   if (shift == 0) return p;
   char* q = p + shift;
   reinterpret_cast<uint64_t*>(q)[-1] = kShiftTag | shift;
-  if (!anyShifted.load(std::memory_order_relaxed)) anyShifted.store(true, std::memory_order_relaxed);
+  if (!anyShifted.load(std::memory_order_relaxed)) {
+    anyShifted.store(true, std::memory_order_release);
+    freeNeedsChecks();
+  }
   return q;
 }
 
@@ -151,8 +155,10 @@ static thread_local unsigned mallocsUntilTick __attribute__((tls_model("initial-
 // allocates (40 MB of small blocks written after 40 MB of large ones freed) would never give the pool a turn.
 static TP_ALWAYS_RUN __attribute__((noinline, cold)) void mallocTick() {
   mallocsUntilTick = kMallocsPerTick;
-  poolDecayTick();
+  const DecayWatch found = poolDecayTick();
   cHeapTick();
+  // Nothing left to give back: no turns until the pool's next release (the malloc path is then a compare).
+  if (found == DecayWatch::Live || found == DecayWatch::Nothing || found == DecayWatch::Off) poolTicksOff();
 }
 
 // A request the C library serves, counted towards the pool's next turn where the pool ticks (kPoolTicks in
@@ -161,17 +167,24 @@ static TP_ALWAYS_RUN void countTowardsTick(uint8_t extras) {
   if (__builtin_expect(extras & detail::kPoolTicks, 1) && __builtin_expect(--mallocsUntilTick == 0, 0)) mallocTick();
 }
 
-TP_ROUTE void* malloc(size_t bytes) {
+// malloc beyond its one compare: a request for the pool, or one below the threshold with extras to do.
+TP_ROUTE void* mallocSlow(size_t bytes) {
   if (__builtin_expect(!mayRouteToPool(bytes), 1)) {
     const uint8_t extras = detail::mallocExtras.load(std::memory_order_relaxed);
-    // No pool that decays and no address space limit: the C library's malloc, a tail call. With the pool, the
-    // same, and now and then the pool's turn; with a limit, a failure may be undone (orAgain).
+    // With the pool, the C library's malloc, and now and then the pool's turn; with a limit, a failure may be
+    // undone (orAgain).
     if (extras == 0) return next.malloc.load(std::memory_order_relaxed)(bytes);
     countTowardsTick(extras);
     if (__builtin_expect(!(extras & detail::kAddressLimited), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
     return orAgain([bytes] { return next.malloc.load(std::memory_order_relaxed)(bytes); });
   }
   return orAgain([bytes] { return allocate(bytes, kAsMalloc); });
+}
+
+// Below fastBelow (the threshold, with nothing else to do), the C library's malloc: a compare and a jump.
+TP_ROUTE void* malloc(size_t bytes) {
+  if (__builtin_expect(bytes < detail::fastBelow.load(std::memory_order_relaxed), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
+  return mallocSlow(bytes);
 }
 
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc

@@ -27,7 +27,7 @@ struct NextAllocator {
   std::atomic<size_t (*)(void*)> usableSize;
   std::atomic<int (*)(size_t)> trim;  // malloc_trim (an allocator without one: a function that gives nothing back)
 };
-extern NextAllocator next;
+__attribute__((visibility("hidden"))) extern NextAllocator next;  // hidden: read directly on the hot path
 
 // Finds the next allocator's entries, once (later calls return at once), and lets it set itself up (a
 // first allocation: jemalloc registers its fork handlers then, before the pool's, see fork.cc).

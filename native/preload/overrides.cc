@@ -27,9 +27,23 @@ using namespace tp::preload;
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
 #define TP_EXPORT_ALWAYS_RUN TP_EXPORT TP_ALWAYS_RUN
 
-// The malloc family (malloc_route.h).
+// The malloc family (malloc_route.h). malloc and free are what a program calls most: below the threshold,
+// where the pool has nothing else to do (detail::fastBelow), malloc is a compare and a jump to the next
+// allocator's, and free a jump to the next allocator's until a pointer may need a look (detail::freeEntry):
+// on x86-64 three instructions and one (docs/design.md, "the hot path"); elsewhere the same in C++.
+#if defined(__x86_64__)
+namespace {
+[[gnu::used]] TP_ALWAYS_RUN void* mallocBeyondCompare(size_t bytes) { return route::mallocSlow(bytes); }
+}  // namespace
+TP_EXPORT_ALWAYS_RUN __attribute__((naked)) void* malloc(size_t) {
+  asm("cmp %c[below](%%rip), %%rdi\n\t"
+      "jae %c[beyond]\n\t"
+      "jmp *%c[next](%%rip)" ::[below] "i"(&detail::fastBelow), [beyond] "i"(&mallocBeyondCompare), [next] "i"(&next.malloc));
+}
+#else
 TP_EXPORT_ALWAYS_RUN void* malloc(size_t bytes) { return route::malloc(bytes); }
-TP_EXPORT_ALWAYS_RUN void free(void* p) { route::free(p); }
+#endif
+TP_EXPORT_ALWAYS_RUN void free(void* p) { detail::freeEntry.load(std::memory_order_relaxed)(p); }
 TP_EXPORT_ALWAYS_RUN void* calloc(size_t count, size_t size) { return route::calloc(count, size); }
 TP_EXPORT_ALWAYS_RUN void* realloc(void* p, size_t bytes) { return route::realloc(p, bytes); }
 TP_EXPORT_ALWAYS_RUN void* reallocarray(void* p, size_t count, size_t size) { return route::reallocarray(p, count, size); }
@@ -42,6 +56,8 @@ TP_EXPORT_ALWAYS_RUN size_t malloc_usable_size(void* p) { return route::usableSi
 TP_EXPORT_ALWAYS_RUN int malloc_trim(size_t pad) { return route::trim(pad); }
 TP_EXPORT_ALWAYS_RUN struct mallinfo2 mallinfo2(void) { return route::mallinfo2(); }
 TP_EXPORT_ALWAYS_RUN struct mallinfo mallinfo(void) { return route::mallinfo(); }
+// free() until then straight to the next allocator's (process_pool.h, detail::freeEntry).
+TP_ALWAYS_RUN void tp::preload::freeWithChecks(void* p) { route::free(p); }
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc):
 // never from the pool. Local: not exported.
 extern "C" TP_ALWAYS_RUN void* __wrap_malloc(size_t bytes) { return route::libraryMalloc(bytes); }

@@ -19,6 +19,7 @@
 #include "core/pool.h"
 #include "always_run.h"
 #include "c_heap.h"
+#include "next_allocator.h"
 #include "decay_thread.h"
 #include "signal_flush.h"
 #include "stats_page.h"
@@ -29,6 +30,9 @@ namespace tp::preload {
 thread_local unsigned detail::insideDepth = 0;
 std::atomic<size_t> detail::routeFrom{SIZE_MAX};
 std::atomic<uint8_t> detail::mallocExtras{0};
+std::atomic<size_t> detail::fastBelow{SIZE_MAX};
+std::atomic<void (*)(void*)> detail::freeEntry{freeWithChecks};
+std::atomic<bool> detail::anyShifted{false};
 
 namespace {
 using detail::insideDepth;
@@ -43,9 +47,18 @@ std::mutex making;         // held while the pool is made, and across fork(): no
 Pool* made() { return madePoolPointer.load(std::memory_order_acquire); }
 Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, or JS was handed the table)
 
+// Whether decay takes turns from the C library's mallocs: the pool decays, and holds memory it could give back.
+std::atomic<bool> decaying{false};
+
+void updateFastBelow() {
+  const bool extras = detail::mallocExtras.load(std::memory_order_relaxed) != 0;
+  detail::fastBelow.store(extras ? 0 : detail::routeFrom.load(std::memory_order_relaxed), std::memory_order_release);
+}
+
 void setMallocExtra(detail::MallocExtra extra, bool on) {
   if (on) detail::mallocExtras.fetch_or(extra, std::memory_order_relaxed);
   else detail::mallocExtras.fetch_and(static_cast<uint8_t>(~extra), std::memory_order_relaxed);
+  updateFastBelow();
 }
 
 
@@ -81,13 +94,16 @@ Pool* makeOrServe() {
   if (!fresh) {
     dropStatsPage();  // stats_page.h
     detail::routeFrom.store(SIZE_MAX, std::memory_order_release);
+    updateFastBelow();
     say(error + "; the pool is off, the C library serves every allocation");
     errno = saved;
     return nullptr;
   }
   errno = saved;
+  freeNeedsChecks();  // before the first block is handed out
   processPool = new std::shared_ptr<Pool>(std::move(fresh));
   madePoolPointer.store(processPool->get(), std::memory_order_release);
+  decaying.store(decays, std::memory_order_relaxed);
   setMallocExtra(detail::kPoolTicks, decays);
   // Only now, with something to record: a process that records nothing keeps SIGINT's and SIGTERM's
   // dispositions as it found them.
@@ -161,6 +177,11 @@ void releaseToPool(void* p, bool moved) {
   }
   if (status != ReleaseStatus::Ok) invalidFree(status);
   decayThreadAfterRelease();
+  // Something may be idle now: decay's turns from the C library's mallocs start again.
+  if (decaying.load(std::memory_order_relaxed) && !(detail::mallocExtras.load(std::memory_order_relaxed) & detail::kPoolTicks)) {
+    cHeapResync();
+    setMallocExtra(detail::kPoolTicks, true);
+  }
   errno = saved;
 }
 }  // namespace
@@ -309,9 +330,18 @@ bool poolReady() { return ready.load(std::memory_order_acquire); }
 void preparePool(PoolRecipe* given) { recipe = given; }
 
 void startRouting(uint64_t minBytes, bool addressLimited) {
-  setMallocExtra(detail::kAddressLimited, addressLimited);
   ready.store(true, std::memory_order_release);
   detail::routeFrom.store(minBytes, std::memory_order_release);
+  setMallocExtra(detail::kAddressLimited, addressLimited);
+  // Nothing mapped and nothing shifted yet: free() goes straight to the next allocator (the bootstrap's blocks
+  // included: its free is the bootstrap-aware one where the bootstrap was used).
+  if (!os::mappingsTracked() && !detail::anyShifted.load(std::memory_order_acquire)) {
+    detail::freeEntry.store(next.free.load(std::memory_order_acquire), std::memory_order_release);
+  }
 }
+
+void freeNeedsChecks() { detail::freeEntry.store(freeWithChecks, std::memory_order_release); }
+
+void poolTicksOff() { setMallocExtra(detail::kPoolTicks, false); }
 
 }  // namespace tp::preload

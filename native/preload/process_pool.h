@@ -24,17 +24,26 @@ class InternalScope {
   InternalScope& operator=(const InternalScope&) = delete;
 };
 
+// Declared hidden (as -fvisibility=hidden defines them), so that the hot path reads them directly, not through
+// the global offset table: malloc's path below the threshold is then one load, a compare and a jump.
 namespace detail {
 // The smallest request the pool serves: SIZE_MAX until the pool is ready, then TENSORPOOL_MIN_BYTES.
-extern std::atomic<size_t> routeFrom;
+__attribute__((visibility("hidden"))) extern std::atomic<size_t> routeFrom;
 // What malloc does below the threshold besides calling the next allocator, as bits: one load on every malloc.
 // kAddressLimited: addressSpaceLimited(). kPoolTicks: the pool is made and decays, and every so many mallocs
 // give it a turn (decay's, poolDecayTick, and glibc's heap held against its free memory, cHeapTick).
 enum MallocExtra : uint8_t { kAddressLimited = 1, kPoolTicks = 2 };
-extern std::atomic<uint8_t> mallocExtras;
+__attribute__((visibility("hidden"))) extern std::atomic<uint8_t> mallocExtras;
+// The hot path's two words. A malloc of fewer bytes than fastBelow goes straight to the next allocator (one
+// compare): routeFrom while nothing else is to be done (no extras), 0 otherwise. free() calls freeEntry: the next
+// allocator's free until a pointer may need a look (the pool mapped memory, or a shifted aligned block was
+// handed out: anyShifted), freeWithChecks from then on, for good.
+__attribute__((visibility("hidden"))) extern std::atomic<size_t> fastBelow;
+__attribute__((visibility("hidden"))) extern std::atomic<void (*)(void*)> freeEntry;
+__attribute__((visibility("hidden"))) extern std::atomic<bool> anyShifted;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
 // TLS may, on a thread's first access).
-extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
+__attribute__((visibility("hidden"))) extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
 }  // namespace detail
 
 // Whether a request of `bytes` may go to the pool: the pool is ready and the request is at least the
@@ -79,6 +88,14 @@ uint64_t defaultReserve();
 // A free() the pool queued (another thread held its lock) that started no live block: found by the thread that
 // applies it, which stops the process as the freeing thread would have (glibc's message, then abort).
 [[noreturn]] void queuedFreeFailed(ReleaseStatus status);
+
+// free()'s whole routing (overrides.cc): what freeEntry calls once a pointer may be the pool's or shifted.
+void freeWithChecks(void* p);
+// From now on every free() takes freeWithChecks. Pre: before the first pointer that needs it is handed out.
+void freeNeedsChecks();
+// Decay's turns from the C library's mallocs (kPoolTicks) stop while the pool holds no memory decay could give
+// back, and start again at the pool's next release (malloc's path is then a compare and a jump).
+void poolTicksOff();
 
 // Whether this thread is inside the pool now (InternalScope, enterPool): it may hold the pool's locks.
 bool insidePool();
