@@ -12,6 +12,9 @@
  *   tensorpool         `tensorpool run -- node server.cjs`: zero configuration (the Node hook turns the arena
  *                      and the memory pattern off, marks each run and frees dead tensors before it)
  *   tensorpool-adaptive  `tensorpool run --adaptive -- node server.cjs`
+ *   tensorpool-watched `tensorpool run -- node server.cjs` as tensorpool, its pool read once a second for the
+ *                      whole run by `tensorpool stats PID --watch 1 --json` (what an operator's dashboard does):
+ *                      paired with tensorpool round by round, its throughput and p99 say what the live view costs
  *   tensorpool-planned `tensorpool run --plan plan.json`, the plan trained ('tensorpool train', order auto) from
  *                      `tensorpool run --record` of the same server under --record-requests requests
  *   in-process         no launcher: each worker a PooledSession over a Pool of its own (SERVICE_POOLED=1), the
@@ -66,7 +69,7 @@ const usage = `usage: npx tsx bench/service.ts [options]   (npm run build first)
 
 const CONFIGS = [
   'arena', 'arena-no-pattern', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-adaptive', 'tensorpool-planned',
-  'in-process', 'in-process-no-collect',
+  'tensorpool-watched', 'in-process', 'in-process-no-collect',
 ] as const;
 type ConfigName = (typeof CONFIGS)[number];
 const PEERS: Partial<Record<ConfigName, string>> = { jemalloc: 'libjemalloc.so.2', mimalloc: 'libmimalloc.so.2', tcmalloc: 'libtcmalloc_minimal.so.4' };
@@ -168,7 +171,7 @@ function command(name: ConfigName, plan: string | null, recordTo?: string): Comm
   if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary})`;
   const run = [process.execPath, cli, 'run'];
   if (recordTo) return { argv: [...run, '--record', recordTo, '--', ...node], env };
-  if (name === 'tensorpool') return { argv: [...run, '--', ...node], env };
+  if (name === 'tensorpool' || name === 'tensorpool-watched') return { argv: [...run, '--', ...node], env };
   if (name === 'tensorpool-adaptive') return { argv: [...run, '--adaptive', '--', ...node], env };
   return plan ? { argv: [...run, '--plan', plan, '--', ...node], env } : 'no plan (its recording failed)';
 }
@@ -191,6 +194,7 @@ interface Outcome {
   faultsPerRequest: number;
   samples: Sample[];
   checksums: Record<string, number>;
+  watchSamples?: number; // tensorpool-watched: the samples `tensorpool stats --watch 1` read during the run
 }
 
 function procStatus(pid: number): { rss: number; hwm: number } {
@@ -338,11 +342,29 @@ async function load(port: number, pid: number, sequence: string[], limitSeconds:
   };
 }
 
+/** tensorpool-watched: `tensorpool stats PID --watch 1 --json` beside the server, and the samples it has read so far. */
+function watch(pid: number): { stop: () => number } {
+  const watcher = spawn(process.execPath, [cli, 'stats', String(pid), '--watch', '1', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let samples = 0;
+  watcher.stdout!.on('data', (d: Buffer) => (samples += d.toString().split('\n').length - 1));
+  watcher.stderr!.on('data', (d: Buffer) => console.log(`# the watcher: ${d.toString().trim()}`));
+  return {
+    stop: () => {
+      watcher.kill('SIGTERM');
+      return samples;
+    },
+  };
+}
+
 async function measure(how: Command, sequence: string[], label: { config: ConfigName; round: number }): Promise<Outcome> {
   const { child, port, pid } = await startServer(how);
+  const watcher = label.config === 'tensorpool-watched' ? watch(pid) : null;
   try {
-    return await load(port, pid, sequence, seconds, label);
+    const outcome: Outcome = await load(port, pid, sequence, seconds, label);
+    if (watcher) outcome.watchSamples = watcher.stop();
+    return outcome;
   } finally {
+    watcher?.stop();
     await stopServer(child);
   }
 }
@@ -475,7 +497,8 @@ async function main(): Promise<void> {
   const table = formatTable(headers, rows);
   console.log(table);
   console.log('# medians over rounds; ratios: each round paired with the arena\'s of the same round, median [95% interval]; growth: RSS at the end over RSS after the first 10% of requests, and the median of the RSS samples (every 100 ms) over the last 5% of requests over their median over 5-15%; faults: minor, the server process, after the first 10%');
-  const report = { machine, model: modelName, shapes: shapeText, requests, rounds, workers, concurrency, results };
+  const watched = watchedVsUnwatched(outcomes);
+  const report = { machine, model: modelName, shapes: shapeText, requests, rounds, workers, concurrency, results, watched };
   writeJson(args.json, report);
   if (args.values.html) {
     const curves = svgCurves(results.filter((r): r is Extract<typeof r, { samples: Sample[] }> => 'samples' in r), requests);
@@ -483,6 +506,24 @@ async function main(): Promise<void> {
     fs.writeFileSync(String(args.values.html), html);
     console.log(`# wrote ${args.values.html}`);
   }
+}
+
+/** tensorpool-watched against tensorpool, round by round: what reading the pool once a second cost the service. */
+function watchedVsUnwatched(outcomes: Map<ConfigName, (Outcome | null)[]>) {
+  const watched = outcomes.get('tensorpool-watched');
+  const plain = outcomes.get('tensorpool');
+  if (!watched || !plain) return null;
+  const pairs = watched.map((o, r) => [o, plain[r]] as const).filter((p): p is readonly [Outcome, Outcome] => p[0] !== null && p[1] !== null);
+  if (pairs.length === 0) return null;
+  const paired = (pick: (o: Outcome) => number) => medianInterval(pairedRatios(pairs.map(([w]) => pick(w)), pairs.map(([, p]) => pick(p))));
+  const result = {
+    throughput: paired((o) => o.throughput),
+    p99: paired((o) => o.p99),
+    peakRss: paired((o) => o.peakRss),
+    watchSamples: median(pairs.map(([w]) => w.watchSamples ?? 0)),
+  };
+  console.log(`# tensorpool-watched / tensorpool, paired by round: req/s ${formatInterval(result.throughput)}, p99 ${formatInterval(result.p99)}, peak RSS ${formatInterval(result.peakRss)}; the watcher read ${result.watchSamples} samples a run (median)`);
+  return result;
 }
 
 main()

@@ -112,6 +112,8 @@ export interface PoolCounters {
   /** Decay: free blocks whose pages went back to the OS after sitting idle (the process pool), and their capacity. */
   purgedBlocks: number;
   purgedBytes: number;
+  /** Decay: of the bytes given back, those handed out again (their pages faulted in anew), summed as each decay epoch ends. */
+  rewarmedBytes: number;
 }
 
 /** What markIteration() reports about the iteration that ended (native/core/pool.h IterationSummary). */

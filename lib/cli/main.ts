@@ -10,10 +10,11 @@ import { infoCommand } from './info.js';
 import { planCommand } from './plan.js';
 import { benchCommand, replayCommand } from './replay.js';
 import { runCommand } from './run.js';
+import { statsCommand } from './stats.js';
 import { closest } from './suggest.js';
 import { trainCommand } from './train.js';
 
-const commands: Command[] = [benchCommand, replayCommand, trainCommand, planCommand, infoCommand, runCommand];
+const commands: Command[] = [benchCommand, replayCommand, trainCommand, planCommand, infoCommand, runCommand, statsCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

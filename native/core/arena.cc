@@ -5,6 +5,7 @@
 
 #include "core/header.h"
 #include "os/os.h"
+#include "os/probes.h"
 
 namespace tp {
 
@@ -114,6 +115,7 @@ char* Arena::carve(uint64_t bytes, std::string* error, bool commit) {
   if ((commit || options_.lock) && !commitUpTo(carved_ + bytes, error)) return nullptr;
   char* start = base_ + carved_;
   carved_ += bytes;
+  TP_PROBE3(grow, bytes, carved_, reserved_);
   return start;
 }
 

@@ -8,6 +8,7 @@
 #include "core/arena.h"
 #include "core/mix.h"
 #include "os/os.h"
+#include "os/probes.h"
 
 namespace tp {
 
@@ -145,6 +146,7 @@ Route Pool::countSourceLocked(Source source, bool scheduled) {
 // Called with mu_ held: the counters every served allocation updates.
 Allocation Pool::counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex, bool cacheable,
                          int32_t block, bool zeroed) {
+  TP_PROBE5(alloc, data, bytes, route, classIndex, serial);  // first: its arguments are where the call put them
   tally_.allocs++;
   tally_.bytes += bytes;
   // Summed over an iteration's sizes, the mix gives an order-independent hash of the multiset in which no
@@ -230,6 +232,7 @@ ReleaseStatus Pool::releaseLocked(const void* data, uint64_t serial, bool bySeri
 }
 
 void Pool::countReleaseLocked(uint64_t serial, uint64_t bytes) {
+  TP_PROBE2(release, serial, bytes);  // first: its arguments are where the call put them
   recordReleaseLocked(serial, nullptr);
   counters_.releases++;
   counters_.liveBlocks--;
@@ -280,6 +283,7 @@ IterationSummary Pool::markIteration() {
     generations_.back()->schedules().begin(&scheduleCursor_, scheduleCursor_.iteration + 1, endedSizes, ended.allocs);
   }
   counters_.iterations++;
+  TP_PROBE3(mark, counters_.iterations, ended.allocs, ended.bytes);
   if (prepared_) {
     ended.installed = prepared_->id();
     installLocked(std::move(prepared_));
@@ -296,6 +300,10 @@ void Pool::close() {
 
 PoolStats Pool::stats() const {
   const Locked lock(*this);
+  return statsLocked();
+}
+
+PoolStats Pool::statsLocked() const {
   PoolStats s = counters_;
   for (const auto& generation : generations_) {
     s.arenaBytes += generation->arena().carvedBytes();

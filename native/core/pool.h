@@ -20,12 +20,15 @@
 #include "core/purge.h"
 #include "core/header.h"
 #include "core/offset_arena.h"
+#include "core/pool_gauges.h"
 #include "core/recorder.h"
 #include "core/size_class_pool.h"
 
 namespace tp {
 
 enum class ReleaseStatus : uint8_t { Ok, NotOwned, NotLive, Stale };
+
+struct PoolStats;
 
 struct PoolOptions {
   ArenaOptions arena;
@@ -52,6 +55,10 @@ struct PoolOptions {
   // releaseSoon(): what a queued release that turns out not to be one (NotOwned, NotLive) is reported to, by the
   // thread that applies it (with the pool's lock held). nullptr: ignored.
   void (*queuedReleaseFailed)(ReleaseStatus status) = nullptr;
+  // Where the pool keeps its counters (stats() reads them there): storage of the caller's that outlives the
+  // pool, holding PoolStats{} (the process pool's stats page, native/preload/stats_page.h, which other
+  // processes read). nullptr: in the pool.
+  PoolStats* counters = nullptr;
 };
 
 // How a request was served. OsMoved: a mapping of its own for a block realloc moved out of an arena (allocMoved).
@@ -110,6 +117,7 @@ struct PoolStats {
   bool closed = false;
   uint64_t purgedBlocks = 0;    // decay: free blocks whose pages were given back after sitting idle
   uint64_t purgedBytes = 0;     // ... their capacity
+  uint64_t rewarmedBytes = 0;   // ... of those, bytes handed out again (counted as each decay epoch ends)
   uint64_t movedToMappings = 0; // allocMoved(): blocks realloc moved out of an arena into a mapping of their own
 };
 
@@ -351,6 +359,10 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   void unlockAfterFork(bool child);
 
   PoolStats stats() const;
+  // The live view's gauges (pool_gauges.h), and with `bySize` every block and span of the arenas and every OS
+  // block by size: taken under the lock where it is free, or with `wait`, once it is; false, nothing written,
+  // where it is held and `wait` is false. Work: the classes and arenas; with `bySize`, every span too.
+  bool gauges(PoolGauges* out, bool wait, SizeBuckets* bySize = nullptr) const;
   std::vector<ClassStats> classStats() const;  // of the serving arena's classes
   uint64_t interval() const;
   // Why the OS refused the last allocation that ended in OutOfMemory ("" before any did).
@@ -358,7 +370,11 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
 
  private:
   Pool(const PoolOptions& options, uint64_t secret)
-      : options_(options), secret_(secret), mappedFrom_(options.reallocMappedFrom), decay_(options.decayMs, nowOf(options)) {}
+      : options_(options),
+        secret_(secret),
+        counters_(options.counters ? *options.counters : ownCounters_),
+        mappedFrom_(options.reallocMappedFrom),
+        decay_(options.decayMs, nowOf(options)) {}
   // Decay's clock now (PoolOptions::clock).
   static uint64_t nowOf(const PoolOptions& options);
   uint64_t nowLocked() const { return nowOf(options_); }
@@ -385,6 +401,7 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   // Whether releaseSoon may queue: no recording, no schedule, no offsets arena.
   void updateQueueableLocked();
   Allocation allocFromOs(uint64_t bytes, Route route);
+  PoolStats statsLocked() const;
   // Counts a served allocation; returns it whole (built once, in place: a result patched field by field
   // afterwards is copied out through a store-forwarding stall).
   Allocation counted(void* data, uint64_t bytes, uint64_t serial, Route route, int32_t classIndex = -1, bool cacheable = false,
@@ -451,7 +468,8 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   std::vector<std::unique_ptr<SizeClassPool>> populatingDropped_;
   std::unique_ptr<OffsetArena> offsetArena_;                 // offsets mode, when planned
   std::unordered_set<BlockHeader*> osLive_;
-  PoolStats counters_;
+  PoolStats ownCounters_;
+  PoolStats& counters_;  // ownCounters_, or options_.counters
   uint64_t mappedUnpurged_ = 0;  // purgeForMappingLocked: bytes mapped since its last purge
   uint64_t mappedFrom_;          // options_.reallocMappedFrom, raised by moved blocks freed (PoolOptions)
   uint64_t nextSerial_ = 1;

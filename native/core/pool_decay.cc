@@ -45,7 +45,9 @@ void Pool::decayStepLocked() {
   if (decay_.epochEnded(now)) {
     // Memory given back and handed out again since the last epoch ended was not idle, only used less often
     // than the period: the model lengthens it.
-    decay_.startEpoch(now, serving.takeRewarmed() != 0);
+    const uint64_t rewarmed = serving.takeRewarmed();
+    counters_.rewarmedBytes += rewarmed;
+    decay_.startEpoch(now, rewarmed != 0);
     serving.endDecayEpoch();
   }
   purgeLocked({PurgeReason::Decay});

@@ -9,6 +9,7 @@
 
 #include "core/arena.h"
 #include "os/os.h"
+#include "os/probes.h"
 
 namespace tp {
 
@@ -196,6 +197,7 @@ void Pool::populateServing(uint32_t id, uint64_t bytes) {
 }
 
 void Pool::installLocked(std::unique_ptr<SizeClassPool> generation) {
+  TP_PROBE2(plan_switch, generation->id(), counters_.generation);
   counters_.generation = generation->id();
   counters_.switches++;
   generations_.back()->retire(false);

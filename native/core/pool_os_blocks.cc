@@ -9,6 +9,7 @@
 
 #include "core/arena.h"
 #include "os/os.h"
+#include "os/probes.h"
 
 namespace tp {
 
@@ -63,6 +64,7 @@ Allocation Pool::allocFromOs(uint64_t bytes, Route route) {
   if (route == Route::OsOversize) counters_.osOversize++;
   else if (route == Route::OsMoved) counters_.movedToMappings++;
   else counters_.osFallbacks++;
+  TP_PROBE2(os_fallback, bytes, route);
   // A fresh mapping reads as zero; the C heap's memory may hold what it held before.
   return counted(header->data(), bytes, header->serial, route, -1, false, -1, origin == Origin::OsMap);
 }

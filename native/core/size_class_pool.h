@@ -17,6 +17,7 @@
 #include "core/arena.h"
 #include "core/classes.h"
 #include "core/header.h"
+#include "core/pool_gauges.h"
 #include "core/schedule.h"
 #include "core/span_heap.h"
 #include "core/span_headers.h"
@@ -159,6 +160,9 @@ class SizeClassPool {
   void retire(bool discardFree);
   // The data of every free block no live block shares memory with: (start, bytes).
   std::vector<std::pair<char*, uint64_t>> freeRanges() const;
+  // Adds this pool's live blocks and spans to `out` (pool_gauges.h), and with `free`, its free ones (the serving
+  // classes': a retired pool's free pages go back as it retires). Defined in pool_gauges.cc.
+  void addBySize(SizeBuckets* out, bool free) const;
 
   // The header of the block whose data starts at `data`, or nullptr when `data` is not the start of a block
   // of this pool. Never reads memory outside the arena.

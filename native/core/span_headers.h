@@ -47,6 +47,14 @@ class SpanHeaders {
     return header;
   }
 
+  // Calls f(header) for every header indexed, in no particular order.
+  template <typename F>
+  void forEach(F f) const {
+    for (const Slot& slot : slots_) {
+      if (slot.start != 0) f(*slot.header);
+    }
+  }
+
   // Drops the header at `start`, if one is indexed; its storage goes to a later obtain(). Never throws.
   void erase(uintptr_t start) {
     if (count_ == 0) return;

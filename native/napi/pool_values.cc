@@ -46,6 +46,7 @@ Napi::Object statsObject(Napi::Env env, const PoolStats& s) {
   o.Set("closed", Napi::Boolean::New(env, s.closed));
   set("purgedBlocks", s.purgedBlocks);
   set("purgedBytes", s.purgedBytes);
+  set("rewarmedBytes", s.rewarmedBytes);
   return o;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "process_pool.h"
+#include "stats_page.h"
 
 #ifndef TP_PACKAGE_VERSION
 #define TP_PACKAGE_VERSION "unknown"
@@ -22,6 +23,7 @@ Pool& made() { return *madePool(); }
 void apiStats(PoolStats* out) {
   InternalScope inside;
   *out = made().stats();
+  publishStats(made(), Publish::Now);  // stats_page.h
 }
 size_t apiClassStats(ClassStats* out, size_t capacity) {
   InternalScope inside;
@@ -36,6 +38,7 @@ uint64_t apiInterval() {
 void apiMarkIteration(IterationSummary* out) {
   InternalScope inside;
   *out = made().markIteration();
+  publishStats(made(), Publish::IfDue);  // stats_page.h
 }
 void apiStartRecording(uint64_t limit) {
   InternalScope inside;

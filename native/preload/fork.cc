@@ -9,6 +9,7 @@
 
 #include "decay_thread.h"
 #include "process_pool.h"
+#include "stats_page.h"
 #include "this_process.h"
 #include "always_run.h"
 
@@ -62,6 +63,7 @@ TP_ALWAYS_RUN void prepare() {
   poolHeldBits = poolHeldBits << 1 | (held ? 1 : 0);
   _IO_list_lock();
   if (held) lockPoolForFork();
+  if (held) statsPageBeforeFork();  // stats_page.h
 }
 
 // The innermost fork's bit, removed.
@@ -72,6 +74,7 @@ TP_ALWAYS_RUN bool heldByThisFork() {
 }
 
 TP_ALWAYS_RUN void parent() {
+  statsPageAfterForkInParent();  // stats_page.h
   if (heldByThisFork()) unlockPoolAfterFork(false);
   _IO_list_unlock();
   leavePool();
@@ -79,6 +82,7 @@ TP_ALWAYS_RUN void parent() {
 }
 
 TP_ALWAYS_RUN void child() {
+  statsPageInChild();  // stats_page.h: first, before the pool's queued releases count in the parent's page
   if (heldByThisFork()) unlockPoolAfterFork(true);
   _IO_list_resetlock();  // the child's only thread; glibc's fork has reset it already when the parent had threads
   poolForkedChild();

@@ -22,6 +22,7 @@
 #include "next_allocator.h"
 #include "decay_thread.h"
 #include "signal_flush.h"
+#include "stats_page.h"
 #include "this_process.h"
 
 namespace tp::preload {
@@ -81,6 +82,7 @@ Pool* makeOrServe() {
   // The address map free() reads is mapped with the pool, not at load: in a process whose pool is never
   // made, free() finds no map and goes straight to the C library.
   std::shared_ptr<Pool> fresh;
+  recipe->options.counters = makeStatsPage(recipe->options.decayMs);  // stats_page.h
   if (!os::trackMappings()) error = std::string("cannot map the address map: ") + strerror(errno);
   else fresh = Pool::create(recipe->plan ? *recipe->plan : defaultClasses(recipe->spanReserve), recipe->options, &error);
   if (fresh && recipe->record) fresh->startRecording(recipe->recordEvents);
@@ -90,6 +92,7 @@ Pool* makeOrServe() {
   delete recipe;
   recipe = nullptr;
   if (!fresh) {
+    dropStatsPage();  // stats_page.h
     detail::routeFrom.store(SIZE_MAX, std::memory_order_release);
     updateFastBelow();
     say(error + "; the pool is off, the C library serves every allocation");
@@ -105,6 +108,7 @@ Pool* makeOrServe() {
   // Only now, with something to record: a process that records nothing keeps SIGINT's and SIGTERM's
   // dispositions as it found them.
   if (recording) flushOnTerminatingSignals(writeRecordingOnce);
+  publishStats(*made(), Publish::Now);  // stats_page.h
   return made();
 }
 
@@ -252,6 +256,7 @@ DecayWatch poolDecayTick() {
   InternalScope inside;
   const int saved = errno;
   const DecayWatch found = serving->decayTick();
+  publishStats(*serving, Publish::IfDue);  // stats_page.h
   errno = saved;
   return found;
 }
@@ -271,6 +276,7 @@ uint64_t askServing(Ask ask) {
 
 void poolQuietFor(uint64_t ns) {
   askServing([ns](Pool& serving) { return serving.quietFor(ns); });
+  if (made() && !insidePool()) publishStats(pool(), Publish::IfChanged);  // stats_page.h
 }
 
 uint64_t poolQuietPeriodNs(uint64_t worthBytes) {
