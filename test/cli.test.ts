@@ -208,7 +208,7 @@ describe('tensorpool info and help', () => {
 
   it("ends each command's help with examples that use only the options its usage lists", () => {
     const commands = [...run('--help').stdout.matchAll(/^ {2}(\w+) {2,}\S/gm)].map((m) => m[1]);
-    expect(commands).toEqual(['bench', 'replay', 'train', 'plan', 'info', 'run']);
+    expect(commands).toEqual(['bench', 'replay', 'train', 'plan', 'info', 'run', 'stats']);
     for (const command of commands) {
       const help = run(command, '--help').stdout;
       const [usage, examples] = help.split('\nExamples:\n');
