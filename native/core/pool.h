@@ -419,7 +419,7 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   // allocMoved and resizeMapped mapped `mappedBytes` for a block realloc moved out of an arena (or grew its
   // mapping): the serving classes' free spans give back as much (SizeClassPool::purgeSpansFor), at most
   // PurgeRequest::kBytesPerTurn a call, so that the process does not hold both the mapping and the arena memory the
-  // block left (a buffer program peaked at 1.27x glibc's RSS, its free spans resident until decay). Not where
+  // block left until decay. Not where
   // the pool does not decay, nor where the serving classes have a schedule (a plan's memory).
   void purgeForMappingLocked(uint64_t mappedBytes);
   static constexpr uint64_t kPurgeForMappingStep = uint64_t{1} << 20;

@@ -169,7 +169,7 @@ void SizeClassPool::purgeSpansFor(uint64_t mappedBytes, uint64_t* blocks, uint64
 
 bool SizeClassPool::purgeGiven(BlockHeader* header) {
   // A span is not: merged with its free neighbours, its memory serves the next request of any size, which
-  // would fault it in again (a program reallocating blocks to random sizes took 6x glibc's page faults).
+  // would fault it in again at once.
   // What a chain of reallocs leaves behind, decay gives back, or a move into a mapping (purgeSpansFor).
   if (header->span) return false;
   const size_t cls = header->classIndex;

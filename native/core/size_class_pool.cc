@@ -202,8 +202,8 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
     // displaced by one) costs every later iteration its schedule, whose displaced tensors go on to take
     // other tensors' blocks.
     // A request of no class's own size, or one whose class has no grown block free, takes a grown block of
-    // a near class before it grows another: without this, a run of sizes the plan never saw grew a block
-    // per request (a time-shared plan under random sizes, 5,509 blocks, 10.4 GB).
+    // a near class before it grows another: without this, a run of sizes the plan never saw would grow a
+    // block per request.
     for (size_t cls = first; cls <= first + kNearLenders && cls < table_.count(); ++cls) {
       if (!hasFree(cls)) continue;
       const uint32_t r = takeAvailable(cls, true);

@@ -291,7 +291,7 @@ namespace {
 // steps: a move puts the mapping where the kernel finds room, usually just below its old place, which the
 // move then frees, so the steps after it grow into that hole and the buffer moves about once each time it has
 // doubled, as glibc's (which lets the kernel choose: MREMAP_MAYMOVE). Grown only inside its last granule, a
-// buffer grown by 1 MiB to 2 GiB moved at every second step (994 times; 7x glibc's time).
+// buffer grown in steps would move at every second step.
 void* remapTracked(char* start, size_t oldBytes, size_t newBytes) {
   const size_t oldSpan = trackedLength(oldBytes), newSpan = trackedLength(newBytes);
   if (newSpan > oldSpan && reserveAbove(start, oldSpan, newSpan)) {

@@ -3,8 +3,7 @@
 // The kernel maps up to 64 KiB of a library's file around each page of it a program touches (fault-around),
 // and every page so mapped counts in the program's resident memory. A program that only starts runs a few
 // KB of this library (the C library's entries, the next allocator's lookup, start-up and exit); spread over
-// its 370 KB of code they held 300-370 KB of it resident in gzip, whose own peak is 1.8 MiB (184-248 KB
-// since). Marked TP_ALWAYS_RUN, they share one section, which GNU ld's default script places (as one of
+// all its code they would keep most of it resident (docs/benchmarks.md). Marked TP_ALWAYS_RUN, they share one section, which GNU ld's default script places (as one of
 // `.text.hot.*`) right after the start-up code (`.text.startup`, where GCC puts what only constructors
 // call) and ahead of the rest. Code a program reaches only once the pool is made is left where it is,
 // and start-up calls none of it (the default classes are built when the pool is made).
@@ -12,8 +11,7 @@
 // libc_nonshared.a, which ld places at the end of the code, beside _fini, which the dynamic linker calls at
 // exit (DT_FINI). Start-up registers its handlers with the functions those stubs call, and DT_FINI names an
 // empty function here (-Wl,-fini=tp_preload_fini: _fini's body is empty on x86-64; the destructors run from
-// .fini_array), so that no program touches that last 64 KiB (gzip's peak RSS under the library 2,332 -> 2,216
-// KB, with decay's thread configured here too: docs/benchmarks.md).
+// .fini_array), so that no program touches that last 64 KiB.
 #pragma once
 
 #define TP_ALWAYS_RUN __attribute__((section(".text.hot.tensorpool_always_run")))

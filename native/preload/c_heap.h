@@ -7,12 +7,12 @@
 //   its thresholds follow the pool's blocks instead (a fixed 64 MiB kept up to 64 MiB of free heap that
 //   glibc alone gives back).
 // - glibc alone serves a large request from memory its small ones freed; the pool cannot. So when the pool
-//   takes new memory from the OS, glibc first gives its free pages back (malloc_trim): a program that freed
-//   40 MB of small objects and then wrote 40 MB of 1 MiB buffers peaked at 2x glibc's RSS.
+//   takes new memory from the OS, glibc first gives its free pages back (malloc_trim), so that small
+//   objects freed and large buffers written after them are not both resident.
 // - The other way round: glibc unmaps a large block at free, the pool keeps its pages until decay (1 s idle,
 //   and only once the program calls the pool or the C library's malloc). So as glibc's main heap grows past the highest it has
-//   been, the pool's free spans give back as much (cHeapTick): a program that freed 40 blocks of 1 MiB and
-//   then wrote 40 MB of 1,000-byte blocks peaked at 2x glibc's RSS. Growth past the high-water mark only: a
+//   been, the pool's free spans give back as much (cHeapTick), so that large blocks freed and small
+//   objects written after them are not both resident. Growth past the high-water mark only: a
 //   heap that shrinks and grows back to where it was (a training loop's steady state) costs the pool nothing.
 #pragma once
 

@@ -1,8 +1,7 @@
 // Decay's own thread. A program that frees the pool's blocks and then goes quiet (a service between requests,
-// a script that sleeps or waits on input) makes no call that gives decay its turn, and kept its idle memory
-// until its next allocation: a Python script with numpy (whose BLAS starts threads) that freed 2,000 strings of
-// 200 KB and slept held 426 MB under the pool, 28 MB under glibc, which unmaps or trims at free(). This thread
-// gives decay its turn (Pool::decayTick) while the pool holds memory it may give back (then 28.7 MB).
+// a script that sleeps or waits on input) makes no call that gives decay its turn, and would keep its idle
+// memory until its next allocation, where glibc unmaps or trims at free(). This thread gives decay its turn
+// (Pool::decayTick) while the pool holds memory it may give back.
 //
 // It exists only in a process that has made threads of its own (one that never has keeps glibc's
 // single-threaded paths: decayThreadAfterAlloc; its sleeps give decay its turn instead, sleep_calls.cc), and

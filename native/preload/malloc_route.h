@@ -152,7 +152,7 @@ static thread_local unsigned mallocsUntilTick __attribute__((tls_model("initial-
 // once it is idle, as glibc unmaps or trims it (without this, at the pool's next call, which may never come);
 // and glibc's heap held against the pool's free memory (cHeapTick: its heap grows by at most this many blocks
 // between two looks). On mallocs rather than frees: a program that frees goes on allocating, and one that only
-// allocates (40 MB of small blocks written after 40 MB of large ones freed) would never give the pool a turn.
+// allocates after freeing its large blocks would never give the pool a turn on frees.
 static TP_ALWAYS_RUN __attribute__((noinline, cold)) void mallocTick() {
   mallocsUntilTick = kMallocsPerTick;
   const DecayWatch found = poolDecayTick();
@@ -237,8 +237,8 @@ static TP_ALWAYS_RUN void* reallocOnce(void* p, size_t bytes) {
       return nullptr;
     }
     if (routesToPool(bytes)) {
-      // In place where the block's capacity holds it (a buffer grown piece by piece moved, copied and
-      // gave its pages back at every piece: 200x glibc's time).
+      // In place where the block's capacity holds it: a buffer grown piece by piece is not moved, copied
+      // and faulted in again at every piece.
       if (poolResizeInPlace(p, bytes)) return p;
       // A block the OS mapped is resized by the OS, as glibc's mapped chunks are: never two copies at once.
       if (void* moved = poolResizeMapped(p, bytes)) return moved;

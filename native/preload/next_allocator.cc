@@ -107,9 +107,8 @@ inline Fn lookUp(const char* name, const char* version, Fn fallback) {
 }
 
 // Whether `m` is glibc's own malloc: the C library's __libc_malloc, which is malloc under another name, found
-// at its version (an unversioned __libc_malloc, mimalloc's or tcmalloc's, is skipped). dladdr told this by
-// the object `m` lies in, at ~170,000 instructions in every process the library starts in (a linear walk of
-// the C library's symbols) and two more pages of its code resident. Elsewhere than x86-64 and AArch64: no.
+// at its version (an unversioned __libc_malloc, mimalloc's or tcmalloc's, is skipped). Not dladdr, which
+// walks the C library's symbols linearly in every process the library starts in. Elsewhere than x86-64 and AArch64: no.
 TP_ALWAYS_RUN bool isGlibcMalloc(void* m) {
   return kBaseVersion && m == dlvsym(RTLD_NEXT, "__libc_malloc", kBaseVersion);
 }

@@ -1,7 +1,7 @@
 // Sleeps and waits of a program with one thread, interposed so that decay gets the turn it would get while the
 // program is quiet. A process with threads has decay's own thread for that (decay_thread.h); one without gets
-// none, as a first thread would turn glibc's single-threaded paths off for good, and its freed memory waited for
-// its next call into the allocator: a Python script that freed 400 MB and slept held them while glibc held 13 MB.
+// none, as a first thread would turn glibc's single-threaded paths off for good, and its freed memory would wait for
+// its next call into the allocator, where glibc would have unmapped or trimmed it at free().
 // Sleeps: before such a program sleeps for at least the decay period, what decay would give back meanwhile goes
 // back (Pool::quietFor); after, it faults in again what it uses, as under glibc, which had unmapped it at free().
 // nanosleep, clock_nanosleep (relative or absolute), sleep and usleep (glibc's sleep and usleep call its
