@@ -138,9 +138,10 @@ describe('adaptive pool: record, train, switch', () => {
     // and the window's recorder, which goes on recording, takes fresh memory for its events from ASan's
     // allocator (which quarantines what was freed instead of reusing it): a few pages, not the tensors' (the
     // cold pool below faults over a hundred).
+    // Elsewhere none of the tensors' pages faults; the kernel may still fault a page in on its own now and then
+    // (one it migrated while compacting memory, under a busy machine's memory pressure): at most 2 an iteration.
     const from = underAsan ? 4 : 3;
-    if (underAsan) for (const f of faults.slice(from)) expect(f).toBeLessThanOrEqual(32);
-    else expect(faults.slice(from)).toEqual(new Array(trace.iterations - from).fill(0));
+    for (const f of faults.slice(from)) expect(f).toBeLessThanOrEqual(underAsan ? 32 : 2);
     replayer.rewind(false);
     expect(pool.stats().liveBlocks).toBe(0);
     pool.close();
