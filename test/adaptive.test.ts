@@ -286,6 +286,43 @@ describe('adaptive pool: record, train, switch', () => {
     pool.close();
   });
 
+  it("a shape the first plan's classes serve but its schedule does not: the re-plan that schedules it with the same classes is switched to, and the cycle stays planned", () => {
+    // A PooledSession's runs on the process pool (examples/process/session.mjs): two intermediates of the
+    // run's shape, then the next run's input, live into the next iteration. The first two shapes ask for
+    // bytes within 2% of each other, so the first plan is trained once the second came (a repeat of the
+    // first, to the window) and holds no schedule for the third, whose requests borrow its blocks unplanned.
+    const shapes = [
+      { intermediate: 3211264, input: 602112 },
+      { intermediate: 3276800, input: 614400 },
+      { intermediate: 2097152, input: 393216 },
+    ];
+    const switches: PlanSwitch[] = [];
+    const pool = new Pool({ adaptive: { background: false, onSwitch: (event) => switches.push(event) }, prefault: false });
+    let input = pool.alloc(shapes[0].input); // before the first mark: the warm-up iteration's
+    const unplanned: number[] = []; // per iteration
+    for (let i = 0; i < 120; i++) {
+      const before = pool.stats().unplannedBorrows;
+      pool.markIteration(); // a run starts
+      const { intermediate } = shapes[i % 3];
+      const held = [pool.alloc(intermediate), pool.alloc(intermediate)];
+      for (const block of [...held, input]) pool.release(block);
+      input = pool.alloc(shapes[(i + 1) % 3].input);
+      unplanned.push(pool.stats().unplannedBorrows - before);
+    }
+    const s = pool.stats().adaptive!;
+    expect(switches.map((e) => e.reason)).toEqual(['warm-up', 'drift']);
+    expect(switches[0].plan.schedule!.iterations).toHaveLength(2); // the first two shapes
+    expect(unplanned[2]).toBe(3); // the third shape under the first plan
+    // The re-plan keeps the classes: what it brings is the third shape's schedule.
+    expect(switches[1].plan.classes).toEqual(switches[0].plan.classes);
+    expect(switches[1].trigger).toMatchObject({ newPattern: true, unplannedBorrows: 3 });
+    expect(s).toMatchObject({ mode: 'planned', switches: 2, replans: 1, abandoned: 0, lastError: null, patterns: 2 });
+    // From the re-plan on, every iteration as planned: nothing for the judge to re-train for.
+    expect(unplanned.slice(switches[1].iteration)).toEqual(new Array(120 - switches[1].iteration).fill(0));
+    pool.release(input);
+    pool.close();
+  });
+
   it('starts planned from a given plan and keeps it while the run matches', () => {
     const trace = syntheticTrainingTrace({ layers: 16, iterations: 6, seed: 2 });
     const plan = train(trace, { iteration: 2 });

@@ -7,6 +7,10 @@
  * a known pattern that drifted on its `replanAfter` latest occurrences (other shapes of a cycle may come
  * between); a smaller one, every `recordLimit` iterations, when a pattern the plan was kept for has left the
  * window, if its arena is at least 10% smaller (the shapes that left give their memory back).
+ * A re-trained plan is the serving one when it serves nothing the serving one does not: the same classes
+ * and, for each iteration it was trained on, a schedule the serving plan has too. One with the same classes
+ * and a schedule for a shape the serving plan lacks is switched to: without its schedule that shape goes on
+ * leaving the plan (its requests borrow other classes' blocks), and would start re-plan after re-plan.
  * Hysteresis, so that a run cannot make the pool flap: nothing is judged during the `cooldownIterations`
  * after a switch; the cooldown doubles, up to MAX_COOLDOWN, after a given-up attempt (a re-trained plan
  * identical to the serving one included) and after re-plans that follow each other closely, and a plan that
@@ -130,8 +134,8 @@ export class Judge {
   /**
    * Whether to switch from `serving` to `plan`, trained for `purpose`: 'keep' a shrink that would save less
    * than SHRINK_GAIN (the serving plan stays, kept for the window's shapes: it was trained on more, and
-   * they are what the next shrink looks for); 'same' for a plan with the serving one's classes (re-planning
-   * cannot help); else 'switch'.
+   * they are what the next shrink looks for); 'same' for a plan that serves nothing the serving one does not
+   * (re-planning cannot help); else 'switch'.
    */
   verdict(plan: Plan, purpose: Purpose, serving: Plan | null): 'switch' | 'keep' | 'same' {
     if (purpose.reason === 'shrink' && !(plan.arenaBytes <= SHRINK_GAIN * serving!.arenaBytes)) {
@@ -139,7 +143,7 @@ export class Judge {
       this.#kept = purpose.repeated;
       return 'keep';
     }
-    return serving && sameClasses(serving, plan) ? 'same' : 'switch';
+    return serving && servesNothingNew(serving, plan) ? 'same' : 'switch';
   }
 
   /** A plan trained for `purpose` serves from the iteration after `iteration`: judging starts over for it. */
@@ -182,10 +186,36 @@ export class Judge {
   }
 }
 
-function sameClasses(a: Plan, b: Plan): boolean {
-  return (
-    a.interval === b.interval &&
-    a.classes.length === b.classes.length &&
-    a.classes.every((c, i) => c.size === b.classes[i].size && c.blocks === b.classes[i].blocks)
-  );
+/**
+ * Whether `plan` serves nothing `serving` does not: the same interval, classes, layout and cycle, and each
+ * iteration it has a schedule for scheduled as one of `serving`'s iterations is (in any order, any number
+ * of times: two windows of one cycle of shapes start at different shapes).
+ */
+function servesNothingNew(serving: Plan, plan: Plan): boolean {
+  const sameClasses =
+    serving.interval === plan.interval &&
+    serving.serve === plan.serve &&
+    serving.classes.length === plan.classes.length &&
+    serving.classes.every((c, i) => c.size === plan.classes[i].size && c.blocks === plan.classes[i].blocks);
+  if (!sameClasses || layoutKey(serving) !== layoutKey(plan)) return false;
+  if ((serving.schedule?.cycle ?? 1) !== (plan.schedule?.cycle ?? 1)) return false;
+  const known = new Set(iterationSchedules(serving));
+  return iterationSchedules(plan).every((schedule) => known.has(schedule));
+}
+
+/** Each trained iteration's schedule (its sizes, classes and blocks in order), as a string; none without a schedule. */
+function iterationSchedules(plan: Plan): string[] {
+  const schedule = plan.schedule;
+  if (!schedule) return [];
+  const starts = schedule.iterations ? Array.from(schedule.iterations) : [0];
+  return starts.map((from, i) => {
+    const to = i + 1 < starts.length ? starts[i + 1] : schedule.sizes.length;
+    const entries: string[] = [];
+    for (let k = from; k < to; k++) entries.push(`${schedule.sizes[k]}:${schedule.classes[k]}:${schedule.blocks?.[k] ?? ''}`);
+    return entries.join(',');
+  });
+}
+
+function layoutKey(plan: Plan): string {
+  return plan.layout ? `${Array.from(plan.layout.classes).join(',')}/${Array.from(plan.layout.offsets).join(',')}` : '';
 }
