@@ -3,10 +3,11 @@
  * smaller one, and, once one is trained, whether it is worth switching to. An iteration drifts when its
  * off-plan allocations (OS fallbacks, oversize requests, borrows the schedule did not call for, blocks a
  * growing pool carved) exceed `replanThreshold` of them. A new plan is needed for a pattern the serving plan
- * was not trained on (a new shape) that drifted, once the window holds it `stableIterations` times, and for
- * a known pattern that drifted on its `replanAfter` latest occurrences (other shapes of a cycle may come
- * between); a smaller one, every `recordLimit` iterations, when a pattern the plan was kept for has left the
- * window, if its arena is at least 10% smaller (the shapes that left give their memory back).
+ * was not trained on (a new shape: near none of the iterations it was trained on) that drifted, once the
+ * window holds it `stableIterations` times, and for a known pattern that drifted on its `replanAfter` latest
+ * occurrences (other shapes of a cycle may come between); a smaller one, every `recordLimit` iterations, when
+ * a pattern the plan was kept for has left the window (none of its iterations is near it), if its arena is
+ * at least 10% smaller (the shapes that left give their memory back).
  * A re-trained plan is the serving one when it serves nothing the serving one does not: the same classes
  * and, for each iteration it was trained on, a schedule the serving plan has too. One with the same classes
  * and a schedule for a shape the serving plan lacks is switched to: without its schedule that shape goes on
@@ -43,6 +44,8 @@ export interface Purpose {
   trigger: IterationReport | null;
   /** The window's patterns, and those it held at least twice. */
   patterns: Pattern[];
+  /** The pattern of each of the window's iterations (each once): what the plan was trained on. */
+  seen: Pattern[];
   repeated: Pattern[];
   /** The most blocks live at the start of one of the window's iterations. */
   carried: number;
@@ -50,7 +53,14 @@ export interface Purpose {
 
 /** A plan trained for `reason` on the window as it is now. */
 export function purposeOf(reason: Purpose['reason'], trigger: IterationReport | null, window: IterationWindow): Purpose {
-  return { reason, trigger, patterns: window.patterns(), repeated: window.patterns(2), carried: window.maxCarried() };
+  return {
+    reason,
+    trigger,
+    patterns: window.patterns(),
+    seen: window.iterationPatterns(),
+    repeated: window.patterns(2),
+    carried: window.maxCarried(),
+  };
 }
 
 /** A shrink switches only to a plan whose arena is at most this fraction of the serving one's. */
@@ -60,7 +70,9 @@ const MAX_COOLDOWN = 1024;
 
 export class Judge {
   readonly #settings: Settings;
-  #trained: Pattern[] | null; // the patterns the serving plan was trained on (null: a plan given, not trained here)
+  // The patterns of the iterations the serving plan was trained on, and how many patterns they were (near
+  // ones as one); null: a plan given, not trained here.
+  #trained: { seen: Pattern[]; patterns: number } | null;
   #kept: Pattern[] = []; // of them, those a shrink keeps the plan for
   #trainedCarried = Infinity; // the most blocks carried into an iteration the serving plan was trained on
   #sinceChange = 0; // iterations judged since the last switch or given-up re-plan
@@ -75,7 +87,7 @@ export class Judge {
   /** `givenPlan`: the pool started with a plan it was not trained on here. */
   constructor(settings: Settings, givenPlan: boolean) {
     this.#settings = settings;
-    this.#trained = givenPlan ? null : [];
+    this.#trained = givenPlan ? null : { seen: [], patterns: 0 };
     this.#cooldown = settings.cooldownIterations;
   }
 
@@ -86,7 +98,7 @@ export class Judge {
 
   /** Patterns the serving plan was trained on. */
   get patterns(): number {
-    return this.#trained?.length ?? 0;
+    return this.#trained?.patterns ?? 0;
   }
 
   /** No plan after a failure: counts this iteration, and says whether the cooldown is over (a new attempt is due). */
@@ -124,9 +136,10 @@ export class Judge {
     }
     if (drifting) this.#drifting.splice(this.#drifting.indexOf(drifting), 1);
     this.#driftStreak = 0;
-    if (this.#sinceChange % this.#settings.recordLimit === 0 && window.full && this.#kept.length > 0) {
-      const patterns = window.patterns();
-      if (this.#kept.some((t) => !patterns.some((p) => nearPattern(p, t)))) return purposeOf('shrink', null, window);
+    // A pattern has left the window when none of its iterations is near it (not: none of the patterns
+    // standing for them, see IterationWindow.iterationPatterns).
+    if (this.#sinceChange % this.#settings.recordLimit === 0 && window.full && this.#kept.some((t) => window.occurrences(t) === 0)) {
+      return purposeOf('shrink', null, window);
     }
     return null;
   }
@@ -151,7 +164,7 @@ export class Judge {
     // Re-plans that follow each other closely (shapes that keep changing) wait longer each time.
     const closely = purpose.reason === 'drift' && this.#lastSwitchAt !== null && iteration - this.#lastSwitchAt <= 2 * this.#cooldown + 4;
     this.#cooldown = closely ? Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN) : this.#settings.cooldownIterations;
-    this.#trained = purpose.patterns;
+    this.#trained = { seen: purpose.seen, patterns: purpose.patterns.length };
     this.#trainedCarried = purpose.carried;
     // What a shrink keeps the plan for: the patterns the window held twice (a one-off iteration, such as
     // one in which a thread started, is no shape to keep a plan for).
@@ -181,7 +194,8 @@ export class Judge {
       osFallbacks: s.osFallbacks + s.osOversize,
       unplannedBorrows: s.unplannedBorrows,
       grown: s.grown,
-      newPattern: this.#trained !== null && !this.#trained.some((p) => nearPattern(p, pattern)),
+      // Near one of the iterations trained on, not one pattern standing for several (see iterationPatterns).
+      newPattern: this.#trained !== null && !this.#trained.seen.some((p) => nearPattern(p, pattern)),
     };
   }
 }
