@@ -287,6 +287,91 @@ describe('adaptive pool: record, train, switch', () => {
     pool.close();
   });
 
+  it("a shape the first plan's classes serve but its schedule does not: the re-plan that schedules it with the same classes is switched to, and the cycle stays planned", () => {
+    // A PooledSession's runs on the process pool (examples/process/session.mjs): two intermediates of the
+    // run's shape, then the next run's input, live into the next iteration. The first two shapes ask for
+    // bytes within 2% of each other, so the first plan is trained once the second came (a repeat of the
+    // first, to the window) and holds no schedule for the third, whose requests borrow its blocks unplanned.
+    const shapes = [
+      { intermediate: 3211264, input: 602112 },
+      { intermediate: 3276800, input: 614400 },
+      { intermediate: 2097152, input: 393216 },
+    ];
+    const switches: PlanSwitch[] = [];
+    const pool = new Pool({ adaptive: { background: false, onSwitch: (event) => switches.push(event) }, prefault: false });
+    let input = pool.alloc(shapes[0].input); // before the first mark: the warm-up iteration's
+    const unplanned: number[] = []; // per iteration
+    for (let i = 0; i < 120; i++) {
+      const before = pool.stats().unplannedBorrows;
+      pool.markIteration(); // a run starts
+      const { intermediate } = shapes[i % 3];
+      const held = [pool.alloc(intermediate), pool.alloc(intermediate)];
+      for (const block of [...held, input]) pool.release(block);
+      input = pool.alloc(shapes[(i + 1) % 3].input);
+      unplanned.push(pool.stats().unplannedBorrows - before);
+    }
+    const s = pool.stats().adaptive!;
+    expect(switches.map((e) => e.reason)).toEqual(['warm-up', 'drift']);
+    expect(switches[0].plan.schedule!.iterations).toHaveLength(2); // the first two shapes
+    expect(unplanned[2]).toBe(3); // the third shape under the first plan
+    // The re-plan keeps the classes: what it brings is the third shape's schedule.
+    expect(switches[1].plan.classes).toEqual(switches[0].plan.classes);
+    expect(switches[1].trigger).toMatchObject({ newPattern: true, unplannedBorrows: 3 });
+    expect(s).toMatchObject({ mode: 'planned', switches: 2, replans: 1, abandoned: 0, lastError: null, patterns: 2 });
+    // From the re-plan on, every iteration as planned: nothing for the judge to re-train for.
+    expect(unplanned.slice(switches[1].iteration)).toEqual(new Array(120 - switches[1].iteration).fill(0));
+    pool.release(input);
+    pool.close();
+  });
+
+  it('a one-off stray buffer in a run of a shape within 2% of another is no new shape: no re-plan for it', () => {
+    // Three shapes, the first two within 2% of each other in bytes (the window's first, the smaller, stands
+    // for both), each run leaving the next run's input live; twice, far apart, another thread's one-off
+    // buffer lands in a run of the second shape: near that shape's iterations, not near the first's.
+    const intermediates = [3_200_000, 3_250_000, 2_000_000];
+    const switches: PlanSwitch[] = [];
+    const pool = new Pool({ adaptive: { background: false, onSwitch: (event) => switches.push(event) }, prefault: false });
+    let input = pool.alloc(600_000);
+    const strays = [100, 130]; // runs of the second shape
+    const offPlan: number[] = [];
+    for (let i = 0; i < 150; i++) {
+      const before = pool.stats();
+      pool.markIteration();
+      const held = [pool.alloc(intermediates[i % 3]), pool.alloc(intermediates[i % 3])];
+      for (const block of [...held, input]) pool.release(block);
+      if (strays.includes(i)) pool.release(pool.alloc(131072));
+      input = pool.alloc(600_000);
+      const now = pool.stats();
+      offPlan.push(now.unplannedBorrows + now.osFallbacks + now.grown - before.unplannedBorrows - before.osFallbacks - before.grown);
+    }
+    // The first plan once the second shape came (the first's repeat to the window), a re-plan for the third;
+    // the strays are served off the plan, and nothing is trained for them.
+    expect(switches.map((e) => e.reason)).toEqual(['warm-up', 'drift']);
+    expect(strays.map((i) => offPlan[i])).toEqual([1, 1]);
+    expect(pool.stats().adaptive).toMatchObject({ mode: 'planned', switches: 2, abandoned: 0 });
+    pool.release(input);
+    pool.close();
+  });
+
+  it('a shape that stops coming: a smaller plan once the window no longer holds it, and none before', () => {
+    const intermediates = [3_000_000, 1_000_000, 6_000_000];
+    const switches: PlanSwitch[] = [];
+    // Three of each shape before the first plan: it is kept for all three.
+    const pool = new Pool({ adaptive: { background: false, stableIterations: 3, onSwitch: (event) => switches.push(event) }, prefault: false });
+    for (let i = 0; i < 200; i++) {
+      pool.markIteration();
+      const shape = i < 60 ? i % 3 : i % 2; // the largest shape's last run is the 60th
+      const held = [pool.alloc(intermediates[shape]), pool.alloc(intermediates[shape])];
+      for (const block of held) pool.release(block);
+    }
+    expect(switches.map((e) => e.reason)).toEqual(['warm-up', 'shrink']);
+    // Judged every recordLimit (32) iterations after the switch, once the window (32) has none of it.
+    expect(switches[1].iteration).toBeGreaterThan(60 + 32);
+    expect(switches[1].plan.arenaBytes).toBeLessThanOrEqual(0.9 * switches[0].plan.arenaBytes);
+    expect(pool.stats().adaptive).toMatchObject({ mode: 'planned', patterns: 2, replans: 0 });
+    pool.close();
+  });
+
   it('starts planned from a given plan and keeps it while the run matches', () => {
     const trace = syntheticTrainingTrace({ layers: 16, iterations: 6, seed: 2 });
     const plan = train(trace, { iteration: 2 });

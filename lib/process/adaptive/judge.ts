@@ -3,10 +3,15 @@
  * smaller one, and, once one is trained, whether it is worth switching to. An iteration drifts when its
  * off-plan allocations (OS fallbacks, oversize requests, borrows the schedule did not call for, blocks a
  * growing pool carved) exceed `replanThreshold` of them. A new plan is needed for a pattern the serving plan
- * was not trained on (a new shape) that drifted, once the window holds it `stableIterations` times, and for
- * a known pattern that drifted on its `replanAfter` latest occurrences (other shapes of a cycle may come
- * between); a smaller one, every `recordLimit` iterations, when a pattern the plan was kept for has left the
- * window, if its arena is at least 10% smaller (the shapes that left give their memory back).
+ * was not trained on (a new shape: near none of the iterations it was trained on) that drifted, once the
+ * window holds it `stableIterations` times, and for a known pattern that drifted on its `replanAfter` latest
+ * occurrences (other shapes of a cycle may come between); a smaller one, every `recordLimit` iterations, when
+ * a pattern the plan was kept for has left the window (none of its iterations is near it), if its arena is
+ * at least 10% smaller (the shapes that left give their memory back).
+ * A re-trained plan is the serving one when it serves nothing the serving one does not: the same classes
+ * and, for each iteration it was trained on, a schedule the serving plan has too. One with the same classes
+ * and a schedule for a shape the serving plan lacks is switched to: without its schedule that shape goes on
+ * leaving the plan (its requests borrow other classes' blocks), and would start re-plan after re-plan.
  * Hysteresis, so that a run cannot make the pool flap: nothing is judged during the `cooldownIterations`
  * after a switch; the cooldown doubles, up to MAX_COOLDOWN, after a given-up attempt (a re-trained plan
  * identical to the serving one included) and after re-plans that follow each other closely, and a plan that
@@ -39,6 +44,8 @@ export interface Purpose {
   trigger: IterationReport | null;
   /** The window's patterns, and those it held at least twice. */
   patterns: Pattern[];
+  /** The pattern of each of the window's iterations (each once): what the plan was trained on. */
+  seen: Pattern[];
   repeated: Pattern[];
   /** The most blocks live at the start of one of the window's iterations. */
   carried: number;
@@ -46,7 +53,14 @@ export interface Purpose {
 
 /** A plan trained for `reason` on the window as it is now. */
 export function purposeOf(reason: Purpose['reason'], trigger: IterationReport | null, window: IterationWindow): Purpose {
-  return { reason, trigger, patterns: window.patterns(), repeated: window.patterns(2), carried: window.maxCarried() };
+  return {
+    reason,
+    trigger,
+    patterns: window.patterns(),
+    seen: window.iterationPatterns(),
+    repeated: window.patterns(2),
+    carried: window.maxCarried(),
+  };
 }
 
 /** A shrink switches only to a plan whose arena is at most this fraction of the serving one's. */
@@ -56,7 +70,9 @@ const MAX_COOLDOWN = 1024;
 
 export class Judge {
   readonly #settings: Settings;
-  #trained: Pattern[] | null; // the patterns the serving plan was trained on (null: a plan given, not trained here)
+  // The patterns of the iterations the serving plan was trained on, and how many patterns they were (near
+  // ones as one); null: a plan given, not trained here.
+  #trained: { seen: Pattern[]; patterns: number } | null;
   #kept: Pattern[] = []; // of them, those a shrink keeps the plan for
   #trainedCarried = Infinity; // the most blocks carried into an iteration the serving plan was trained on
   #sinceChange = 0; // iterations judged since the last switch or given-up re-plan
@@ -71,7 +87,7 @@ export class Judge {
   /** `givenPlan`: the pool started with a plan it was not trained on here. */
   constructor(settings: Settings, givenPlan: boolean) {
     this.#settings = settings;
-    this.#trained = givenPlan ? null : [];
+    this.#trained = givenPlan ? null : { seen: [], patterns: 0 };
     this.#cooldown = settings.cooldownIterations;
   }
 
@@ -82,7 +98,7 @@ export class Judge {
 
   /** Patterns the serving plan was trained on. */
   get patterns(): number {
-    return this.#trained?.length ?? 0;
+    return this.#trained?.patterns ?? 0;
   }
 
   /** No plan after a failure: counts this iteration, and says whether the cooldown is over (a new attempt is due). */
@@ -120,9 +136,10 @@ export class Judge {
     }
     if (drifting) this.#drifting.splice(this.#drifting.indexOf(drifting), 1);
     this.#driftStreak = 0;
-    if (this.#sinceChange % this.#settings.recordLimit === 0 && window.full && this.#kept.length > 0) {
-      const patterns = window.patterns();
-      if (this.#kept.some((t) => !patterns.some((p) => nearPattern(p, t)))) return purposeOf('shrink', null, window);
+    // A pattern has left the window when none of its iterations is near it (not: none of the patterns
+    // standing for them, see IterationWindow.iterationPatterns).
+    if (this.#sinceChange % this.#settings.recordLimit === 0 && window.full && this.#kept.some((t) => window.occurrences(t) === 0)) {
+      return purposeOf('shrink', null, window);
     }
     return null;
   }
@@ -130,8 +147,8 @@ export class Judge {
   /**
    * Whether to switch from `serving` to `plan`, trained for `purpose`: 'keep' a shrink that would save less
    * than SHRINK_GAIN (the serving plan stays, kept for the window's shapes: it was trained on more, and
-   * they are what the next shrink looks for); 'same' for a plan with the serving one's classes (re-planning
-   * cannot help); else 'switch'.
+   * they are what the next shrink looks for); 'same' for a plan that serves nothing the serving one does not
+   * (re-planning cannot help); else 'switch'.
    */
   verdict(plan: Plan, purpose: Purpose, serving: Plan | null): 'switch' | 'keep' | 'same' {
     if (purpose.reason === 'shrink' && !(plan.arenaBytes <= SHRINK_GAIN * serving!.arenaBytes)) {
@@ -139,7 +156,7 @@ export class Judge {
       this.#kept = purpose.repeated;
       return 'keep';
     }
-    return serving && sameClasses(serving, plan) ? 'same' : 'switch';
+    return serving && servesNothingNew(serving, plan) ? 'same' : 'switch';
   }
 
   /** A plan trained for `purpose` serves from the iteration after `iteration`: judging starts over for it. */
@@ -147,7 +164,7 @@ export class Judge {
     // Re-plans that follow each other closely (shapes that keep changing) wait longer each time.
     const closely = purpose.reason === 'drift' && this.#lastSwitchAt !== null && iteration - this.#lastSwitchAt <= 2 * this.#cooldown + 4;
     this.#cooldown = closely ? Math.min(Math.max(1, this.#cooldown) * 2, MAX_COOLDOWN) : this.#settings.cooldownIterations;
-    this.#trained = purpose.patterns;
+    this.#trained = { seen: purpose.seen, patterns: purpose.patterns.length };
     this.#trainedCarried = purpose.carried;
     // What a shrink keeps the plan for: the patterns the window held twice (a one-off iteration, such as
     // one in which a thread started, is no shape to keep a plan for).
@@ -177,15 +194,42 @@ export class Judge {
       osFallbacks: s.osFallbacks + s.osOversize,
       unplannedBorrows: s.unplannedBorrows,
       grown: s.grown,
-      newPattern: this.#trained !== null && !this.#trained.some((p) => nearPattern(p, pattern)),
+      // Near one of the iterations trained on, not one pattern standing for several (see iterationPatterns).
+      newPattern: this.#trained !== null && !this.#trained.seen.some((p) => nearPattern(p, pattern)),
     };
   }
 }
 
-function sameClasses(a: Plan, b: Plan): boolean {
-  return (
-    a.interval === b.interval &&
-    a.classes.length === b.classes.length &&
-    a.classes.every((c, i) => c.size === b.classes[i].size && c.blocks === b.classes[i].blocks)
-  );
+/**
+ * Whether `plan` serves nothing `serving` does not: the same interval, classes, layout and cycle, and each
+ * iteration it has a schedule for scheduled as one of `serving`'s iterations is (in any order, any number
+ * of times: two windows of one cycle of shapes start at different shapes).
+ */
+function servesNothingNew(serving: Plan, plan: Plan): boolean {
+  const sameClasses =
+    serving.interval === plan.interval &&
+    serving.serve === plan.serve &&
+    serving.classes.length === plan.classes.length &&
+    serving.classes.every((c, i) => c.size === plan.classes[i].size && c.blocks === plan.classes[i].blocks);
+  if (!sameClasses || layoutKey(serving) !== layoutKey(plan)) return false;
+  if ((serving.schedule?.cycle ?? 1) !== (plan.schedule?.cycle ?? 1)) return false;
+  const known = new Set(iterationSchedules(serving));
+  return iterationSchedules(plan).every((schedule) => known.has(schedule));
+}
+
+/** Each trained iteration's schedule (its sizes, classes and blocks in order), as a string; none without a schedule. */
+function iterationSchedules(plan: Plan): string[] {
+  const schedule = plan.schedule;
+  if (!schedule) return [];
+  const starts = schedule.iterations ? Array.from(schedule.iterations) : [0];
+  return starts.map((from, i) => {
+    const to = i + 1 < starts.length ? starts[i + 1] : schedule.sizes.length;
+    const entries: string[] = [];
+    for (let k = from; k < to; k++) entries.push(`${schedule.sizes[k]}:${schedule.classes[k]}:${schedule.blocks?.[k] ?? ''}`);
+    return entries.join(',');
+  });
+}
+
+function layoutKey(plan: Plan): string {
+  return plan.layout ? `${Array.from(plan.layout.classes).join(',')}/${Array.from(plan.layout.offsets).join(',')}` : '';
 }

@@ -126,6 +126,20 @@ export class IterationWindow {
     return counts.filter((c) => c.n >= times).map((c) => c.pattern);
   }
 
+  /**
+   * Each pattern of the window's iterations once, near ones each (not one standing for them as in
+   * patterns()): being near one of them is being near one of the window's iterations. Near is not
+   * transitive: of two shapes within 2% of each other, one may stand for both, and an iteration of the
+   * other with a stray buffer be near that other and not near the one.
+   */
+  iterationPatterns(): Pattern[] {
+    const seen: Pattern[] = [];
+    for (const { pattern } of this.#recorded) {
+      if (!seen.some((p) => p.allocs === pattern.allocs && p.bytes === pattern.bytes)) seen.push(pattern);
+    }
+    return seen;
+  }
+
   /** The most blocks live at the start of one of the window's iterations. */
   maxCarried(): number {
     return Math.max(0, ...this.#recorded.map((r) => r.carried));
