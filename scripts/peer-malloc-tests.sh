@@ -36,10 +36,7 @@ set -eu
 . "$(dirname "$0")/lib/library-argument.sh"  # --help, LIBRARY: sets repo and library
 timeout=${PEER_TESTS_TIMEOUT:-240}
 jobs=${PEER_TESTS_JOBS:-$(nproc)}
-if [ -n "${PEER_TESTS_CACHE:-}" ]; then cache=$PEER_TESTS_CACHE
-elif mkdir -p /var/cache/tensorpool-peer-tests 2>/dev/null && [ -w /var/cache/tensorpool-peer-tests ]; then cache=/var/cache/tensorpool-peer-tests
-else cache=${XDG_CACHE_HOME:-$HOME/.cache}/tensorpool-peer-tests; fi
-mkdir -p "$cache"
+. "$(dirname "$0")/lib/debian-source.sh"  # sets cache; fetch, fetch_any
 started=$(date +%s)
 # One fetch and build at a time per cache (runs against several builds may start together).
 exec 9>"$cache/lock"
@@ -53,8 +50,7 @@ for name in $(env | sed -n 's/^\(TENSORPOOL_[A-Za-z0-9_]*\)=.*/\1/p'); do unset 
 # The replacement allocators the chunk-format tests are measured under, likewise.
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 peer_libs="mimalloc:/usr/lib/$multiarch/libmimalloc.so.2 jemalloc:/usr/lib/$multiarch/libjemalloc.so.2 tcmalloc:/usr/lib/$multiarch/libtcmalloc_minimal.so.4"
-missing=
-command -v dpkg-source >/dev/null 2>&1 || missing=dpkg-dev
+missing=$(source_tools_missing)
 command -v stress-ng >/dev/null 2>&1 || missing="$missing stress-ng"
 for peer in $peer_libs; do
   [ -f "${peer#*:}" ] && continue
@@ -71,43 +67,8 @@ for tool in dpkg-query dpkg-source apt-get gcc flock timeout; do
   command -v "$tool" >/dev/null 2>&1 || { echo "peer-malloc-tests: needs $tool (Debian with apt-get, dpkg-dev and gcc)" >&2; exit 2; }
 done
 glibc_version=$(dpkg-query -W -f='${source:Version}' libc6)
-mimalloc_version=
-apt_options="-o Dir::Etc::SourceList=$cache/apt/sources.list -o Dir::Etc::SourceParts=/dev/null \
-  -o Dir::State::Lists=$cache/apt/lists -o Dir::Cache=$cache/apt/cache -o APT::Sandbox::User=root"
-apt_ready=
-apt_update() {
-  [ -z "$apt_ready" ] || return 0
-  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:?}")
-  mkdir -p "$cache/apt/lists/partial" "$cache/apt/cache/archives/partial"
-  {
-    echo "deb-src http://deb.debian.org/debian $codename main"
-    echo "deb-src http://deb.debian.org/debian $codename-updates main"
-    echo "deb-src http://deb.debian.org/debian-security $codename-security main"
-  } >"$cache/apt/sources.list"
-  # shellcheck disable=SC2086
-  apt-get -qq $apt_options update >/dev/null
-  apt_ready=1
-}
-# fetch PACKAGE VERSION: the unpacked source (Debian patches applied) in $cache/src/PACKAGE-VERSION.
-fetch() {
-  dir=$cache/src/$1-$2
-  [ -d "$dir" ] && return 0
-  apt_update
-  tmp=$(mktemp -d "$cache/fetch.XXXXXX")
-  # shellcheck disable=SC2086
-  (cd "$tmp" && apt-get -qq $apt_options source "$1${2:+=$2}" >/dev/null 2>"$tmp/log") || { cat "$tmp/log" >&2; rm -rf "$tmp"; return 1; }
-  mkdir -p "$cache/src"
-  mv "$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -n 1)" "$dir"
-  rm -rf "$tmp"
-}
 fetch glibc "$glibc_version" || { echo "peer-malloc-tests: apt-get source glibc=$glibc_version failed" >&2; exit 2; }
-mimalloc_version=$(ls -d "$cache"/src/mimalloc-* 2>/dev/null | head -n 1 | sed 's,.*/mimalloc-,,')
-if [ -z "$mimalloc_version" ]; then
-  apt_update
-  # shellcheck disable=SC2086
-  mimalloc_version=$(apt-cache $apt_options showsrc mimalloc | sed -n 's/^Version: //p' | sort -V | tail -n 1)
-  fetch mimalloc "$mimalloc_version" || { echo "peer-malloc-tests: apt-get source mimalloc failed" >&2; exit 2; }
-fi
+mimalloc_version=$(fetch_any mimalloc) || { echo "peer-malloc-tests: apt-get source mimalloc failed" >&2; exit 2; }
 glibc=$cache/src/glibc-$glibc_version
 mimalloc=$cache/src/mimalloc-$mimalloc_version
 
