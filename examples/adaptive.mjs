@@ -9,7 +9,7 @@ for (let i = 0; i < 40 && pool.stats().adaptive.mode !== 'planned'; i++) {
   pool.markIteration(); // one training step
   const tensors = sizes.map((bytes) => pool.uint8(bytes).fill(1));
   for (const t of tensors) pool.release(t);
-  await new Promise((resolve) => setTimeout(resolve, 10)); // the step's other work: training runs meanwhile
+  await pool.adaptiveReady(); // lets training and building the arena finish: the same switch every run
 }
 console.log(`mode ${pool.stats().adaptive.mode}, arena ${pool.plan.arenaBytes} bytes`);
 pool.close();

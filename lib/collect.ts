@@ -1,6 +1,6 @@
 /**
  * Dead tensors' buffers, freed soon: before each onnxruntime-node run of a session that `tensorpool run`'s
- * Node hook wraps (hooks/node.ts) or of a PooledSession (onnxruntime.ts).
+ * Node hook wraps (hooks/node.ts) or of a PooledSession (onnxruntime/session.ts).
  *
  * A run's input and output tensors are ArrayBuffers: their memory is freed only when V8 collects them, and
  * V8 starts a collection for such external memory only once it has grown about 64 MiB past what it was at

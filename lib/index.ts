@@ -1,5 +1,9 @@
 /**
- * tensorpool: a trace-trained CPU memory pool for machine-learning runtimes.
+ * tensorpool: a trace-trained CPU memory pool for machine-learning runtimes. `Pool` for tensors JavaScript
+ * allocates, `processPool()` under `tensorpool run`, `readTrace()` and `train()` for plans, `planOffsets()`
+ * for static offsets, `replay()` to compare allocators on a trace.
+ *
+ * @module tensorpool
  */
 export { Pool, MAX_ALLOC_BYTES } from './pool/pool.js';
 export { ProcessPool, processPool, preloadLibrary } from './process/process-pool.js';

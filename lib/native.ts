@@ -17,6 +17,17 @@ export interface MemoryUsage {
   cHeapFree: number;
 }
 
+/** A TENSORPOOL_* variable the preload library reads (native/preload/options.h). */
+export interface PreloadOption {
+  name: string;
+  /** The `tensorpool run` option that sets it, or null. */
+  flag: string | null;
+  kind: 'bytes' | 'count' | 'milliseconds' | 'switch' | 'path';
+  /** The default as text, or null: unset. */
+  fallback: string | null;
+  help: string;
+}
+
 /** The state a program is exec'd with (execProgram): what the launcher's caller gave it. */
 export interface NativeExecState {
   /** Signals (1-64) set to be ignored; every other signal gets its default action. */
@@ -374,6 +385,10 @@ export interface NativeAddon {
    * Returns only on failure: the errno, with everything as it was.
    */
   execProgram(path: string, argv: string[], env: string[], state: NativeExecState): number;
+  /** The preload library's options table (native/preload/options.h), in its order. */
+  preloadOptions(): PreloadOption[];
+  /** null when the preload library takes `text` for option `name`, else the line it would print. */
+  checkPreloadOption(name: string, text: string): string | null;
   pageSize: number;
 }
 

@@ -54,6 +54,23 @@ function runIterations(pool: Pool, trace: Trace, live?: Map<number, ArrayBuffer>
   return { costs, live: left };
 }
 
+/**
+ * The start of a script for a child process: loads the compiled package (Pool, syntheticTrainingTrace) and
+ * defines runIteration(pool, iteration), which replays one iteration of a trace through the pool and
+ * releases what it left live.
+ */
+const childPrelude = `
+  const { Pool, syntheticTrainingTrace } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+  function runIteration(pool, iteration) {
+    const live = new Map();
+    for (let e = 0; e < iteration.eventCount; e++) {
+      const b = iteration.eventBuffer[e];
+      if (iteration.ops[e] === 0) live.set(b, pool.alloc(iteration.sizes[b]));
+      else if (iteration.ops[e] === 1 && live.has(b)) { pool.release(live.get(b)); live.delete(b); }
+    }
+    for (const buffer of live.values()) pool.release(buffer);
+  }`;
+
 function releaseAll(pool: Pool, live: Map<number, ArrayBuffer>): void {
   for (const buffer of live.values()) pool.release(buffer);
   live.clear();
@@ -313,19 +330,11 @@ describe('adaptive pool: record, train, switch', () => {
   it("trains on the pool's own thread where Node's permission model refuses worker_threads", () => {
     // A child under the permission model (reading files and loading the addon allowed, workers not).
     const permission = Number(process.versions.node.split('.')[0]) >= 22 ? '--permission' : '--experimental-permission';
-    const script = `
-      const { Pool, syntheticTrainingTrace } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+    const script = `${childPrelude}
       const trace = syntheticTrainingTrace({ layers: 8, iterations: 5, seed: 1 });
       const pool = new Pool({ adaptive: true, prefault: false });
       for (let k = 1; k <= trace.iterations; k++) {
-        const iteration = trace.iteration(k);
-        const live = new Map();
-        for (let e = 0; e < iteration.eventCount; e++) {
-          const b = iteration.eventBuffer[e];
-          if (iteration.ops[e] === 0) live.set(b, pool.alloc(iteration.sizes[b]));
-          else if (iteration.ops[e] === 1 && live.has(b)) { pool.release(live.get(b)); live.delete(b); }
-        }
-        for (const buffer of live.values()) pool.release(buffer);
+        runIteration(pool, trace.iteration(k));
         pool.markIteration();
         for (let s = pool.stats().adaptive; s.mode === 'switching' && !s.ready; s = pool.stats().adaptive);
       }
@@ -334,6 +343,67 @@ describe('adaptive pool: record, train, switch', () => {
     const r = spawnSync(process.execPath, [permission, '--allow-fs-read=*', '--allow-addons', '-e', script], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout.trim().split('\n').pop()!)).toEqual({ switches: 1, trainedOn: ['thread'], lastError: null });
+  });
+
+  it('a mark never waits for the background: while the arena cannot be built, marks go on with the serving classes; the first mark after it is built switches', () => {
+    // A child whose only libuv thread is held by an open() of a FIFO that no one writes yet: the arena,
+    // built on that pool of threads, waits behind it for as long as the child chooses.
+    const dir = fs.mkdtempSync(path.join(tmp, 'held-'));
+    const fifo = path.join(dir, 'fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const script = `${childPrelude}
+      const fs = require('node:fs');
+      const trace = syntheticTrainingTrace({ layers: 8, iterations: 12, seed: 2 });
+      const switches = [];
+      const pool = new Pool({ adaptive: { onSwitch: (e) => switches.push({ iteration: e.iteration, waitedIterations: e.waitedIterations }) }, prefault: false });
+      let k = 0;
+      const step = () => {
+        runIteration(pool, trace.iteration(++k));
+        pool.markIteration();
+        const s = pool.stats();
+        return { mode: s.adaptive.mode, generation: s.generation };
+      };
+      (async () => {
+        const modes = [];
+        while (k < 4 && modes[modes.length - 1] !== 'training') modes.push(step().mode);
+        await pool.adaptiveReady(); // the worker has trained the plan
+        fs.open(${JSON.stringify(fifo)}, 'r', (error, fd) => { if (!error) fs.closeSync(fd); });
+        const held = [];
+        for (let i = 0; i < 4; i++) held.push(step()); // the first takes the plan; its arena cannot be built
+        fs.closeSync(fs.openSync(${JSON.stringify(fifo)}, 'w')); // lets the libuv thread go
+        await pool.adaptiveReady(); // the arena is built
+        const after = step();
+        console.log(JSON.stringify({ modes, held, after, switches }));
+      })();`;
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, UV_THREADPOOL_SIZE: '1' } });
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out.modes).toEqual(['recording', 'recording', 'training']);
+    expect(out.held).toEqual(new Array(4).fill({ mode: 'switching', generation: 1 }));
+    expect(out.after).toEqual({ mode: 'planned', generation: 2 });
+    expect(out.switches).toEqual([{ iteration: 8, waitedIterations: 5 }]);
+  });
+
+  it('a loop that awaits adaptiveReady() before each mark switches at the same iteration on every run: the second mark after the one that decided', async () => {
+    const trace = syntheticTrainingTrace({ layers: 24, iterations: 8, seed: 5 });
+    for (let run = 0; run < 2; run++) {
+      const pool = new Pool({ adaptive: true, prefault: false });
+      const modes: string[] = [];
+      for (let k = 1; k <= trace.iterations; k++) {
+        await pool.adaptiveReady();
+        releaseAll(pool, runTrace(pool, trace.iteration(k)));
+        pool.markIteration();
+        modes.push(pool.stats().adaptive!.mode);
+      }
+      expect(modes).toEqual(['recording', 'recording', 'training', 'switching', 'planned', 'planned', 'planned', 'planned']);
+      expect(pool.stats().adaptive).toMatchObject({ switches: 1, lastSwitch: { iteration: 5, waitedIterations: 2, trainedOn: 'worker', background: true } });
+      pool.close();
+    }
+    // Nothing to wait for: a pool without adaptive mode, one that is planned.
+    const plain = new Pool();
+    await expect(plain.adaptiveReady()).resolves.toBeUndefined();
+    plain.close();
   });
 
   it('builds a switch off the JS thread: installed by the next mark, replaced by a newer one, dropped by close', async () => {

@@ -69,17 +69,100 @@ describe('tensorpool train', () => {
     expectUsageError(run('train', path.join(tmp, 'missing.csv')), /missing\.csv: cannot read the trace: no such file/);
     expectUsageError(run('train'), /expected one or more trace files, got none/);
     expectUsageError(run('train', 'a', 'b'), /a: cannot read the trace: no such file/);
-    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--interval', 'big'), /--interval must be a byte count/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--interval', 'big'), /--interval must be auto or a byte count, a multiple of 64 from 64 to 1G/);
     expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--order', 'random'), /--order must be one of/);
-    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--iteration', '9'), /--iteration 9: the trace has 2 iteration/);
-    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--speed'), /Unknown option '--speed'/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--iteration', '9'), /--iteration must be all or an iteration from 1 to 2 \(the trace has 2\), got "9"/);
+    expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '--speed'), /^tensorpool: unknown option '--speed' \('tensorpool train --help' lists its options\)\n$/);
     const bad = path.join(tmp, 'bad.csv');
     fs.writeFileSync(bad, 'op,id,size,stream\na,1,-5,0\n');
     expectUsageError(run('train', bad), /bad\.csv:2: field "size": must be a positive integer/);
-    expectUsageError(run('frobnicate'), /unknown command 'frobnicate'/);
+    expectUsageError(run('frobnicate'), /^tensorpool: unknown command 'frobnicate'; the commands are bench, replay, train, plan, info, run/);
     expectUsageError(run('train', traceFixture('resnet18_train', 'trace.csv.gz'), '-o', ''), /--output needs a value, got an empty string/);
     // An endless input is read up to the limit and refused, not until the process aborts.
     expectUsageError(run('info', '/dev/zero'), /\/dev\/zero: the input is more than 2 GiB, the most a trace may hold/);
+  });
+});
+
+describe('mistakes: did you mean, ranges', () => {
+  it('suggests the command or option meant, in one line of its own words', () => {
+    expectUsageError(run('trian'), /^tensorpool: unknown command 'trian': did you mean train\? \('tensorpool --help' lists the commands\)\n$/);
+    const plna = run('run', '--plna', 'x', '--', 'true');
+    expectUsageError(plna, /^tensorpool: unknown option '--plna': did you mean --plan\? \('tensorpool run --help' lists its options\)\n$/);
+    expect(plna.stderr).not.toMatch(/positional argument/); // parseArgs' own text
+    expectUsageError(run('run', '--no-hook', '--', 'true'), /did you mean --no-hooks\?/);
+    expectUsageError(run('--verison'), /^tensorpool: unknown option '--verison': did you mean --version\?/);
+    expectUsageError(run('train', traceFixture('transformer_train', 'trace.csv.gz'), '--order', 'size_desc'), /--order must be one of alloc-time, size-desc, auto, got "size_desc": did you mean size-desc\?/);
+    // Nothing close: no guess.
+    expectUsageError(run('train', 'x.csv', '--zzzzzz'), /^tensorpool: unknown option '--zzzzzz' \(/);
+    expectUsageError(run('run', '--plan', '--', 'true'), /^tensorpool: --plan needs a value/);
+    expectUsageError(run('run', '--stats=1', '--', 'true'), /^tensorpool: --stats takes no value/);
+  });
+
+  it('refuses a size-class interval blocks cannot have, naming the range, before reading anything', () => {
+    for (const interval of ['3', '100', '2G', '0']) {
+      expectUsageError(run('train', path.join(tmp, 'not-read.csv'), '--interval', interval), new RegExp(`--interval must be auto or a byte count, a multiple of 64 from 64 to 1G .*got "${interval}"`));
+    }
+    const r = run('train', traceFixture('transformer_train', 'trace.csv.gz'), '--interval', '64', '--share', 'off');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/trained on\s+the whole trace, order alloc-time, interval 64$/m);
+  });
+});
+
+describe('tensorpool train: progress', () => {
+  it('prints nothing on stderr when training is quick', () => {
+    const r = run('train', traceFixture('transformer_train', 'trace.csv.gz'));
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+  });
+
+  // The heartbeat's worker writes while the main thread is blocked (as by a native training run). Its
+  // compiled module, whose worker file lies beside it (npm test builds dist/ first).
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { startHeartbeat } = require(path.resolve(__dirname, '../dist/cli/heartbeat.js')) as typeof import('../lib/cli/heartbeat.js');
+  function blockUntil(done: () => boolean): void {
+    const deadline = Date.now() + 60_000;
+    while (!done() && Date.now() < deadline); // busy, as a native call is: no event loop turn
+  }
+  function outputOf(options: { tty: boolean; afterMs: number }, blocked: (file: string) => () => boolean): string {
+    const file = path.join(fs.mkdtempSync(path.join(tmp, 'heartbeat-')), 'stderr');
+    const fd = fs.openSync(file, 'w');
+    try {
+      const heartbeat = startHeartbeat({ label: 'tensorpool train', fd, tickMs: 10, everyMs: 20, ...options });
+      heartbeat.stage('reading big.csv');
+      blockUntil(blocked(file));
+      heartbeat.stage('training on 412003 tensors');
+      blockUntil(() => fs.readFileSync(file, 'utf8').includes('training on'));
+      heartbeat.stop();
+    } finally {
+      fs.closeSync(fd);
+    }
+    return fs.readFileSync(file, 'utf8');
+  }
+
+  it('on a log: a line now and then, naming the stage and the time so far, while the main thread is busy', () => {
+    const log = outputOf({ tty: false, afterMs: 0 }, (file) => () => fs.readFileSync(file, 'utf8').split('\n').length > 2);
+    const lines = log.trimEnd().split('\n');
+    expect(lines.length).toBeGreaterThanOrEqual(3);
+    for (const line of lines) expect(line).toMatch(/^tensorpool train: (reading big\.csv|training on 412003 tensors), \d+ s$/);
+    expect(lines.at(-1)).toMatch(/training on 412003 tensors/);
+  });
+
+  it('on a terminal: one line redrawn in place, erased at the end', () => {
+    const screen = outputOf({ tty: true, afterMs: 0 }, (file) => () => fs.readFileSync(file, 'utf8').includes('reading'));
+    expect(screen).not.toContain('\n');
+    expect(screen.startsWith('\rtensorpool train: reading big.csv, ')).toBe(true);
+    expect(screen.endsWith('\r\x1b[K')).toBe(true);
+  });
+
+  it('writes nothing before its delay', () => {
+    const file = path.join(fs.mkdtempSync(path.join(tmp, 'heartbeat-')), 'stderr');
+    const fd = fs.openSync(file, 'w');
+    const heartbeat = startHeartbeat({ label: 'tensorpool train', fd, tty: false, tickMs: 10, afterMs: 600_000 });
+    const until = Date.now() + 200;
+    blockUntil(() => Date.now() > until);
+    heartbeat.stop();
+    fs.closeSync(fd);
+    expect(fs.readFileSync(file, 'utf8')).toBe('');
   });
 });
 
@@ -91,6 +174,21 @@ describe('tensorpool info and help', () => {
     expect(JSON.parse(fs.readFileSync(path.join(tmp, 'info.json'), 'utf8')).lowerBound).toBe(215441388);
   });
 
+  it('info --library prints the preload library, which LD_PRELOAD loads as tensorpool run does', () => {
+    const r = run('info', '--library');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    const library = r.stdout.trim();
+    expect(r.stdout).toBe(`${library}\n`);
+    expect(path.basename(library)).toBe('tensorpool-preload.so');
+    const probe = `const { processPool } = require(${JSON.stringify(path.resolve(__dirname, '../dist/index.js'))});
+      const pool = processPool(); pool.release(pool.alloc(1 << 20)); console.log(pool.stats().allocs);`;
+    const preloaded = spawnSync(process.execPath, ['-e', probe], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: library }, timeout: 60_000 });
+    expect(preloaded.stderr).toBe('');
+    expect(Number(preloaded.stdout)).toBeGreaterThan(0);
+    expectUsageError(run('info', '--library', 'trace.csv'), /--library takes no trace/);
+  });
+
   it('lists its commands and each command explains itself', () => {
     const r = run('--help');
     expect(r.code).toBe(0);
@@ -100,7 +198,33 @@ describe('tensorpool info and help', () => {
       expect(help.code).toBe(0);
       expect(help.stdout).toMatch(new RegExp(`^usage: tensorpool ${command}`));
     }
-    expect(run('--version').stdout.trim()).toBe(JSON.parse(fs.readFileSync(path.resolve(__dirname, '../package.json'), 'utf8')).version);
+    const version = JSON.parse(fs.readFileSync(path.resolve(__dirname, '../package.json'), 'utf8')).version;
+    for (const flag of ['--version', '-v']) {
+      const r = run(flag);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(`${version}\n`);
+    }
+  });
+
+  it("ends each command's help with examples that use only the options its usage lists", () => {
+    const commands = [...run('--help').stdout.matchAll(/^ {2}(\w+) {2,}\S/gm)].map((m) => m[1]);
+    expect(commands).toEqual(['bench', 'replay', 'train', 'plan', 'info', 'run']);
+    for (const command of commands) {
+      const help = run(command, '--help').stdout;
+      const [usage, examples] = help.split('\nExamples:\n');
+      expect(examples, `${command} --help`).toBeDefined();
+      const lines = examples.trimEnd().split('\n');
+      expect(lines.length).toBeGreaterThanOrEqual(4);
+      lines.forEach((line, i) => expect(line, `${command} --help`).toMatch(i % 2 === 0 ? /^ {2}# \S/ : /^ {2}tensorpool \w+( |$)/));
+      for (const line of lines.filter((_, i) => i % 2 === 1)) {
+        for (const invocation of line.trim().split(' && ')) {
+          const [, name, ...args] = invocation.split(' ');
+          const own = name === 'run' ? args.slice(0, args.indexOf('--')) : args;
+          const usageOf = name === command ? usage : run(name, '--help').stdout;
+          for (const option of own.filter((a) => a.startsWith('-'))) expect(usageOf, `${invocation}: ${option}`).toContain(option);
+        }
+      }
+    }
   });
 });
 

@@ -141,28 +141,30 @@ describe('examples', () => {
     expect(alone.stderr).toMatch(/^run me under `tensorpool run`/);
   });
 
-  it('process/run.sh: run, record, train, run with the plan; the same outputs, the planned run with no OS fallback', async () => {
+  it('process/run.sh: an app that names no tensorpool run plain, then under tensorpool run: recorded, trained, run with the plan; the same outputs, every run marked by the hooks, the planned run with no OS fallback', async () => {
     const outputs = ['app.csv', 'app.plan.json'].map((f) => path.join(examples, 'process', f));
     for (const f of outputs) fs.rmSync(f, { force: true });
     try {
       const r = spawnSync('sh', ['examples/process/run.sh'], { cwd: root, encoding: 'utf8', timeout: 240_000 });
       expect(r.status, r.stderr).toBe(0);
-      const runs = [...r.stdout.matchAll(/^(plain node|tensorpool run \((\w+)\)): ([\d.]+) page faults per run$/gm)];
-      expect(runs.map((m) => m[1])).toEqual(['plain node', 'tensorpool run (default)', 'tensorpool run (recording)', 'tensorpool run (planned)']);
+      expect(fs.readFileSync(path.join(examples, 'process', 'app.mjs'), 'utf8')).not.toMatch(/tensorpool'|markIteration|enableCpuMemArena/); // what README's "no code change" says
+      const runs = [...r.stdout.matchAll(/^([\d.]+) page faults per run$/gm)].map((m) => Number(m[1]));
+      expect(runs).toHaveLength(4); // plain node, default classes, recording, planned
       const scores = [...r.stdout.matchAll(/^last scores: (.*)$/gm)].map((m) => m[1]);
       expect(scores).toEqual(Array(4).fill(await expectedScores([2, 3, 128, 128])));
       const plan = Plan.read(outputs[1]);
       expect(plan.arenaBytes).toBeGreaterThan(0);
       // A loop that repeats keeps its blocks: replayed, the default classes' spans carve more.
       expect(plan.serve).toBe('classes');
-      // The planned run's pool line (--stats, on stderr): planned, nothing from the OS.
-      expect(r.stderr).toMatch(/tensorpool: process pool \(pid \d+, planned, [^)]*\): allocs [1-9]\d*, .*OS fallbacks 0, OS oversize 0;/);
+      // The pool lines of the runs with --stats (on stderr): the hooks marked each of the app's 21 runs, and
+      // the planned run took nothing from the OS.
+      expect(r.stderr).toMatch(/tensorpool: process pool \(pid \d+, default, [^)]*\): allocs [1-9]\d*, .*; iterations 21,/);
+      expect(r.stderr).toMatch(/tensorpool: process pool \(pid \d+, planned, [^)]*\): allocs [1-9]\d*, .*OS fallbacks 0, OS oversize 0;.*; iterations 21,/);
       // Fewer faults with the plan than on the default classes: measured 8.9-9.5 a run planned against
       // 41.2-41.5 on Node 20 (the hook's collections before a run; 0.7-2.1 against 131.7-132.5 before them,
-      // on Node 20, 22 and 24). Not against plain
-      // node: glibc raises its mmap threshold as blocks are freed, and plain node took 0.6 to 425 faults a
-      // run from one run of the same script to the next.
-      expect(Number(runs[3][3])).toBeLessThan(Number(runs[1][3]));
+      // on Node 20, 22 and 24). Not against plain node, which runs with ONNX Runtime's arena (the app as it
+      // is): what it takes is not what this checks.
+      expect(runs[3]).toBeLessThan(runs[1]);
     } finally {
       for (const f of outputs) fs.rmSync(f, { force: true });
     }

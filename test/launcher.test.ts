@@ -10,6 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 
+import { native } from '../lib/native.js';
+
 const bin = path.resolve(__dirname, '../bin/tensorpool');
 const cli = path.resolve(__dirname, '../dist/cli/main.js');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-launcher-'));
@@ -175,5 +177,24 @@ print('count', len(interrupts), flush=True)
     fs.writeFileSync(script, 'echo from-sh\n', { mode: 0o755 });
     const noShebang = spawnSync(bin, ['run', '--', script], { encoding: 'utf8' });
     expect(noShebang.stdout).toBe('from-sh\n');
+  });
+
+  it("the preload library's options table is run's grammar, its --help and the guide's environment table", () => {
+    const table = native.preloadOptions();
+    expect(table.map((o) => o.name)).toContain('TENSORPOOL_MIN_BYTES');
+    const help = spawnSync(process.execPath, [cli, 'run', '--help'], { encoding: 'utf8' }).stdout;
+    const guide = fs.readFileSync(path.resolve(__dirname, '../docs/process-allocator.md'), 'utf8');
+    for (const option of table) {
+      expect(help, option.name).toContain(`  ${option.name}\n      ${option.help}`);
+      expect(guide, option.name).toMatch(new RegExp(`\\| \`${option.name}(=[01])?\` \\|`));
+    }
+    // One grammar: what the library refuses, run refuses, and what it takes, run passes on as written.
+    expect(native.checkPreloadOption('TENSORPOOL_MIN_BYTES', '64KiB')).toBeNull();
+    expect(native.checkPreloadOption('TENSORPOOL_DECAY_MS', 'soon')).toMatch(/^TENSORPOOL_DECAY_MS=soon is not a number of milliseconds/);
+    const refused = spawnSync(bin, ['run', '--min-bytes', '12 apples', '--', 'true'], { encoding: 'utf8' });
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toBe('tensorpool: --min-bytes must be a byte count from 1 to 2^47 (such as 64K), got "12 apples"\n');
+    const taken = spawnSync(bin, ['run', '--min-bytes', '1M', '--decay', 'off', '--', 'sh', '-c', 'echo $TENSORPOOL_MIN_BYTES $TENSORPOOL_DECAY_MS'], { encoding: 'utf8' });
+    expect(taken.stdout).toBe('1M off\n');
   });
 });

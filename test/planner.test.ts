@@ -6,7 +6,7 @@ import path from 'node:path';
 import { OffsetPlan, Pool, STRATEGIES, mutexGraph, planOffsets, readProblem, readTrace, syntheticTrainingTrace, verifyOffsets, type OffsetLayout } from '../lib/index.js';
 import { native } from '../lib/native.js';
 import { EventOp } from '../lib/trace/trace.js';
-import { LiveRanges, expectUsageError, fixture, run, traceFixture } from './helpers.js';
+import { LiveRanges, expectUsageError, fixture, run, traceFixture, underAsan } from './helpers.js';
 
 const challenging = (name: string) => readProblem(fixture('minimalloc', `${name}.1048576.csv`));
 const known = Object.fromEntries(
@@ -46,11 +46,17 @@ describe('static offset planners', () => {
     }
   });
 
+  // The search is bounded by time: under AddressSanitizer (several times slower) on a loaded machine, 60 s may
+  // end it short of the optimum. There the layout must still be sound and no worse than greedy's.
   it('best reaches the proven optimum of challenging instances', () => {
     for (const name of 'CGHK') {
       const layout = planOffsets(challenging(name), { strategy: 'best', timeLimitMs: 60_000 });
       expectSound(layout);
       expect(known[name].proven).toBe(true);
+      if (underAsan) {
+        expect(layout.peak).toBeLessThanOrEqual(known[name].greedyBest);
+        continue;
+      }
       expect(layout.peak).toBe(known[name].best);
       expect(layout.optimal).toBe(true);
     }
@@ -189,7 +195,7 @@ describe('tensorpool plan (CLI)', () => {
     const json = path.join(tmp, 'K.json');
     const r = run('plan', fixture('minimalloc/K.1048576.csv'), '-o', out, '--svg', svg, '--json', json, '--time-limit', '20000');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/ratio\s+1x the lower bound \(optimal\)/);
+    if (!underAsan) expect(r.stdout).toMatch(/ratio\s+1x the lower bound \(optimal\)/);  // the search's time, as above
     const result = JSON.parse(fs.readFileSync(json, 'utf8'));
     expect(result).toMatchObject({ strategy: 'best', peak: 1048576, lowerBound: 1048576, valid: true });
     expect(result.ms).toBeGreaterThan(0);

@@ -27,6 +27,7 @@
 
 #include "os/os.h"
 #include "core/pool.h"
+#include "stream/stream.h"
 #include "train/train.h"
 
 using namespace tp;

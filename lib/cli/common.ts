@@ -1,12 +1,14 @@
 /**
- * What every subcommand shares: argument parsing with clear usage errors, number parsing, writing --json,
- * and the error type that ends the process with a message instead of a stack trace.
+ * What every subcommand shares: argument parsing with clear usage errors (in the CLI's words, with a "did you
+ * mean" for a mistyped option or value), number parsing, the examples that end a command's --help, writing
+ * --json, and the error type that ends the process with a message instead of a stack trace.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 import { writeFileAtomic } from '../io/files.js';
+import { didYouMean } from './suggest.js';
 
 /** A user-facing failure: printed as `tensorpool: message`, exit code `exitCode`, no stack trace. */
 export class CliError extends Error {
@@ -35,17 +37,54 @@ export interface ParsedCommand {
   positionals: string[];
 }
 
+/** One example of a command's use, for the end of its --help: what it does, and the command line. */
+export interface Example {
+  what: string;
+  command: string;
+}
+
+/** A command's --help: its usage, then "Examples:", each a comment saying what it does above its command line. */
+export function withExamples(usage: string, examples: readonly Example[]): string {
+  return `${usage}\n\nExamples:\n${examples.map((e) => `  # ${e.what}\n  ${e.command}`).join('\n')}`;
+}
+
+/** The command a usage text is of ("tensorpool train"), from its first line. */
+function commandOf(usage: string): string {
+  return /^usage: (tensorpool \S+)/.exec(usage)?.[1] ?? 'tensorpool';
+}
+
 /**
- * parseArgs in strict mode, with its errors turned into usage errors that show the command's usage. The
- * options named in `outputs` are files the command will write: each is checked now (checkOutputFile), so a
- * path that cannot be written fails before any work, and before any other output is written.
+ * parseArgs' complaint in the CLI's words: an unknown option with the known one it is closest to, an option
+ * missing its value, a flag given one; then where the options are listed.
+ */
+function parseError(error: unknown, options: Options, usage: string): CliError {
+  const message = String((error as Error)?.message ?? error);
+  const code = (error as NodeJS.ErrnoException)?.code;
+  const named = /Option '(?:-\w, )?(-{1,2}[^' ]+)/.exec(message)?.[1];
+  let what = message.split('\n')[0];
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const given = /^Unknown option '([^']+)'/.exec(message)?.[1] ?? '';
+    const known = ['help', ...Object.keys(options)].map((name) => `--${name}`);
+    what = `unknown option '${given}'${given.startsWith('--') ? didYouMean(given.split('=')[0], known) : ''}`;
+  } else if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && named) {
+    if (/argument missing/.test(message)) what = `${named} needs a value`;
+    else if (/does not take an argument/.test(message)) what = `${named} takes no value`;
+    else if (/ambiguous/.test(message)) what = `${named} needs a value; one that starts with '-' is written ${named}=-VALUE`;
+  }
+  return new CliError(`${what} ('${commandOf(usage)} --help' lists its options)`);
+}
+
+/**
+ * parseArgs in strict mode, with its errors turned into usage errors of one line (parseError). The options
+ * named in `outputs` are files the command will write: each is checked now (checkOutputFile), so a path that
+ * cannot be written fails before any work, and before any other output is written.
  */
 export function parseCommand(argv: string[], options: Options, usage: string, outputs: readonly string[] = []): ParsedCommand {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new CliError(`${(error as Error).message}\n\n${usage}`);
+    throw parseError(error, options, usage);
   }
   const values: Record<string, string | undefined> = {};
   const flags: Record<string, boolean> = {};
@@ -135,7 +174,7 @@ export function bytesOption(value: string, name: string): number {
 
 export function oneOf<T extends string>(value: string | undefined, name: string, allowed: readonly T[], fallback: T): T {
   if (value === undefined) return fallback;
-  if (!allowed.includes(value as T)) throw new CliError(`${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(value)}`);
+  if (!allowed.includes(value as T)) throw new CliError(`${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(value)}${didYouMean(value, allowed)}`);
   return value as T;
 }
 

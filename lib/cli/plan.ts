@@ -6,7 +6,7 @@ import { formatBytes, formatTable, round } from '../report/table.js';
 import { writeFileAtomic } from '../io/files.js';
 import { readProblem } from '../trace/read.js';
 import type { Problem } from '../trace/problem.js';
-import { CliError, bytesOption, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
+import { CliError, bytesOption, integerOption, oneOf, onePositional, parseCommand, withExamples, writeJsonFile, type Command, type Example } from './common.js';
 
 const usage = `usage: tensorpool plan <problem.csv | trace | graph.json> [--strategy NAME] [--time-limit MS] [--capacity BYTES]
                        [-o solution.csv] [--svg layout.svg] [--json FILE]
@@ -32,6 +32,12 @@ input: a MiniMalloc problem CSV (id,lower,upper,size; half-open lifetimes), any 
   -o, --output FILE   the solution: the input CSV plus an offset column (graphs: id,size,offset)
   --svg FILE          the layout as rectangles (time across, offset up) with the lower bound marked
   --json FILE         write { strategy, peak, lowerBound, ms, valid, optimal, ratio, buffers, notes, ... }`;
+
+const examples: Example[] = [
+  { what: 'the best layout found in 10 s for a MiniMalloc problem, written with its offsets', command: 'tensorpool plan problem.csv -o solution.csv' },
+  { what: "a recording's buffers laid out by S2 in at most 2 s, drawn", command: 'tensorpool plan app.csv --strategy s2 --time-limit 2000 --svg layout.svg' },
+  { what: 'whether a graph fits an arena of 64 MiB', command: 'tensorpool plan graph.json --capacity 64M' },
+];
 
 function readPlanningInput(path: string): { input: PlanningInput; problem: Problem | null } {
   const text = readInput(path);
@@ -66,7 +72,7 @@ export const planCommand: Command = {
       usage,
       ['output', 'svg', 'json'],
     );
-    if (flags.help) return void console.log(usage);
+    if (flags.help) return void console.log(withExamples(usage, examples));
     const path = onePositional(positionals, 'problem file', usage);
     const strategy = oneOf<Strategy>(values.strategy, '--strategy', STRATEGIES, 'best');
     const timeLimitMs = integerOption(values['time-limit'], '--time-limit', 10000, 1);

@@ -8,9 +8,11 @@ import { ALLOCATOR_NAMES, type AllocatorName } from '../replay/allocators.js';
 import { replayReportHtml } from '../report/html.js';
 import { describeMachine } from '../report/machine.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
+import { replayVerdict } from '../report/verdict.js';
 import { writeFileAtomic } from '../io/files.js';
 import { readTrace } from '../trace/read.js';
-import { CliError, integerOption, oneOf, onePositional, parseCommand, writeJsonFile, type Command } from './common.js';
+import type { Trace } from '../trace/trace.js';
+import { CliError, integerOption, oneOf, onePositional, parseCommand, withExamples, writeJsonFile, type Command, type Example } from './common.js';
 import { progressBar } from './progress.js';
 
 const DEFAULT_REPS = 20;
@@ -57,7 +59,8 @@ function parseAllocators(value: string | undefined): AllocatorName[] | undefined
   return names as AllocatorName[];
 }
 
-function printReport(report: ReplayReport): void {
+/** The report: what was replayed and how, the table, how each of tensorpool's rows was served, the legend, the verdict. */
+function printReport(report: ReplayReport, trace: Trace): void {
   console.log(`trace        ${report.trace}: ${report.events} events, ${report.buffers} buffers, lower bound ${formatBytes(report.lowerBoundBytes)}`);
   if (report.plan) {
     console.log(`plan         ${formatBytes(report.plan.arenaBytes)} arena (${round(report.plan.arenaBytes / report.lowerBoundBytes, 3)}x the lower bound), interval ${report.plan.interval}, order ${report.plan.order}, trained on ${report.plan.source}`);
@@ -67,7 +70,8 @@ function printReport(report: ReplayReport): void {
     const o = report.offsetPlan;
     console.log(`offset plan  ${formatBytes(o.height)} arena (${round(o.height / report.lowerBoundBytes, 4)}x the lower bound), strategy ${o.strategy}${o.optimal ? ' (optimal)' : ''}, planned on ${o.source}`);
   }
-  console.log(`measured     ${report.reps} repetitions per allocator, interleaved, touch ${report.touch}; medians of the steady state (last half)`);
+  const steady = report.reps - Math.floor(report.reps / 2);
+  console.log(`measured     ${report.reps} repetitions per allocator, interleaved, touch ${report.touch}; the steady state is the last ${steady}: times are their medians, faults their mean`);
   console.log(`machine      ${describeMachine(report.machine)}`);
   console.log('');
   const verify = report.touch === 'verify';
@@ -87,22 +91,40 @@ function printReport(report: ReplayReport): void {
         ]
       : [r.allocator, ...(verify ? [null] : []), null, null, null, null, null, null, null, null],
   );
-  console.log(formatTable(['allocator', ...(verify ? ['corrupt'] : []), 'ns/op', 'alloc ns', 'release ns', 'x best peer', 'faults/rep', 'peak RSS', 'RSS growth', 'x LB'], rows));
+  console.log(formatTable(
+    ['allocator', ...(verify ? ['corrupt'] : []), 'ns/op', 'alloc ns', 'release ns', 'x best peer', 'faults/rep', 'peak RSS', 'RSS growth', 'x LB'],
+    rows,
+    ['', ...(verify ? ['total'] : []), 'median', 'median', 'median', 'median', 'mean', 'one run', 'one run', 'one run'],
+  ));
   for (const r of report.results) if (!r.available) console.log(`  ${r.error}`);
   for (const r of report.results) {
     const p = r.pool;
     if (!p) continue;
     // Means over the repetitions: the preload route's counters include the worker's own allocations.
     const n = (count: number) => round(count, 1);
-    const served =
-      r.allocator === 'tensorpool-offsets'
-        ? `${n(p.offsetHits)} at planned offsets, ${n(p.offsetMisses)} not (then ${n(p.hits)} from classes, ${n(p.osFallbacks + p.osOversize)} from the OS)`
-        : `${n(p.hits)} own-class hits, ${n(p.borrows)} borrows, ${n(p.osFallbacks + p.osOversize)} OS fallbacks; schedule ${n(p.scheduleHits)} hits, ${n(p.scheduleMisses)} misses` +
-          (p.busySkips ? `; ${n(p.busySkips)} blocks skipped (memory in use)` : '');
+    const classes = `${n(p.hits)} from their own size class, ${n(p.borrows)} from a larger one, ${n(p.osFallbacks + p.osOversize)} from the OS`;
+    let served: string;
+    if (r.allocator === 'tensorpool-offsets') {
+      served = `${n(p.offsetHits)} at planned offsets, ${n(p.offsetMisses)} not (then ${n(p.hits)} from classes, ${n(p.osFallbacks + p.osOversize)} from the OS)`;
+    } else if (r.allocator === 'tensorpool-preload') {
+      // The worker's whole malloc: the trace's requests at or above the threshold, and the worker's own.
+      const threshold = p.minBytes ?? 0;
+      const routed = trace.sizes.filter((size) => size >= threshold).length;
+      served =
+        `${n(p.hits + p.borrows + p.osFallbacks + p.osOversize)} requests reached the process pool, the trace's ${routed} of at least ${formatBytes(threshold)} ` +
+        `(the threshold) and the worker's own: ${classes}; the trace's ${trace.bufferCount - routed} smaller requests went to glibc's malloc`;
+    } else {
+      served = `${classes}; schedule ${n(p.scheduleHits)} hits, ${n(p.scheduleMisses)} misses` + (p.busySkips ? `; ${n(p.busySkips)} blocks skipped (memory in use)` : '');
+    }
     console.log(`  ${r.allocator} per repetition: ${served}`);
   }
   console.log('');
   console.log(legend(report));
+  const verdict = replayVerdict(report);
+  if (verdict.length) {
+    console.log('');
+    verdict.forEach((line, i) => console.log(`${i ? '             ' : 'verdict      '}${line}`));
+  }
 }
 
 /**
@@ -138,7 +160,7 @@ function legend(report: ReplayReport): string {
         ? `ns/op / the best peer's ns/op, the best peer being the one of the peers measured (malloc, jemalloc, mimalloc, tcmalloc) with the lowest median ns/op in this run: ${report.bestPeer}; ± from the ratios repetition by repetition (they run interleaved); below 1 is faster`
         : 'ns/op / the best peer\'s: no peer (malloc, jemalloc, mimalloc, tcmalloc) ran',
     ],
-    ['faults/rep', `minor page faults per repetition (${faultSource}), mean of ${steady}, with their range`],
+    ['faults/rep', `minor page faults per repetition (${faultSource}), mean of ${steady} (a fault costs whenever it comes), with their range`],
     ['peak RSS', "the allocator's worker process at its peak (one figure per run: no spread)"],
     ['RSS growth', 'peak RSS - the RSS before the first repetition: the memory the allocator took for the trace'],
     ['x LB', "RSS growth / the trace's lower bound (the most bytes live at once); 1 is no overhead"],
@@ -193,7 +215,7 @@ async function runReplay(tracePath: string, values: Record<string, string | unde
     offsetPlan: values['offset-plan'],
     onProgress: progressBar('replay'),
   });
-  printReport(report);
+  printReport(report, trace);
   writeJsonFile(values.json, report);
   if (values.report) {
     writeFileAtomic(values.report, replayReportHtml(report, trace));
@@ -210,10 +232,18 @@ const replayUsage = `usage: tensorpool replay <trace> [--allocators a,b,...] [--
 
 Replays a trace (its allocations and frees, in order; each repetition from empty) against tensorpool and
 real allocators, each in a process of its own, interleaved, and prints ns per operation, page faults per
-repetition, peak RSS and its growth, against the trace's lower bound. Exits 1 when no allocator measured
-anything, or when --touch verify found a buffer corrupt.
+repetition, peak RSS and its growth, against the trace's lower bound; then a verdict: tensorpool's faults and
+memory beside the peers', and its time against the fastest peer's, ranked only where the repetitions say so
+(else: too noisy to rank). Exits 1 when no allocator measured anything, or when --touch verify found a
+buffer corrupt.
 
 ${optionHelp}`;
+
+const replayExamples: Example[] = [
+  { what: 'a recording of `tensorpool run --record app.csv` against every allocator here', command: 'tensorpool replay app.csv' },
+  { what: 'three allocators, more repetitions (a noisy machine), and an HTML report', command: 'tensorpool replay app.csv --allocators tensorpool,malloc,jemalloc --reps 40 --report replay.html' },
+  { what: 'a plan of yours, and a check that no allocator hands out a block twice', command: 'tensorpool replay app.csv --plan app.plan.json --touch verify' },
+];
 
 export const replayCommand: Command = {
   name: 'replay',
@@ -221,7 +251,7 @@ export const replayCommand: Command = {
   usage: replayUsage,
   async run(argv) {
     const { values, flags, positionals } = parseCommand(argv, replayOptions, replayUsage, ['json', 'report']);
-    if (flags.help) return void console.log(replayUsage);
+    if (flags.help) return void console.log(withExamples(replayUsage, replayExamples));
     await runReplay(onePositional(positionals, 'trace file', replayUsage), values);
   },
 };
@@ -243,13 +273,19 @@ tensorpool and every allocator available here. Same measurements as 'tensorpool 
   --trace NAME|FILE   a bundled trace (${DEFAULT_TRACE}, transformer_train) or any trace file
 ${optionHelp}`;
 
+const benchExamples: Example[] = [
+  { what: 'the bundled resnet18 training step against every allocator here (npm start)', command: 'tensorpool bench' },
+  { what: 'the bundled transformer trace, 40 repetitions (a noisy machine)', command: 'tensorpool bench --trace transformer_train --reps 40' },
+  { what: 'tensorpool against glibc alone, the report also as JSON', command: 'tensorpool bench --allocators tensorpool,malloc --json bench.json' },
+];
+
 export const benchCommand: Command = {
   name: 'bench',
   summary: `replay the bundled ${DEFAULT_TRACE} trace against every allocator available (npm start)`,
   usage: benchUsage,
   async run(argv) {
     const { values, flags, positionals } = parseCommand(argv, { ...replayOptions, trace: { type: 'string' } }, benchUsage, ['json', 'report']);
-    if (flags.help) return void console.log(benchUsage);
+    if (flags.help) return void console.log(withExamples(benchUsage, benchExamples));
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${benchUsage}`);
     const name = values.trace ?? DEFAULT_TRACE;
     const tracePath = bundledTrace(name) ?? name;

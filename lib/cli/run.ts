@@ -1,15 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { packageRoot } from '../native.js';
+import { native, packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
-import { bytesOption, CliError, parseCommand, type Command } from './common.js';
+import { bytesOption, CliError, parseCommand, withExamples, type Command, type Example } from './common.js';
 import { callerEnvironment, callerState, execCommand } from './exec.js';
+import { didYouMean } from './suggest.js';
+import { PEERS, findLibrary } from '../replay/allocators.js';
 import { listSafePath } from './list-safe-path.js';
 
-const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--decay MS] [--collect-after SIZE] [--stats]
-                     [--no-hooks] [--no-decay-thread] -- <command...>
+const usage = `usage: tensorpool run [--plan FILE | --record FILE | --adaptive] [--min-bytes N] [--with ALLOCATOR]
+                     [--decay MS] [--collect-after SIZE] [--stats] [--no-hooks] [--no-decay-thread] -- <command...>
 
 Runs a command (node app.js, python train.py, ...) with tensorpool's preload library in front of the C
 library: every malloc, calloc, realloc and aligned allocation of at least --min-bytes (default 64K) in the
@@ -38,6 +40,10 @@ whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise w
                    markIteration() calls: a plan of the input shapes seen so far, extended when a new
                    one appears, shrunk when one no longer does
   --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
+  --with ALLOCATOR below the threshold, this allocator serves instead of the C library's malloc: jemalloc,
+                   mimalloc, tcmalloc (Debian's libjemalloc2, libmimalloc2.0, libtcmalloc-minimal4) or the
+                   path of an allocator's shared library (also TENSORPOOL_WITH). It is preloaded after
+                   tensorpool's library; each block is freed by the allocator that made it
   --decay MS       a free block of the default classes not used for MS milliseconds (and for 16
                    iteration marks, where the program marks them) gives its memory back to the OS
                    (TENSORPOOL_DECAY_MS; default 1000; off: never). Blocks reused every iteration never are;
@@ -76,6 +82,61 @@ ignored or blocked (nohup, a shell's trap '') and its open-files limit are the c
 where tensorpool is started by its own command (bin/tensorpool, what npm installs), not by 'node main.js'.
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
+/** The examples that end `tensorpool run --help` (kept apart from the usage above). */
+const RUN_EXAMPLES: Example[] = [
+  { what: 'a Node app under the process pool, its counters printed at exit', command: 'tensorpool run --stats -- node app.js' },
+  { what: 'record a run, then train a plan from the recording', command: 'tensorpool run --record app.csv -- node app.js && tensorpool train app.csv -o app.plan.json' },
+  { what: 'run with the plan (any command: a PyTorch script here)', command: 'tensorpool run --plan app.plan.json -- python3 train.py' },
+];
+
+/**
+ * `text` for the preload library's option `name`, checked by the library's own parser (native/preload/options.h:
+ * one grammar for both); a refusal in the CLI's words, with `flag`.
+ */
+function preloadSetting(name: string, flag: string, text: string): string {
+  const value = text.trim();
+  const refusal = native.checkPreloadOption(name, value);
+  if (refusal === null) return value;
+  const said = `${name}=${value} `;
+  const what = (refusal.startsWith(said) ? refusal.slice(said.length) : refusal).replace(/^is not /, 'must be ');
+  throw new CliError(`${flag} ${what}, got ${JSON.stringify(text)}`);
+}
+
+/** The environment variables the preload library reads, from its own table, as `run --help` lists them. */
+function environmentHelp(): string {
+  const lines = native.preloadOptions().map((o) => {
+    const set = [o.flag ? `set by ${o.flag}` : '', o.fallback !== null ? `default ${o.fallback}` : ''].filter(Boolean).join('; ');
+    return `  ${o.name}\n      ${o.help}${set ? ` (${set})` : ''}`;
+  });
+  return ['Environment (what the options above set; with the library in LD_PRELOAD, set them by hand):', ...lines].join('\n');
+}
+
+/**
+ * The shared library `--with` names: a peer by name, found by its usual soname (one line naming its Debian
+ * package where it is missing), or a path to one.
+ */
+export function nextAllocatorLibrary(given: string): string {
+  const names = Object.keys(PEERS);
+  if (given in PEERS) {
+    const peer = PEERS[given as keyof typeof PEERS];
+    const library = findLibrary(peer.soname);
+    if (!library) throw new CliError(`--with ${given}: ${peer.soname} is not installed (on Debian: apt-get install ${peer.package})`);
+    return library;
+  }
+  if (!given.includes('/')) throw new CliError(`--with must be one of ${names.join(', ')} or the path of an allocator's shared library, got ${JSON.stringify(given)}${didYouMean(given, names)}`);
+  const stat = fs.statSync(given, { throwIfNoEntry: false });
+  if (!stat?.isFile()) throw new CliError(`--with ${given}: ${stat ? 'not a regular file' : 'no such file'} (the path of an allocator's shared library)`);
+  const head = Buffer.alloc(4);
+  const fd = fs.openSync(given, 'r');
+  try {
+    fs.readSync(fd, head, 0, 4, 0);
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (!head.equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) throw new CliError(`--with ${given}: not a shared library (no ELF header)`);
+  return path.resolve(given);
+}
+
 /** The largest plan file the preload library reads (native/preload/plan_file.cc). */
 const MAX_PLAN_BYTES = 256 * 2 ** 20;
 
@@ -84,11 +145,17 @@ const MAX_PLAN_BYTES = 256 * 2 ** 20;
  * TENSORPOOL_RESERVE), then `settings`, the preload library first in LD_PRELOAD (before base's own), and
  * with `hooks` the runtime hooks (PYTHONPATH, and NODE_OPTIONS unless `withNodeHook` is false).
  */
-export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string, string> = {}, hooks = true, withNodeHook = hooks): NodeJS.ProcessEnv {
+export function runEnvironment(
+  base: NodeJS.ProcessEnv,
+  settings: Record<string, string> = {},
+  hooks = true,
+  withNodeHook = hooks,
+  nextAllocator?: string,
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...base };
   for (const key of Object.keys(env)) if (key.startsWith('TENSORPOOL_') && key !== 'TENSORPOOL_RESERVE') delete env[key];
   Object.assign(env, settings);
-  env.LD_PRELOAD = [listSafePath(preloadLibrary), base.LD_PRELOAD].filter(Boolean).join(':');
+  env.LD_PRELOAD = [listSafePath(preloadLibrary), nextAllocator && listSafePath(nextAllocator), base.LD_PRELOAD].filter(Boolean).join(':');
   if (hooks) Object.assign(env, hookEnvironment(base, withNodeHook));
   return env;
 }
@@ -97,7 +164,7 @@ export function runEnvironment(base: NodeJS.ProcessEnv, settings: Record<string,
 function splitCommand(argv: string[]): [string[], string[]] {
   const dashes = argv.indexOf('--');
   if (dashes >= 0) return [argv.slice(0, dashes), argv.slice(dashes + 1)];
-  const withValue = new Set(['--plan', '--record', '--min-bytes', '--decay', '--collect-after']);
+  const withValue = new Set(['--plan', '--record', '--min-bytes', '--with', '--decay', '--collect-after']);
   for (let i = 0; i < argv.length; i++) {
     if (!argv[i].startsWith('-')) return [argv.slice(0, i), argv.slice(i)];
     if (withValue.has(argv[i])) i++;
@@ -150,6 +217,7 @@ export const runCommand: Command = {
       record: { type: 'string' },
       adaptive: { type: 'boolean' },
       'min-bytes': { type: 'string' },
+      with: { type: 'string' },
       decay: { type: 'string' },
       'collect-after': { type: 'string' },
       stats: { type: 'boolean' },
@@ -157,7 +225,7 @@ export const runCommand: Command = {
       'no-decay-thread': { type: 'boolean' },
     } as const;
     const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
-    if (flags.help) return void console.log(usage);
+    if (flags.help) return void console.log(withExamples(`${usage}\n\n${environmentHelp()}`, RUN_EXAMPLES));
     if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${usage}`);
     if (command.length === 0) throw new CliError(`no command to run\n\n${usage}`);
     if (!fs.existsSync(preloadLibrary)) {
@@ -184,13 +252,8 @@ export const runCommand: Command = {
     if (flags.adaptive) settings.TENSORPOOL_ADAPTIVE = '1';
     if (flags.stats) settings.TENSORPOOL_STATS = '1';
     if (flags['no-decay-thread']) settings.TENSORPOOL_DECAY_THREAD = '0';
-    if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = String(bytesOption(values['min-bytes'], '--min-bytes'));
-    if (values.decay !== undefined) {
-      if (values.decay !== 'off' && !(/^\d{1,10}$/.test(values.decay) && Number(values.decay) <= 2 ** 32)) {
-        throw new CliError(`--decay must be a number of milliseconds (such as 1000) or off, got '${values.decay}'`);
-      }
-      settings.TENSORPOOL_DECAY_MS = values.decay;
-    }
+    if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = preloadSetting('TENSORPOOL_MIN_BYTES', '--min-bytes', values['min-bytes']);
+    if (values.decay !== undefined) settings.TENSORPOOL_DECAY_MS = preloadSetting('TENSORPOOL_DECAY_MS', '--decay', values.decay);
     const collect = values['collect-after'];
     if (collect !== undefined && collect !== 'off' && !/^\d+([KMG]i?B?)?$/i.test(collect.trim())) {
       throw new CliError(`--collect-after must be a byte count such as 4M, or off, got ${JSON.stringify(collect)}`);
@@ -201,7 +264,9 @@ export const runCommand: Command = {
       // Written as it is: process.stderr would make a pipe on descriptor 2 non-blocking, for the command too.
       fs.writeSync(2, "tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)\n");
     }
-    const env = runEnvironment(callerEnvironment(process.env, caller), settings, hooks, withNodeHook);
+    const withAllocator = values.with ?? process.env.TENSORPOOL_WITH;
+    const nextAllocator = withAllocator === undefined || withAllocator === '' ? undefined : nextAllocatorLibrary(withAllocator);
+    const env = runEnvironment(callerEnvironment(process.env, caller), settings, hooks, withNodeHook, nextAllocator);
     return execCommand(command, env, caller);
   },
 };

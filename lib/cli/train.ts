@@ -1,8 +1,11 @@
+import type { Plan } from '../plan/plan.js';
 import { readTrace } from '../trace/read.js';
+import type { Trace } from '../trace/trace.js';
 import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type SpansChoice, type TrainCandidate, type TrainOrder } from '../plan/train.js';
 import type { PlanServe } from '../plan/plan-spec.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
-import { CliError, bytesOption, integerOption, oneOf, parseCommand, writeJsonFile, type Command } from './common.js';
+import { CliError, bytesOption, oneOf, parseCommand, withExamples, writeJsonFile, type Command, type Example } from './common.js';
+import { startHeartbeat } from './heartbeat.js';
 
 const usage = `usage: tensorpool train <trace>... [-o plan.json] [--interval auto|BYTES] [--order alloc-time|size-desc|auto]
                         [--refine on|off] [--share auto|on|off] [--serve auto|classes|spans] [--iteration N|all]
@@ -14,7 +17,7 @@ when none was. Several traces (the same model fed inputs of different shapes, sa
 serves each of their patterns.
 
   -o, --output FILE   write the plan JSON (load it with new Pool({ plan: FILE }) or --plan FILE)
-  --interval          size-class interval in bytes (4096, 64K), or auto: try ${AUTO_INTERVALS.map((i) => (i >= 1024 ? i / 1024 + 'K' : i)).join(', ')}
+  --interval          size-class interval in bytes, a multiple of 64 up to 1G (4096, 64K), or auto: try ${AUTO_INTERVALS.map((i) => (i >= 1024 ? i / 1024 + 'K' : i)).join(', ')}
                       (and first ${SMALL_AUTO_INTERVALS.join(', ')} on a trace with requests below 512 B)
                       and keep the smallest arena (default auto)
   --order             traversal order: alloc-time (S0's default), size-desc, or auto: both (default alloc-time)
@@ -39,6 +42,43 @@ serves each of their patterns.
   --json FILE         write { lowerBound, arenaBytes, ratio, interval, order, classes, blocks, borrows, trainMs, refined,
                       literalArenaBytes, timeShared, sharingPairs, iterationsKeepChanging, serve, spans, ... }`;
 
+const examples: Example[] = [
+  { what: 'a plan from a recording of `tensorpool run --record app.csv`, for `tensorpool run --plan app.plan.json`', command: 'tensorpool train app.csv -o app.plan.json' },
+  { what: 'one plan for a model fed inputs of several shapes, a recording of each', command: 'tensorpool train small.csv large.csv -o app.plan.json' },
+  { what: 'size classes 4 KiB apart, no time-shared blocks, the result also as JSON', command: 'tensorpool train app.csv --interval 4K --share off --json train.json' },
+];
+
+/**
+ * The intervals --interval takes: multiples of 64 bytes (every block's address and stride are, so a class of
+ * another size would be padded to one: native/core/header.h) from 64 B, the smallest 'auto' tries, to 1 GiB.
+ */
+const INTERVAL_STEP = 64;
+const MAX_INTERVAL = 2 ** 30;
+
+function intervalOption(value: string): number {
+  let bytes: number | undefined;
+  try {
+    bytes = bytesOption(value, '--interval');
+  } catch {
+    bytes = undefined;
+  }
+  if (bytes === undefined || bytes % INTERVAL_STEP !== 0 || bytes > MAX_INTERVAL) {
+    throw new CliError(
+      `--interval must be auto or a byte count, a multiple of ${INTERVAL_STEP} from ${INTERVAL_STEP} to 1G such as 4096 or 64K (blocks are ${INTERVAL_STEP}-byte aligned), got ${JSON.stringify(value)}`,
+    );
+  }
+  return bytes;
+}
+
+/** --iteration: all, or one of the trace's iterations. */
+function iterationOption(value: string | undefined, iterations: number): number | 'all' {
+  if (value === undefined || value === 'all') return 'all';
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > iterations) {
+    throw new CliError(`--iteration must be all or an iteration from 1 to ${iterations} (the trace has ${iterations}), got ${JSON.stringify(value)}`);
+  }
+  return Number(value);
+}
+
 export const trainCommand: Command = {
   name: 'train',
   summary: 'train a plan (size classes, time-shared blocks) from one or more traces',
@@ -59,20 +99,33 @@ export const trainCommand: Command = {
       usage,
       ['output', 'json'],
     );
-    if (flags.help) return void console.log(usage);
+    if (flags.help) return void console.log(withExamples(usage, examples));
     if (positionals.length === 0) throw new CliError(`expected one or more trace files, got none\n\n${usage}`);
-    const interval = values.interval === undefined || values.interval === 'auto' ? 'auto' : bytesOption(values.interval, '--interval');
+    const interval = values.interval === undefined || values.interval === 'auto' ? 'auto' : intervalOption(values.interval);
     const order = oneOf<TrainOrder | 'auto'>(values.order, '--order', ['alloc-time', 'size-desc', 'auto'], 'alloc-time');
     const share = { auto: 'auto', on: true, off: false }[oneOf(values.share, '--share', ['auto', 'on', 'off'], 'auto')] as boolean | 'auto';
     const serve = oneOf<PlanServe | 'auto'>(values.serve, '--serve', ['auto', 'classes', 'spans'], 'auto');
-    const traces = positionals.map((path) => readTrace(path));
-    const iteration = values.iteration === undefined || values.iteration === 'all' ? 'all' : integerOption(values.iteration, '--iteration', 1);
-    if (iteration !== 'all' && traces.length > 1) throw new CliError('--iteration applies to one trace: with several, each is trained on whole');
-    if (iteration !== 'all' && iteration > traces[0].iterations) {
-      throw new CliError(`--iteration ${iteration}: the trace has ${traces[0].iterations} iteration(s)`);
-    }
     const refine = values.refine === undefined ? undefined : oneOf(values.refine, '--refine', ['on', 'off'], 'off') === 'on';
-    const plan = train(traces.length === 1 ? traces[0] : traces, { interval, order, iteration, refine, share, serve });
+    if (values.iteration !== undefined && values.iteration !== 'all' && positionals.length > 1) {
+      throw new CliError('--iteration applies to one trace: with several, each is trained on whole');
+    }
+    // Reading a large recording and training on it can take minutes, during which nothing else prints.
+    const heartbeat = startHeartbeat({ label: 'tensorpool train' });
+    let traces: Trace[];
+    let iteration: number | 'all';
+    let plan: Plan;
+    try {
+      traces = positionals.map((path, i) => {
+        heartbeat.stage(`reading ${path}${positionals.length > 1 ? ` (${i + 1} of ${positionals.length})` : ''}`);
+        return readTrace(path);
+      });
+      iteration = iterationOption(values.iteration, traces[0].iterations);
+      const tensors = traces.reduce((sum, trace) => sum + trace.bufferCount, 0);
+      heartbeat.stage(`training on ${tensors} tensors`);
+      plan = train(traces.length === 1 ? traces[0] : traces, { interval, order, iteration, refine, share, serve });
+    } finally {
+      heartbeat.stop();
+    }
     const t = plan.training;
     const candidates = (t.candidates as TrainCandidate[] | undefined) ?? [];
     const timeShared = plan.layout !== undefined;

@@ -76,9 +76,13 @@ export class PoolControl {
       this.#native.markIteration(false);
       return;
     }
-    this.adaptation.beforeMark();
     const switched = this.adaptation.step(this.#native.markIteration());
     if (switched) this.adaptation.onSwitch?.(switched);
+  }
+
+  /** Settles once adaptive mode's background work is done (Adaptation.whenReady); at once without adaptive mode. */
+  adaptiveReady(): Promise<void> {
+    return this.adaptation?.whenReady() ?? Promise.resolve();
   }
 
   record(options: unknown): void {

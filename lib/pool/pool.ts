@@ -129,10 +129,15 @@ export const MAX_ALLOC_BYTES = Math.min(bufferConstants.MAX_LENGTH, 2 ** 47);
 
 /**
  * Internal: gives back and turns off a pool's front cache, for a pool that native threads allocate from
- * too (lib/onnxruntime.ts), where the order in which the pool learns of JS's allocations matters.
+ * too (lib/onnxruntime/allocator.ts), where the order in which the pool learns of JS's allocations matters.
  */
 export let stopFrontCache: (pool: Pool) => void;
 
+/**
+ * A memory pool in this process: typed arrays and ArrayBuffers over pre-faulted blocks of size classes, which
+ * the next iteration reuses instead of faulting fresh memory in; with a plan trained from a trace, the classes
+ * and where each allocation goes are laid out from the start. Give a buffer back with release().
+ */
 export class Pool {
   static {
     stopFrontCache = (pool) => {
@@ -391,14 +396,27 @@ export class Pool {
    * Marks the start of an iteration (a training step, an inference batch): the next allocation is
    * position 0 of the plan's schedule. Call it at the same point of every iteration as in the trace the
    * plan was trained on. In an adaptive pool this is also where the iteration that ended is judged, a plan
-   * is trained (on this thread, milliseconds) and a switch prepared in the background is installed; a
-   * synchronous switch (adaptive.background false) maps and pre-faults its arena here.
+   * trained on a worker thread is taken and a switch prepared in the background is installed, once each is
+   * done (the mark never waits for them); a synchronous switch (adaptive.background false) trains the plan
+   * and maps and pre-faults its arena here.
    */
   markIteration(): void {
     if (this.#closed) throw closedError();
     if (this.attached) throw notOwnerError('markIteration()');
     this.#cache?.markIteration();
     this.#control.markIteration();
+  }
+
+  /**
+   * Adaptive mode: settles once the work it has under way in the background is done (the plan's training on
+   * a worker thread, then building its arena), so that the next markIteration() moves on; at once when none
+   * is (stats().adaptive.ready says the same without waiting). The thread is not blocked meanwhile. Awaited
+   * before every markIteration(), a plan serves from the second mark after the one that decided to train it,
+   * on every run; without it, from the first mark at which the work is done, which depends on how long it
+   * took. Settles at once in a pool without adaptive mode.
+   */
+  adaptiveReady(): Promise<void> {
+    return this.#control.adaptiveReady();
   }
 
   /**

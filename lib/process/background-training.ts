@@ -7,8 +7,9 @@
  *
  * The pool's thread may never run its event loop between two marks (a synchronous training loop), so the
  * job is polled, not awaited: the worker raises a flag in shared memory when it has posted its result, and
- * poll() takes the message with receiveMessageOnPort(). The worker runs the compiled package
- * (dist/process/training-worker.js) and is unref'd: it never keeps a process alive.
+ * poll() takes the message with receiveMessageOnPort(). A program that does run its event loop may await
+ * finished() instead of polling. The worker runs the compiled package (dist/process/training-worker.js) and
+ * is unref'd: it keeps a process alive only while finished() is awaited.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -81,10 +82,15 @@ export class BackgroundTraining {
     return Atomics.load(this.#done, 0) === 1 || this.#exited !== null;
   }
 
-  /** Waits until the worker has posted its result, at most `ms` milliseconds; whether it has. */
-  wait(ms: number): boolean {
-    Atomics.wait(this.#done, 0, 0, ms);
-    return Atomics.load(this.#done, 0) === 1;
+  /**
+   * Settles once poll() has an outcome to give: when the worker has ended (after posting its result, or
+   * without), at once if it has posted already. Meanwhile the worker keeps the process alive, so that a
+   * program awaiting this does not end with its training unfinished.
+   */
+  finished(): Promise<void> {
+    if (this.settled) return Promise.resolve();
+    this.#worker.ref();
+    return new Promise((resolve) => this.#worker.once('exit', () => resolve()));
   }
 
   /** The outcome once the worker has finished (the plan, or why there is none); null while it trains. */

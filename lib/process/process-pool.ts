@@ -119,6 +119,16 @@ export class ProcessPool {
   }
 
   /**
+   * Adaptive mode (TENSORPOOL_ADAPTIVE): resolves once the plan being trained, or its arena being built, is
+   * ready to take over at the next mark (at once where nothing is under way), without blocking the thread, as
+   * Pool.adaptiveReady(). A program that waits for it before each mark switches at the same iterations on
+   * every run.
+   */
+  adaptiveReady(): Promise<void> {
+    return this.#control.adaptiveReady();
+  }
+
+  /**
    * Starts recording what the process pool serves (every thread's allocations; the stream of an allocation
    * is its thread), as Pool.record(). Under TENSORPOOL_RECORD (`tensorpool run --record`) the pool records
    * from the start of the process already, and this throws ERR_TP_UNSUPPORTED.

@@ -41,5 +41,4 @@ void trainJob(data.port).then(({ result, transfer }) => {
   }
   data.port.close();
   Atomics.store(data.done, 0, 1);
-  Atomics.notify(data.done, 0); // wakes a mark waiting for the plan (BackgroundTraining.wait)
 });

@@ -31,7 +31,8 @@ export interface AllocatorSpec {
   mapsName?: string;
 }
 
-const PEERS: Record<'jemalloc' | 'mimalloc' | 'tcmalloc', { soname: string; package: string; mapsName: string }> = {
+/** The peers' shared libraries: each one's file name, the Debian package that installs it, and the name it has in /proc/self/maps. */
+export const PEERS: Record<'jemalloc' | 'mimalloc' | 'tcmalloc', { soname: string; package: string; mapsName: string }> = {
   jemalloc: { soname: 'libjemalloc.so.2', package: 'libjemalloc2', mapsName: 'libjemalloc' },
   mimalloc: { soname: 'libmimalloc.so.2', package: 'libmimalloc2.0', mapsName: 'libmimalloc' },
   tcmalloc: { soname: 'libtcmalloc_minimal.so.4', package: 'libtcmalloc-minimal4', mapsName: 'libtcmalloc' },

@@ -46,6 +46,10 @@ export interface PoolCounters {
   offsetHits: number;
   offsetMisses: number;
   arenaBytes: number;
+  /** Iterations marked (the trace's own and each repetition's start, where the replay marks them). */
+  iterations: number;
+  /** tensorpool-preload: the process pool's threshold; smaller requests went to the C library's malloc. */
+  minBytes?: number;
 }
 
 export type FromWorker =

@@ -269,8 +269,10 @@ export async function replay(input: Trace | string, options?: ReplayOptions): Pr
           planPath:
             p.spec.name === 'tensorpool-classes' ? classesPlanPath : usesClassPlan(p.spec) ? planPath : usesOffsetPlan(p.spec.name) ? offsetPlanPath : undefined,
           touch,
-          // A plan of one iteration schedules every iteration from its start.
+          // A plan of one iteration schedules every iteration from its start. The preload library's process pool
+          // is marked at the trace's own iterations, as a runtime's hook marks it.
           iterationMarks:
+            p.spec.kind === 'preload' ||
             (usesClassPlan(p.spec) && typeof plan?.training.iteration === 'number') ||
             (usesOffsetPlan(p.spec.name) && typeof offsetPlan?.source.iteration === 'number'),
           mapsName: p.spec.mapsName,
@@ -391,6 +393,8 @@ function perRepetition(counters: PoolCounters, reps: number): PoolCounters {
     offsetHits: each(counters.offsetHits),
     offsetMisses: each(counters.offsetMisses),
     arenaBytes: counters.arenaBytes,
+    iterations: each(counters.iterations),
+    ...(counters.minBytes !== undefined && { minBytes: counters.minBytes }),
   };
 }
 

@@ -53,7 +53,8 @@ function handle(message: ToWorker): void {
   } else {
     const memory = native.memory(false);
     // The preload route's malloc calls were served by the process pool: its counters (the whole worker's).
-    const s = pool?.stats() ?? processPool()?.stats();
+    const processAllocator = pool ? null : processPool();
+    const s = pool?.stats() ?? processAllocator?.stats();
     send({
       type: 'finished',
       peakRssBytes: memory.peakRss,
@@ -69,6 +70,8 @@ function handle(message: ToWorker): void {
         offsetHits: s.offsetHits,
         offsetMisses: s.offsetMisses,
         arenaBytes: s.arenaBytes,
+        iterations: s.iterations,
+        ...(processAllocator && { minBytes: processAllocator.minBytes }),
       },
     });
     process.disconnect();

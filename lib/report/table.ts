@@ -4,17 +4,20 @@ import type { MedianInterval } from './stats.js';
 
 export type Cell = string | number | null | undefined;
 
-/** Right-aligns numbers, left-aligns text; `null`/`undefined` print as '-'. */
-export function formatTable(headers: string[], rows: Cell[][]): string {
+/**
+ * Right-aligns numbers, left-aligns text; `null`/`undefined` print as '-'. `above`: a header row printed above
+ * `headers` (what statistic each column holds, say), '' where a column has none.
+ */
+export function formatTable(headers: string[], rows: Cell[][], above?: string[]): string {
   const text = rows.map((row) => row.map((cell) => (cell === null || cell === undefined ? '-' : String(cell))));
   const numeric = headers.map((_, c) => rows.every((row) => typeof row[c] === 'number' || row[c] == null));
-  const widths = headers.map((h, c) => Math.max(h.length, ...text.map((row) => row[c]?.length ?? 0)));
+  const widths = headers.map((h, c) => Math.max(h.length, above?.[c]?.length ?? 0, ...text.map((row) => row[c]?.length ?? 0)));
   const line = (cells: string[]) =>
     cells
       .map((cell, c) => (numeric[c] ? cell.padStart(widths[c]) : cell.padEnd(widths[c])))
       .join('  ')
       .trimEnd();
-  return [line(headers), line(widths.map((w) => '-'.repeat(w))), ...text.map(line)].join('\n');
+  return [...(above ? [line(headers.map((_, c) => above[c] ?? ''))] : []), line(headers), line(widths.map((w) => '-'.repeat(w))), ...text.map(line)].join('\n');
 }
 
 export function formatBytes(bytes: number): string {

@@ -14,12 +14,14 @@
 
 #include "core/adaptive_mutex.h"
 #include "core/classes.h"
-#include "stream/events.h"
+#include "core/decay.h"
+#include "core/event_pool.h"
+#include "core/fence.h"
+#include "core/purge.h"
 #include "core/header.h"
 #include "core/offset_arena.h"
 #include "core/recorder.h"
 #include "core/size_class_pool.h"
-#include "stream/stream.h"
 
 namespace tp {
 
@@ -39,20 +41,14 @@ struct PoolOptions {
   uint64_t reallocMappedFrom = kNoMappedGrowth;
   static constexpr uint64_t kNoMappedGrowth = UINT64_MAX;
   static constexpr uint64_t kMappedFromMost = uint64_t{32} << 20;  // glibc's DEFAULT_MMAP_THRESHOLD_MAX (64-bit)
-  // Decay (SizeClassPool::endDecayEpoch): a free block of a class carved on demand that is not handed out
-  // for this long (timed on os::coarseMonotonicNs(): up to a tick longer) gives its pages back. kNoDecay:
-  // never. An epoch ends once it has lasted decayMs and,
-  // where the program marks iterations, has seen kDecayMarks marks (or the marks have stopped for longer
-  // than twice the longest iteration): a block reused every iteration, or every few, is never purged.
+  // Decay (core/decay.h): a free block or span of the default classes not handed out for this long (and for
+  // DecayModel::kMarks iteration marks, where the program marks them) gives its pages back. kNoDecay: never.
   uint64_t decayMs = kNoDecay;
-  static constexpr uint64_t kNoDecay = UINT64_MAX;
-  static constexpr uint64_t kDecayMarks = 16;
-  // Where memory given back is soon handed out again, the period and its marks grow up to this many times.
-  static constexpr uint64_t kMaxDecayScale = 64;
-  static constexpr uint64_t kQuietEpochs = 8;
-  // Bounds on the work a single alloc / free does for decay (a MADV_DONTNEED of 64 MiB takes ~1 ms).
-  static constexpr uint64_t kPurgeBlocksPerCall = 64;
-  static constexpr uint64_t kPurgeBytesPerCall = uint64_t{64} << 20;
+  static constexpr uint64_t kNoDecay = DecayModel::kNever;
+  // Decay's clock: nanoseconds on a monotonic clock; nullptr, os::coarseMonotonicNs() (a tick late at most,
+  // 1-10 ms, and a quarter of the fine clock's cost: decay asks it on every alloc and free). Tests give a
+  // synthetic one.
+  uint64_t (*clock)() = nullptr;
   // releaseSoon(): what a queued release that turns out not to be one (NotOwned, NotLive) is reported to, by the
   // thread that applies it (with the pool's lock held). nullptr: ignored.
   void (*queuedReleaseFailed)(ReleaseStatus status) = nullptr;
@@ -120,7 +116,7 @@ struct PoolStats {
 // What Pool::decayTick() found, for a thread that gives decay its turn while the program is quiet.
 enum class DecayWatch : uint8_t {
   Busy,     // another thread held the pool's lock: nothing done
-  Due,      // purges due beyond what one turn gives back (PoolOptions::kPurgeBytesPerCall): more at the next
+  Due,      // purges due beyond what one turn gives back (PurgeRequest::kBytesPerTurn): more at the next
   Idle,     // free memory decay may give back later (SizeClassPool::holdsIdle)
   Live,     // nothing idle, but blocks live in the serving arena: a release may make some
   Nothing,  // neither
@@ -154,7 +150,7 @@ struct ClassStats {
   ClassCounters counters;
 };
 
-class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
+class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
  public:
   // The largest single request: 2^47 bytes.
   static constexpr uint64_t kMaxRequest = uint64_t{1} << 47;
@@ -235,7 +231,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   uint64_t quietPeriodNs(uint64_t worthBytes);
   // Memory beside the pool grew by `bytes` (the process pool's C library heap, past its high-water mark): the
   // serving classes' free spans give back as much now, whatever decay says, and no more (at most
-  // kPurgeBytesPerCall; SizeClassPool::purgeSpanBytes), so that the process does not hold both the pool's idle
+  // PurgeRequest::kBytesPerTurn; SizeClassPool::purgeSpanBytes), so that the process does not hold both the pool's idle
   // memory and what took its place. Not where spansGiveBackLocked() is false. Runs only if the lock is free:
   // false, nothing done, where another thread holds it (as decayTick, never waits); true otherwise, whether or
   // not anything was free. Never throws.
@@ -332,7 +328,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
 
   // Stream-ordered release (S4): the block stops being the caller's now but is reused only once `stream`
   // has passed an event recorded now (taken from the event pool). Statuses as release().
-  ReleaseStatus releaseAfter(const void* data, const std::shared_ptr<Stream>& stream);
+  ReleaseStatus releaseAfter(const void* data, const std::shared_ptr<FenceQueue>& stream);
   // Gives back the deferred blocks whose events have passed, their events back to the event pool (every
   // alloc does this first). Returns how many blocks came back.
   uint64_t reclaim();
@@ -342,7 +338,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // With pooling off, every event is made and destroyed (the benchmark's comparison).
   void setEventPooling(bool pooling);
   // A closed pool reclaims as its streams move on (nobody allocates any more to do it).
-  void onProgress(Stream& stream, uint64_t completed) override;
+  void onProgress(uint64_t completed) override;
 
   // Stops serving. Arenas are unmapped as soon as no block of theirs is outstanding (at once if none is);
   // blocks still live can be released later. Idempotent.
@@ -361,7 +357,13 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   std::string lastRefusal() const;
 
  private:
-  Pool(const PoolOptions& options, uint64_t secret) : options_(options), secret_(secret), mappedFrom_(options.reallocMappedFrom) {}
+  Pool(const PoolOptions& options, uint64_t secret)
+      : options_(options), secret_(secret), mappedFrom_(options.reallocMappedFrom), decay_(options.decayMs, nowOf(options)) {}
+  // Decay's clock now (PoolOptions::clock).
+  static uint64_t nowOf(const PoolOptions& options);
+  uint64_t nowLocked() const { return nowOf(options_); }
+  // The serving classes' free memory given back, as `request` asks (purge.h), counted; the bytes given back.
+  uint64_t purgeLocked(const PurgeRequest& request);
   // The lock, as every public call takes it: the queued releases (releaseSoon) are applied once it is held,
   // and those queued while it was held are applied after it is let go, by whoever takes it then (this
   // thread, if none does meanwhile), so that no release waits in the queue for a pool nobody calls.
@@ -394,14 +396,12 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   // Whether the serving classes decay: decayMs set, the pool open, and classes carved on demand
   // (SizeClassPool::decays(); a plan's do not).
   bool decaysLocked() const;
-  // Decay's period now: the options' decayMs times decayScale_, saturating.
-  uint64_t decayPeriodMsLocked() const;
   // Every idle block and span of the serving classes given back (SizeClassPool::purgeAll), counted as decay's
   // purges. Returns the bytes given back; never throws (what was given back before a std::bad_alloc stays so).
   uint64_t purgeAllLocked();
   // allocMoved and resizeMapped mapped `mappedBytes` for a block realloc moved out of an arena (or grew its
   // mapping): the serving classes' free spans give back as much (SizeClassPool::purgeSpansFor), at most
-  // kPurgeBytesPerCall a call, so that the process does not hold both the mapping and the arena memory the
+  // PurgeRequest::kBytesPerTurn a call, so that the process does not hold both the mapping and the arena memory the
   // block left (a buffer program peaked at 1.27x glibc's RSS, its free spans resident until decay). Not where
   // the pool does not decay, nor where the serving classes have a schedule (a plan's memory).
   void purgeForMappingLocked(uint64_t mappedBytes);
@@ -421,7 +421,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   void unmapOsBlock(BlockHeader* header);
   SizeClassPool* generationLocked(uint32_t id) const;
   void dropDrainedLocked();
-  void recordReleaseLocked(uint64_t serial, const Stream* stream);
+  void recordReleaseLocked(uint64_t serial, const FenceQueue* stream);
   std::unique_ptr<SizeClassPool> buildGeneration(const PlanSpec& plan, std::string* error);
   // Switched arenas are built without pre-faulting and pre-faulted by discardRetired(), after the retired
   // arenas gave their free pages back: where the pool pre-faults, unless it locks (mlock makes pages resident
@@ -460,12 +460,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
   Schedules::Cursor scheduleCursor_;  // where the serving plan's schedules stand
   IterationSummary tally_;  // of the iteration under way (the os* and borrow fields: counters at its start)
   Recorder recorder_;
-  uint64_t epochStartNs_ = 0;        // decay: when the current epoch started
-  uint64_t epochMarks_ = 0;          // ... marks made in it
-  uint64_t lastMarkNs_ = 0;          // when the last mark was made (creation before any)
-  uint64_t longestIterationNs_ = 0;  // the longest time between two marks so far
-  uint64_t decayScale_ = 1;          // decay: the period's multiple (1 to PoolOptions::kMaxDecayScale)
-  uint64_t quietEpochs_ = 0;         // ... epochs in a row in which no given-back memory was handed out again
+  DecayModel decay_;                 // when free memory has been idle long enough (decay.h)
 
   struct Deferred {
     const void* data;
@@ -473,7 +468,7 @@ class Pool : public StreamObserver, public std::enable_shared_from_this<Pool> {
     uint64_t bytes;
   };
   EventPool events_;
-  std::vector<std::pair<Stream*, std::deque<Deferred>>> deferred_;  // per stream, in release order
+  std::vector<std::pair<FenceQueue*, std::deque<Deferred>>> deferred_;  // per stream, in release order
   std::atomic<uint64_t> pins_{0};
   // releaseSoon's queue: slots a releasing thread fills (nullptr: empty), emptied under the lock; queued_
   // counts the slots filled and those being filled (never fewer than are filled).

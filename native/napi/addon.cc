@@ -5,6 +5,7 @@
 #include "os/os.h"
 #include "args.h"
 #include "exec.h"
+#include "preload_options.h"
 #include "fault_meter_object.h"
 #include "onnxruntime.h"
 #include "planning.h"
@@ -40,6 +41,8 @@ Addon::Addon(Napi::Env env, Napi::Object exports) {
                            InstanceValue("planOffsets", Napi::Function::New(env, PlanOffsets)),
                            InstanceValue("verifyOffsets", Napi::Function::New(env, VerifyOffsets)),
                            InstanceValue("execProgram", Napi::Function::New(env, ExecProgram)),
+                           InstanceValue("preloadOptions", Napi::Function::New(env, PreloadOptions)),
+                           InstanceValue("checkPreloadOption", Napi::Function::New(env, CheckPreloadOption)),
                            InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(os::pageSize()))),
                        });
 }

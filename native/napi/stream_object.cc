@@ -11,7 +11,7 @@ namespace tp::napi {
 
 // Tells JS (through a thread-safe function) when the stream reaches the sequence number JS watches for.
 // While something is watched the function keeps the event loop alive; otherwise it does not.
-class StreamObject::Notifier : public StreamObserver {
+class StreamObject::Notifier : public FenceWatcher {
  public:
   Notifier(Napi::Env env, Napi::Function onProgress) : alive_(std::make_shared<Alive>()) {
     // Node finalizes the function itself when the environment shuts down; after that it must be neither
@@ -41,7 +41,7 @@ class StreamObject::Notifier : public StreamObserver {
     else tsfn_.Ref(env);
   }
 
-  void onProgress(Stream&, uint64_t completed) override {
+  void onProgress(uint64_t completed) override {
     uint64_t watched = watched_.load(std::memory_order_acquire);
     if (completed < watched || !watched_.compare_exchange_strong(watched, UINT64_MAX)) return;
     std::lock_guard<std::mutex> lock(alive_->mu);
@@ -110,7 +110,7 @@ StreamObject::StreamObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<St
   if (!info[0].IsFunction()) throw Napi::TypeError::New(info.Env(), "onProgress must be a function");
   stream_ = Stream::create();
   notifier_ = std::make_shared<Notifier>(info.Env(), info[0].As<Napi::Function>());
-  stream_->addObserver(notifier_);
+  stream_->watch(notifier_);
   info.Env().GetInstanceData<Addon>()->adoptStream(stream_);
 }
 
@@ -212,7 +212,7 @@ Napi::Value StreamObject::Watch(const Napi::CallbackInfo& info) {
   const uint64_t sequence = requireUintArg(info, 0, "sequence");
   notifier_->watch(info.Env(), sequence == 0 ? UINT64_MAX : sequence);
   // Reached already (possibly before the watch was set): report now, from the event loop.
-  if (sequence != 0 && stream_->completed() >= sequence) notifier_->onProgress(*stream_, stream_->completed());
+  if (sequence != 0 && stream_->completed() >= sequence) notifier_->onProgress(stream_->completed());
   return info.Env().Undefined();
 }
 

@@ -99,7 +99,7 @@ struct TrackLeaf {
   std::atomic<uint64_t> words[kLeafGranules / 64];
 };
 constexpr size_t kTrackLeaves = (uint64_t{1} << 47) >> kLeafShift;  // the directory's entries
-extern std::atomic<std::atomic<TrackLeaf*>*> trackDirectory;       // null until trackMappings()
+__attribute__((visibility("hidden"))) extern std::atomic<std::atomic<TrackLeaf*>*> trackDirectory;  // null until trackMappings()
 }  // namespace detail
 // Whether trackMappings() has run: until then no pointer is a tracked mapping.
 inline bool mappingsTracked() { return detail::trackDirectory.load(std::memory_order_acquire) != nullptr; }

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "address_limit.h"
 #include "next_symbol.h"
 #include "process_pool.h"
 
@@ -20,31 +21,16 @@ int cPrlimit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit*
   return tp::preload::nextSymbolOnce(real, "prlimit64")(pid, resource, limit, old);
 }
 
+}  // namespace
+
+namespace tp::preload {
+
 int limitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
   const int result = cPrlimit(pid, resource, limit, old);
-  if (result == 0 && resource == RLIMIT_AS && limit && (pid == 0 || pid == getpid())) tp::preload::fitPoolToAddressSpace();
+  if (result == 0 && resource == RLIMIT_AS && limit && (pid == 0 || pid == getpid())) fitPoolToAddressSpace();
   return result;
 }
 
-}  // namespace
-
-#define TP_EXPORT extern "C" __attribute__((visibility("default")))
-
-// Defined under other names and exported by symbol (asm labels): <sys/resource.h> redirects setrlimit to
-// setrlimit64 (and prlimit to prlimit64) where files are 64-bit, and on 64-bit Linux each pair is one
-// function, struct rlimit64 being struct rlimit.
-TP_EXPORT int setrlimitThenFit(int resource, const struct rlimit* limit) __asm__("setrlimit");
-TP_EXPORT int setrlimit64ThenFit(int resource, const struct rlimit* limit) __asm__("setrlimit64");
-TP_EXPORT int prlimitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) __asm__("prlimit");
-TP_EXPORT int prlimit64ThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) __asm__("prlimit64");
-
-int setrlimitThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
-int setrlimit64ThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
-int prlimitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
-  return limitThenFit(pid, resource, limit, old);
-}
-int prlimit64ThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
-  return limitThenFit(pid, resource, limit, old);
-}
-
 static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64), "struct rlimit64 is struct rlimit");
+
+}  // namespace tp::preload

@@ -108,4 +108,8 @@ void cHeapTick() {
   heapHighWater.compare_exchange_strong(claimed, mark, std::memory_order_relaxed);
 }
 
+void cHeapResync() {
+  if (heapHighWater.load(std::memory_order_relaxed) != 0) heapHighWater.store(heapTop(), std::memory_order_relaxed);
+}
+
 }  // namespace tp::preload

@@ -37,5 +37,8 @@ void cHeapBesidePool(size_t bytes, bool fresh);
 // a call; where the pool's lock is held, at a later call). The first call only sets the mark. For moments that
 // come often and cost little: every so many of the C library's mallocs. errno is left as it was.
 void cHeapTick();
+// The heap's top now becomes the mark: what it grew while the pool held nothing free (decay's turns off,
+// process_pool.h) is no growth beside the pool's free memory.
+void cHeapResync();
 
 }  // namespace tp::preload

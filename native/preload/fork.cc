@@ -9,6 +9,7 @@
 
 #include "decay_thread.h"
 #include "process_pool.h"
+#include "this_process.h"
 #include "always_run.h"
 
 // libio's stream-list lock (exported by glibc since 2.2.5; fork() itself takes it).

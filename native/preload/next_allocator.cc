@@ -191,7 +191,7 @@ TP_ALWAYS_RUN void* bootRealloc(void* p, size_t bytes) {
   resolve();
   auto* f = next.realloc.load(std::memory_order_acquire);
   if (f != bootRealloc) return f(p, bytes);
-  errno = ENOMEM;  // no block of the next allocator exists yet to resize (interpose.cc moves bootstrap blocks)
+  errno = ENOMEM;  // no block of the next allocator exists yet to resize (malloc_route.h moves bootstrap blocks)
   return nullptr;
 }
 TP_ALWAYS_RUN void* bootMemalign(size_t alignment, size_t bytes) {

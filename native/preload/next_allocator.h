@@ -27,13 +27,13 @@ struct NextAllocator {
   std::atomic<size_t (*)(void*)> usableSize;
   std::atomic<int (*)(size_t)> trim;  // malloc_trim (an allocator without one: a function that gives nothing back)
 };
-extern NextAllocator next;
+__attribute__((visibility("hidden"))) extern NextAllocator next;  // hidden: read directly on the hot path
 
 // Finds the next allocator's entries, once (later calls return at once), and lets it set itself up (a
 // first allocation: jemalloc registers its fork handlers then, before the pool's, see fork.cc).
 void resolveNextAllocator();
 
-// Whether the next allocator is glibc's own malloc, whose chunk layout interpose.cc's shifted blocks rely
+// Whether the next allocator is glibc's own malloc, whose chunk layout malloc_route.h's shifted blocks rely
 // on. False until resolved.
 bool nextIsGlibcMalloc();
 

@@ -1,6 +1,6 @@
 // The definition a symbol this library interposes would have had without it (the C library's, or whichever
 // library comes next in the search order), for the calls that wrap one: thread_calls.cc, sleep_calls.cc,
-// signal_flush.cc, address_limit.cc, interpose.cc.
+// signal_flush.cc, address_limit.cc, exit_calls.cc, malloc_route.h.
 // Pre: not in a signal handler (dlsym may allocate and takes the loader's lock). Post: nullptr where none exists.
 #pragma once
 

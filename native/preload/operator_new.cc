@@ -11,7 +11,7 @@
 TP_ALWAYS_RUN void* operator new(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
   for (;;) {
-    if (void* p = std::malloc(bytes)) return p;  // --wrap=malloc: the library's own allocation (interpose.cc)
+    if (void* p = std::malloc(bytes)) return p;  // --wrap=malloc: the library's own allocation (malloc_route.h)
     const std::new_handler handler = std::get_new_handler();
     if (!handler) throw std::bad_alloc();
     handler();

@@ -1,43 +1,16 @@
-// The process pool: one Pool for the whole process, configured from the environment when the preload
-// library is loaded and made at the first request it serves (a process that makes none maps nothing),
-// serving the requests the interposed malloc family (interpose.cc) routes to it.
-//
-// Environment (each checked; a bad value prints one line on stderr and leaves the process on the C
-// library's allocator, never aborting the host):
-//   TENSORPOOL_MIN_BYTES   requests of at least this many bytes go to the pool (K/M/G suffixes; default 64K)
-//   TENSORPOOL_PLAN        a plan JSON file: classes and schedule from the start (planned mode), or, for a plan
-//                          of the spans kind, the default classes' spans with its reserve kept once written
-//   TENSORPOOL_RECORD      a file: the pool-routed allocations are recorded and written there as a
-//                          tensorpool trace CSV at exit (through a temporary file renamed over it; a path
-//                          that is no regular file is refused at load); in a process tree (the variable is
-//                          inherited) the file keeps the run's largest recording; with %p in the name each process whose pool
-//                          served something writes its own file (%p: its pid)
-//   TENSORPOOL_RECORD_EVENTS  events held at most while recording (16 bytes each; default 4M)
-//   TENSORPOOL_ADAPTIVE    1: default classes now; processPool() in JS records, trains and switches at its
-//                          markIteration() calls (lib/process/process-pool.ts); 0 or unset (the default): no adaptive mode
-//   TENSORPOOL_RESERVE     address space the default classes reserve at first (default 16G; they grow in place past it)
-//   TENSORPOOL_DECAY_MS    free blocks not handed out for this long (and for 16 iteration marks, where the
-//                          program marks them) give their pages back to the OS (default 1000; off: never);
-//                          longer where memory given back is soon handed out again (Pool::decayLocked)
-//   TENSORPOOL_DECAY_THREAD  0: no thread of the library's gives decay its turn while the program is quiet
-//                          (decay_thread.h; default 1): what a quiet program freed goes back at its next call
-//   TENSORPOOL_STATS       1: the pool's counters on stderr at exit (in the other processes of the tree,
-//                          only when their pool served something)
-//   TENSORPOOL_ROOT_PID    set by the library in the first process of the tree: how the others know they
-//                          are not it
-//   TENSORPOOL_RUN         set by the library in the first process of the tree: the run its recordings name
-// With none of PLAN, RECORD and ADAPTIVE set, the pool serves from the default classes, growing.
+// The process pool: one Pool for the whole process, made at the first request it serves (a process that
+// makes none maps nothing), from what start-up read (startup.cc, options.h), serving the requests the malloc
+// family (malloc_route.h) routes to it, and the preload library's other parts' questions of it. Every call
+// here takes care of errno (as the C library's calls would leave it) and of this thread's allocations while
+// it is inside the pool (they go to the C library).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "core/pool.h"
 #include "os/os.h"
-
-namespace tp {
-enum class DecayWatch : uint8_t;  // core/pool.h
-}
 
 namespace tp::preload {
 
@@ -51,17 +24,26 @@ class InternalScope {
   InternalScope& operator=(const InternalScope&) = delete;
 };
 
+// Declared hidden (as -fvisibility=hidden defines them), so that the hot path reads them directly, not through
+// the global offset table: malloc's path below the threshold is then one load, a compare and a jump.
 namespace detail {
 // The smallest request the pool serves: SIZE_MAX until the pool is ready, then TENSORPOOL_MIN_BYTES.
-extern std::atomic<size_t> routeFrom;
+__attribute__((visibility("hidden"))) extern std::atomic<size_t> routeFrom;
 // What malloc does below the threshold besides calling the next allocator, as bits: one load on every malloc.
 // kAddressLimited: addressSpaceLimited(). kPoolTicks: the pool is made and decays, and every so many mallocs
 // give it a turn (decay's, poolDecayTick, and glibc's heap held against its free memory, cHeapTick).
 enum MallocExtra : uint8_t { kAddressLimited = 1, kPoolTicks = 2 };
-extern std::atomic<uint8_t> mallocExtras;
+__attribute__((visibility("hidden"))) extern std::atomic<uint8_t> mallocExtras;
+// The hot path's two words. A malloc of fewer bytes than fastBelow goes straight to the next allocator (one
+// compare): routeFrom while nothing else is to be done (no extras), 0 otherwise. free() calls freeEntry: the next
+// allocator's free until a pointer may need a look (the pool mapped memory, or a shifted aligned block was
+// handed out: anyShifted), freeWithChecks from then on, for good.
+__attribute__((visibility("hidden"))) extern std::atomic<size_t> fastBelow;
+__attribute__((visibility("hidden"))) extern std::atomic<void (*)(void*)> freeEntry;
+__attribute__((visibility("hidden"))) extern std::atomic<bool> anyShifted;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
 // TLS may, on a thread's first access).
-extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
+__attribute__((visibility("hidden"))) extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
 }  // namespace detail
 
 // Whether a request of `bytes` may go to the pool: the pool is ready and the request is at least the
@@ -78,6 +60,43 @@ inline bool ownedByPool(const void* p) { return os::isTrackedMapping(p); }
 // Whether the pool has mapped anything: until it has, no pointer is the pool's. One load.
 inline bool poolMapsAny() { return os::mappingsTracked(); }
 
+// What the pool is made of, from start-up until the first request it serves makes it: a plan file's classes or
+// the default classes (built when the pool is made, not at load: their code stays out of the pages a program
+// that never makes the pool holds, always_run.h), with the reserve of a plan of the spans kind.
+struct PoolRecipe {
+  PlanSpec* plan = nullptr;  // owned, or nullptr: the default classes
+  uint64_t spanReserve = 0;
+  PoolOptions options;
+  bool record = false;        // recording from the start
+  uint64_t recordEvents = 0;
+  bool reserveGiven = false;  // TENSORPOOL_RESERVE set: taken as it is (else bounded by a limit set since)
+};
+// Start-up (startup.cc): the recipe (owned from now on), then routing from `minBytes` on.
+void preparePool(PoolRecipe* recipe);
+void startRouting(uint64_t minBytes, bool addressLimited);
+// Whether start-up has finished with a valid configuration (the pool may serve).
+bool poolReady();
+// The pool once made, else nullptr (never makes it).
+Pool* madePool();
+// The pool, made now if it is not yet; nullptr when making it failed (the process is then on the C library, one
+// line on stderr says why) or the configuration was bad.
+Pool* servingPool();
+// Address space the default classes reserve at first: 16 GiB, or under an RLIMIT_AS (`ulimit -v`) a share of
+// what the limit leaves (Pool::kLimitedSpareShare), so that the program's own mappings find the rest free; the
+// arena grows in place past it as it needs (ArenaOptions::growInPlace).
+uint64_t defaultReserve();
+// A free() the pool queued (another thread held its lock) that started no live block: found by the thread that
+// applies it, which stops the process as the freeing thread would have (glibc's message, then abort).
+[[noreturn]] void queuedFreeFailed(ReleaseStatus status);
+
+// free()'s whole routing (overrides.cc): what freeEntry calls once a pointer may be the pool's or shifted.
+void freeWithChecks(void* p);
+// From now on every free() takes freeWithChecks. Pre: before the first pointer that needs it is handed out.
+void freeNeedsChecks();
+// Decay's turns from the C library's mallocs (kPoolTicks) stop while the pool holds no memory decay could give
+// back, and start again at the pool's next release (malloc's path is then a compare and a jump).
+void poolTicksOff();
+
 // Whether this thread is inside the pool now (InternalScope, enterPool): it may hold the pool's locks.
 bool insidePool();
 // InternalScope's two halves, for a scope that is not a C++ block (fork's handlers).
@@ -86,16 +105,6 @@ void leavePool();
 // The pool's locks, taken (in the order its own calls take them) and released around fork() (fork.cc).
 void lockPoolForFork();
 void unlockPoolAfterFork(bool child);
-// In fork()'s child (fork.cc): the settings describe this process now. It is no longer the root of the tree,
-// and its recording goes to a file of its own where TENSORPOOL_RECORD has %p (written at its exit or _exit).
-// Allocates nothing.
-void poolForkedChild();
-// The process ends by _exit() or _Exit() (exit_calls.cc): what exit() would do for it, its recording and its
-// stats, where that can be done safely: not in a vfork child (which shares its parent's memory), and not on
-// a thread inside the pool (it may hold the pool's lock). The recording takes no heap (recording_writer.h).
-void processEndsAt_exit();
-// Finds the C library's _exit (exit_calls.cc), at load.
-void findNextExit();
 
 // A block of `bytes` from the pool, 64-byte aligned, or nullptr when the pool cannot serve it (errno
 // untouched: the C library is then asked). *zero, when given: whether the block reads as zero (calloc).

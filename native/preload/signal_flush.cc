@@ -127,10 +127,9 @@ int stand(Watched& w, const struct sigaction& act) {
   return result;
 }
 
-// Found at load, outside any signal handler (dlsym is not async-signal-safe).
-__attribute__((constructor)) void findNextSigaction() { realSigaction(); }
-
 }  // namespace
+
+TP_ALWAYS_RUN void findNextSigaction() { realSigaction(); }
 
 void flushOnTerminatingSignals(void (*flush)()) {
   realSigaction();
@@ -144,12 +143,7 @@ void flushOnTerminatingSignals(void (*flush)()) {
   }
 }
 
-}  // namespace tp::preload
-
-// Interposed: the program's view of SIGINT's and SIGTERM's actions while a recording is flushed on them;
-// every other call passes through.
-extern "C" __attribute__((visibility("default"))) TP_ALWAYS_RUN int sigaction(int signal, const struct sigaction* act, struct sigaction* old) {
-  using namespace tp::preload;
+TP_ALWAYS_RUN int programSigaction(int signal, const struct sigaction* act, struct sigaction* old) {
   Watched* w = watchOf(signal);
   if (!w) return realSigaction()(signal, act, old);
   struct sigaction view {};
@@ -161,3 +155,5 @@ extern "C" __attribute__((visibility("default"))) TP_ALWAYS_RUN int sigaction(in
   if (old) *old = view;
   return 0;
 }
+
+}  // namespace tp::preload

@@ -34,6 +34,7 @@
 #include "core/pool.h"
 #include "next_symbol.h"
 #include "process_pool.h"
+#include "sleep_calls.h"
 
 namespace {
 
@@ -51,10 +52,9 @@ using PselectFn = int (*)(int, fd_set*, fd_set*, fd_set*, const struct timespec*
 using EpollWaitFn = int (*)(int, struct epoll_event*, int, int);
 using EpollPwaitFn = int (*)(int, struct epoll_event*, int, int, const sigset_t*);
 
-// Found at load, outside any signal handler (a sleep may run in one; dlsym is not async-signal-safe), and
-// again at a call that comes before (another library's constructor sleeping). Constructors run in link order:
-// this file is last in native/sources.json, so that process_pool.cc's has found the next allocator before this
-// dlsym runs (a dlsym that allocates, glibc's before 2.34, then allocates from it, not from the bootstrap).
+// Found at load, outside any signal handler (a sleep may run in one; dlsym is not async-signal-safe), after the
+// next allocator (startup.cc: a dlsym that allocates, glibc's before 2.34, then allocates from it, not from the
+// bootstrap), and again at a call that comes before (another library's constructor sleeping).
 NanosleepFn realNanosleep;
 ClockNanosleepFn realClockNanosleep;
 SleepFn realSleep;
@@ -67,7 +67,7 @@ PselectFn realPselect;
 EpollWaitFn realEpollWait;
 EpollPwaitFn realEpollPwait;
 
-__attribute__((constructor)) void findSleeps() {
+void findSleeps() {
   realNanosleep = nextSymbol<NanosleepFn>("nanosleep");
   realClockNanosleep = nextSymbol<ClockNanosleepFn>("clock_nanosleep");
   realSleep = nextSymbol<SleepFn>("sleep");
@@ -272,15 +272,17 @@ int waitOn(uint64_t timeoutNs, const sigset_t* mask, Part part, Whole whole) {
 
 }  // namespace
 
-#define TP_EXPORT extern "C" __attribute__((visibility("default")))
+namespace tp::preload::quiet {
 
-TP_EXPORT int nanosleep(const struct timespec* request, struct timespec* remaining) {
+void findNextSleeps() { findSleeps(); }
+
+int nanosleep(const struct timespec* request, struct timespec* remaining) {
   const uint64_t ns = request ? nanosecondsOf(*request) : 0;
   beforeSleep(ns);
   return afterSleep(found(&realNanosleep)(request, remaining), ns);
 }
 
-TP_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
+int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
   uint64_t ns = 0;
   if (request && __libc_single_threaded) {
     ns = nanosecondsOf(*request);
@@ -294,44 +296,44 @@ TP_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec*
   return afterSleep(found(&realClockNanosleep)(clock, flags, request, remaining), ns);
 }
 
-TP_EXPORT unsigned int sleep(unsigned int seconds) {
+unsigned int sleep(unsigned int seconds) {
   beforeSleep(seconds * kNsPerSecond);
   return afterSleep(found(&realSleep)(seconds), seconds * kNsPerSecond);
 }
 
-TP_EXPORT int usleep(useconds_t microseconds) {
+int usleep(useconds_t microseconds) {
   beforeSleep(uint64_t{microseconds} * 1000);
   return afterSleep(found(&realUsleep)(microseconds), uint64_t{microseconds} * 1000);
 }
 
-TP_EXPORT int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) {
+int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) {
   if (count == 0 && timeoutMs > 0) beforeSleep(static_cast<uint64_t>(timeoutMs) * kNsPerMs);  // leaves nothing idle to split for
   return waitOn(nanosecondsOfMs(timeoutMs), nullptr, pollFor(descriptors, count),
                 [&] { return found(&realPoll)(descriptors, count, timeoutMs); });
 }
 
 // poll of a fixed array under _FORTIFY_SOURCE: glibc's checks the array's length, then calls its poll directly.
-TP_EXPORT int __poll_chk(struct pollfd* descriptors, nfds_t count, int timeoutMs, size_t length) {
+int pollChecked(struct pollfd* descriptors, nfds_t count, int timeoutMs, size_t length) {
   if (length / sizeof(struct pollfd) < count) return found(&realPollChk)(descriptors, count, timeoutMs, length);  // fails, as it would have
-  return poll(descriptors, count, timeoutMs);
+  return quiet::poll(descriptors, count, timeoutMs);
 }
 
-TP_EXPORT int ppoll(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
+int ppoll(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
   return waitOn(nanosecondsOfTimeout(timeout), mask, pollFor(descriptors, count),
                 [&] { return found(&realPpoll)(descriptors, count, timeout, mask); });
 }
 
-TP_EXPORT int epoll_wait(int epoll, struct epoll_event* events, int most, int timeoutMs) {
+int epollWait(int epoll, struct epoll_event* events, int most, int timeoutMs) {
   return waitOn(nanosecondsOfMs(timeoutMs), nullptr, epollFor(epoll, events, most),
                 [&] { return found(&realEpollWait)(epoll, events, most, timeoutMs); });
 }
 
-TP_EXPORT int epoll_pwait(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
+int epollPwait(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
   return waitOn(nanosecondsOfMs(timeoutMs), mask, epollFor(epoll, events, most),
                 [&] { return found(&realEpollPwait)(epoll, events, most, timeoutMs, mask); });
 }
 
-TP_EXPORT int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
+int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
   const SelectFn real = found(&realSelect);
   const bool valid = !timeout || (timeout->tv_sec >= 0 && timeout->tv_usec >= 0 && timeout->tv_usec < 1000000);
   const uint64_t timeoutNs = !timeout ? kForever : valid ? nanosecondsOf({timeout->tv_sec, static_cast<long>(timeout->tv_usec) * 1000}) : 0;
@@ -354,7 +356,7 @@ TP_EXPORT int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* 
   return afterWait(ready, timeoutNs);
 }
 
-TP_EXPORT int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
+int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
                       const sigset_t* mask) {
   const PselectFn real = found(&realPselect);
   const uint64_t timeoutNs = nanosecondsOfTimeout(timeout);
@@ -363,3 +365,5 @@ TP_EXPORT int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set*
   const DescriptorSets sets(reading, writing, excepting);
   return afterWait(waitInTwo(first, timeoutNs, mask, selectFor(descriptors, sets)), timeoutNs);
 }
+
+}  // namespace tp::preload::quiet

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "decay_thread.h"
+#include "thread_calls.h"
 #include "next_symbol.h"
 
 namespace {
@@ -49,29 +50,29 @@ int withOneThread(Call call) {
 pthread_t mainThread;
 bool knownMain = false;
 
-__attribute__((constructor)) void noteMainThread() {
+}  // namespace
+
+namespace tp::preload::threads {
+
+void noteMainThread() {
   if (syscall(SYS_gettid) != getpid()) return;
   mainThread = pthread_self();
   knownMain = true;
 }
 
-}  // namespace
-
-#define TP_EXPORT extern "C" __attribute__((visibility("default")))
-
-TP_EXPORT int unshare(int flags) {
+int unshare(int flags) {
   static const auto real = nextSymbol<int (*)(int)>("unshare");
   if (!needsOneThread(flags)) return real(flags);
   return withOneThread([&] { return real(flags); });
 }
 
-TP_EXPORT int setns(int fd, int nstype) {
+int setns(int fd, int nstype) {
   static const auto real = nextSymbol<int (*)(int, int)>("setns");
   if (!setnsNeedsOneThread(nstype)) return real(fd, nstype);
   return withOneThread([&] { return real(fd, nstype); });
 }
 
-TP_EXPORT void pthread_exit(void* value) {
+void exitThread(void* value) {
   static const auto real = nextSymbol<void (*)(void*)>("pthread_exit");
   if (syscall(SYS_gettid) == getpid()) tp::preload::holdDecayThread();  // never resumed
   real(value);
@@ -80,8 +81,10 @@ TP_EXPORT void pthread_exit(void* value) {
 
 // The main thread ends at its next cancellation point (or never, where it disables cancellation: decay's thread
 // is then gone for nothing worse than memory given back only at calls, as before it existed).
-TP_EXPORT int pthread_cancel(pthread_t thread) {
+int cancelThread(pthread_t thread) {
   static const auto real = nextSymbol<int (*)(pthread_t)>("pthread_cancel");
   if (knownMain && pthread_equal(thread, mainThread)) tp::preload::holdDecayThread();  // never resumed
   return real(thread);
 }
+
+}  // namespace tp::preload::threads

@@ -1,5 +1,7 @@
 #include "replay/replay.h"
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -13,6 +15,12 @@ void* LibcAllocator::allocate(uint64_t bytes) {
 }
 
 void LibcAllocator::release(void* p) { free(p); }
+
+void LibcAllocator::startIteration() {
+  using MarkFn = int (*)();
+  static const MarkFn mark = reinterpret_cast<MarkFn>(dlsym(RTLD_DEFAULT, "tensorpool_mark_iteration"));
+  if (mark) mark();
+}
 
 void* PoolAllocator::allocate(uint64_t bytes) {
   Allocation a = pool_->alloc(bytes);

@@ -24,11 +24,15 @@ class ReplayAllocator {
 };
 
 // The C library's allocator as loaded in this process: glibc's, or jemalloc / mimalloc / tcmalloc when
-// LD_PRELOADed. Blocks are 64-byte aligned (posix_memalign), as tensor frameworks ask for.
+// LD_PRELOADed. Blocks are 64-byte aligned (posix_memalign), as tensor frameworks ask for. Where the process
+// preloads tensorpool's library, startIteration() marks an iteration of its process pool
+// (tensorpool_mark_iteration), as a runtime's hook would: decay then never takes memory a replay reuses every
+// iteration, however slow the machine.
 class LibcAllocator final : public ReplayAllocator {
  public:
   void* allocate(uint64_t bytes) override;
   void release(void* p) override;
+  void startIteration() override;
 };
 
 // A tensorpool Pool. startIteration() restarts the plan's schedule.

@@ -44,7 +44,7 @@ uint64_t Stream::enqueue(Task task) {
   return sequence;
 }
 
-void Stream::addObserver(const std::weak_ptr<StreamObserver>& observer) {
+void Stream::watch(const std::weak_ptr<FenceWatcher>& observer) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = observers_.begin(); it != observers_.end();) {  // forget the ones that are gone
     if (it->expired()) it = observers_.erase(it);
@@ -71,7 +71,7 @@ void Stream::run() {
       if (task.kind == Task::Kind::Wait) waitingOn_ = task.gate;
     }
     if (!cancelled_.load(std::memory_order_acquire)) execute(task);
-    std::vector<std::weak_ptr<StreamObserver>> observers;
+    std::vector<std::weak_ptr<FenceWatcher>> observers;
     {
       std::lock_guard<std::mutex> lock(mu_);
       waitingOn_.reset();
@@ -81,7 +81,7 @@ void Stream::run() {
     done_.notify_all();
     task.keep.reset();  // unpin before telling anyone the stream moved on
     for (const auto& weak : observers) {
-      if (auto observer = weak.lock()) observer->onProgress(*this, completed());
+      if (auto observer = weak.lock()) observer->onProgress(completed());
     }
   }
   std::lock_guard<std::mutex> lock(mu_);

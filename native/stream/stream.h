@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/fence.h"
+
 namespace tp {
 
 // Opened once, from any thread: a tracked promise settling. A stream task waits on it.
@@ -40,16 +42,7 @@ struct Task {
   std::shared_ptr<void> keep;   // held until the task has run (pins what it touches)
 };
 
-class Stream;
-
-// Told, on the stream's thread, each time the stream finishes a task.
-class StreamObserver {
- public:
-  virtual ~StreamObserver() = default;
-  virtual void onProgress(Stream& stream, uint64_t completed) = 0;
-};
-
-class Stream : public std::enable_shared_from_this<Stream> {
+class Stream final : public FenceQueue, public std::enable_shared_from_this<Stream> {
  public:
   static std::shared_ptr<Stream> create();
   ~Stream();
@@ -59,14 +52,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Queues a task; returns its sequence number (1, 2, ...), or 0 when the stream is closed.
   uint64_t enqueue(Task task);
   // The sequence number of the last task queued: an event recorded now is passed when completed() reaches it.
-  uint64_t recorded() const { return enqueued_.load(std::memory_order_acquire); }
+  uint64_t recorded() const override { return enqueued_.load(std::memory_order_acquire); }
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
-  bool passed(uint64_t sequence) const { return completed() >= sequence; }
+  bool passed(uint64_t sequence) const override { return completed() >= sequence; }
   // Blocks the calling thread until the stream has passed `sequence` (native callers and tests).
   void waitFor(uint64_t sequence);
 
-  // Observers are told of progress on the stream's thread; held weakly (an observer that is gone is skipped).
-  void addObserver(const std::weak_ptr<StreamObserver>& observer);
+  // Watchers are told of progress on the stream's thread; held weakly (a watcher that is gone is skipped).
+  void watch(const std::weak_ptr<FenceWatcher>& watcher) override;
 
   // No more work. `cancel`: queued tasks that have not started are dropped (counted as passed, so events
   // after them complete; a task waiting on a gate is released). Then the thread finishes and is joined.
@@ -94,7 +87,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
   std::shared_ptr<Gate> waitingOn_;  // the gate the running task waits on
-  std::vector<std::weak_ptr<StreamObserver>> observers_;
+  std::vector<std::weak_ptr<FenceWatcher>> observers_;
   std::thread thread_;
 };
 

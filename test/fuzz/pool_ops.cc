@@ -27,6 +27,7 @@
 #include "os/os.h"
 #include "planner/strategies.h"
 #include "core/pool.h"
+#include "stream/stream.h"
 #include "train/share.h"
 #include "train/train.h"
 

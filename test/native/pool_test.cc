@@ -767,13 +767,12 @@ TEST(idle_free_blocks_give_their_pages_back_a_bounded_number_per_call_and_then_r
   }
   for (void* p : blocks) CHECK(pool->release(p) == ReleaseStatus::Ok);
   // Calls of another class end epochs 250 ms apart: the 100 idle blocks fall due together (at the latest
-  // at the second), and each call purges at most kPurgeBlocksPerCall of them.
+  // at the second), and each call purges at most PurgeRequest::kBlocksPerTurn of them.
   for (int call = 0; call < 5; ++call) {
-    struct timespec pause = {0, 250000000};
-    nanosleep(&pause, nullptr);
+    tpt::advanceMs(250);
     const uint64_t before = pool->stats().purgedBlocks;
     Allocation other = pool->alloc(8 << 20);
-    CHECK(pool->stats().purgedBlocks - before <= PoolOptions::kPurgeBlocksPerCall);
+    CHECK(pool->stats().purgedBlocks - before <= PurgeRequest::kBlocksPerTurn);
     CHECK(pool->release(other.data) == ReleaseStatus::Ok);
   }
   const PoolStats s = pool->stats();
@@ -788,21 +787,19 @@ TEST(idle_free_blocks_give_their_pages_back_a_bounded_number_per_call_and_then_r
 }
 
 TEST(a_block_reused_between_epochs_is_never_purged_and_the_idle_ones_are) {
-  // Real time: an epoch lasts 300 ms, and the loop hands one of eight blocks out every millisecond.
+  // An epoch lasts 300 ms, and the loop hands one of eight blocks out every millisecond, for 1.5 s.
   auto pool = decayingPool(300);
   constexpr uint64_t kBytes = 1 << 20;
   void* blocks[8];
   writtenAndFreed(*pool, blocks, 8, kBytes);
   uint64_t zeroedServed = 0;
-  const uint64_t start = os::monotonicNs();
-  while (os::monotonicNs() - start < 1500ull * 1000 * 1000) {
+  for (int ms = 0; ms < 1500; ++ms) {
     Allocation a = pool->alloc(kBytes);
     CHECK(a.route == Route::Own);
     if (a.zeroed) ++zeroedServed;
     static_cast<char*>(a.data)[kBytes - 1] = 2;
     CHECK(pool->release(a.data) == ReleaseStatus::Ok);
-    struct timespec pause = {0, 1000000};
-    nanosleep(&pause, nullptr);
+    tpt::advanceMs(1);
   }
   const PoolStats s = pool->stats();
   CHECK(s.purgedBlocks == 7);  // the seven below the one in use
@@ -824,28 +821,46 @@ TEST(the_coarse_clock_never_runs_backwards_nor_ahead_of_the_fine_one_and_lags_it
   }
 }
 
-TEST(decay_on_the_coarse_clock_gives_idle_blocks_back_after_its_period_and_not_before) {
-  // Real time. Decay reads os::coarseMonotonicNs(): the purge must still come, and never before a period
-  // (less a tick of the coarse clock) since the pool was created.
+TEST(decay_gives_idle_blocks_back_after_its_period_and_not_before) {
   constexpr uint64_t kPeriodMs = 100;
-  const uint64_t created = os::monotonicNs();
   auto pool = decayingPool(kPeriodMs);
   constexpr uint64_t kBytes = 1 << 20;
   void* blocks[4];
   writtenAndFreed(*pool, blocks, 4, kBytes);
-  uint64_t purgedAt = 0;
-  while (os::monotonicNs() - created < 10ull * 1000 * 1000 * 1000) {
-    Allocation other = pool->alloc(8 << 20);  // another class's calls give decay its turns
+  const auto call = [&] {  // another class's calls give decay its turns
+    Allocation other = pool->alloc(8 << 20);
     CHECK(pool->release(other.data) == ReleaseStatus::Ok);
-    if (pool->stats().purgedBlocks >= 4) {
-      purgedAt = os::monotonicNs();
-      break;
-    }
-    struct timespec pause = {0, 1000000};
-    nanosleep(&pause, nullptr);
+  };
+  // The epoch they were freed in ends after a period; they fall due when the next one ends, a period later.
+  tpt::advanceMs(kPeriodMs - 1);
+  call();
+  CHECK(pool->stats().purgedBlocks == 0);
+  tpt::advanceMs(1);
+  call();
+  CHECK(pool->stats().purgedBlocks == 0);  // the epoch they were freed in has just ended: not yet idle for one
+  tpt::advanceMs(kPeriodMs - 1);
+  call();
+  CHECK(pool->stats().purgedBlocks == 0);
+  tpt::advanceMs(1);
+  call();
+  CHECK(pool->stats().purgedBlocks == 4);
+}
+
+TEST(decay_on_the_coarse_clock_runs_without_a_clock_given) {
+  // The pool's own clock (os::coarseMonotonicNs) where none is given: a period of 0 ends an epoch at every call.
+  PoolOptions options;
+  options.growth = Growth::BeforeBorrowing;
+  options.decayMs = 0;
+  std::string error;
+  auto pool = Pool::create(defaultPlan(), options, &error);
+  CHECK(pool != nullptr);
+  void* blocks[4];
+  writtenAndFreed(*pool, blocks, 4, 1 << 20);
+  for (int call = 0; call < 4 && pool->stats().purgedBlocks < 4; ++call) {
+    Allocation other = pool->alloc(8 << 20);
+    CHECK(pool->release(other.data) == ReleaseStatus::Ok);
   }
-  CHECK(purgedAt != 0);
-  CHECK(purgedAt - created + os::coarseResolutionNs() >= kPeriodMs * 1000 * 1000);
+  CHECK(pool->stats().purgedBlocks == 4);
 }
 
 TEST(a_pool_without_decay_or_with_a_plan_keeps_its_free_blocks) {

@@ -36,10 +36,8 @@ uint64_t residentPages(const void* data, uint64_t bytes) {
   return n;
 }
 
-void pause(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
-  nanosleep(&t, nullptr);
-}
+// Decay's clock moves on (the pools here run on the synthetic one: pool_helpers.h).
+void pause(long ms) { tpt::advanceMs(static_cast<uint64_t>(ms)); }
 
 }  // namespace
 
@@ -247,8 +245,7 @@ TEST(memory_decay_gave_back_is_not_merged_into_a_resident_span_and_trim_counts_i
   std::memset(b.data, 2, kBytes);
   CHECK(pool->release(a.data) == ReleaseStatus::Ok);
   // Epochs end (and due spans are given back) on the pool's calls once 50 ms have passed: a's span, idle.
-  const uint64_t start = os::monotonicNs();
-  while (pool->stats().purgedBlocks == 0 && os::monotonicNs() - start < 20ull * 1000 * 1000 * 1000) {
+  for (int call = 0; call < 2000 && pool->stats().purgedBlocks == 0; ++call) {
     pause(10);
     CHECK(pool->release(pool->alloc(1000).data) == ReleaseStatus::Ok);
   }
@@ -404,8 +401,7 @@ TEST(idle_spans_give_their_pages_back_and_read_as_zero_and_a_span_reused_every_e
   CHECK(pool->release(idle.data) == ReleaseStatus::Ok);
   CHECK(pool->release(hot.data) == ReleaseStatus::Ok);
   uint64_t zeroedServed = 0;
-  const uint64_t start = os::monotonicNs();
-  while (os::monotonicNs() - start < 900ull * 1000 * 1000) {
+  for (int ms = 0; ms < 900; ms += 2) {
     Allocation a = pool->alloc(2 * kBytes);
     if (!hotData) hotData = a.data;
     CHECK(a.data == hotData && static_cast<char*>(a.data) <= hotAt && hotAt - static_cast<char*>(a.data) <= 2 * static_cast<ptrdiff_t>(os::pageSize()));  // the best fit: the idle span is too small
@@ -437,15 +433,14 @@ TEST(decay_ticks_alone_give_back_what_was_freed_and_say_what_is_left_to_watch) {
     CHECK(pool->decayTick() == DecayWatch::Live);
     CHECK(pool->release(a.data) == ReleaseStatus::Ok);
     CHECK(pool->decayTick() == DecayWatch::Idle);  // live b, and a freed less than a period ago
-    const uint64_t start = os::monotonicNs();
     DecayWatch found = DecayWatch::Idle;
-    while (found != DecayWatch::Live && os::monotonicNs() - start < 10ull * 1000 * 1000 * 1000) {
+    for (int ms = 0; found != DecayWatch::Live && ms < 10000; ms += 5) {
       pause(5);
       found = pool->decayTick();
     }
     CHECK(found == DecayWatch::Live && residentPages(a.data, kBytes) == 0 && pool->stats().purgedBytes >= kBytes);
     CHECK(pool->release(b.data) == ReleaseStatus::Ok);
-    while (found != DecayWatch::Nothing && os::monotonicNs() - start < 20ull * 1000 * 1000 * 1000) {
+    for (int ms = 0; found != DecayWatch::Nothing && ms < 10000; ms += 5) {
       pause(5);
       found = pool->decayTick();
     }
@@ -524,6 +519,7 @@ TEST(trim_leaves_what_a_plan_names_resident) {
   plan.classes.push_back({1 << 20, 4});
   PoolOptions options;
   options.growth = Growth::AfterBorrowing;
+  options.clock = tpt::syntheticClock;
   options.decayMs = 0;
   std::string error;
   auto pool = Pool::create(plan, options, &error);
@@ -542,6 +538,7 @@ TEST(a_span_reserve_written_after_start_up_stays_resident_through_decay_and_trim
   PoolOptions options;
   options.growth = Growth::Spans;
   options.growReserve = uint64_t{1} << 30;
+  options.clock = tpt::syntheticClock;
   options.decayMs = 20;
   std::string error;
   auto pool = Pool::create(plan, options, &error);
@@ -567,8 +564,7 @@ TEST(a_span_reserve_written_after_start_up_stays_resident_through_decay_and_trim
   std::memset(b.data, 2, kThird);
   std::memset(c.data, 3, kBeyond);
   for (void* p : {a.data, b.data, c.data}) CHECK(pool->release(p) == ReleaseStatus::Ok);
-  const uint64_t start = os::monotonicNs();
-  while (os::monotonicNs() - start < 300ull * 1000 * 1000) {  // epochs end, idle spans come due
+  for (int ms = 0; ms < 300; ms += 2) {  // epochs end, idle spans come due
     Allocation small = pool->alloc(64 << 10);
     CHECK(pool->release(small.data) == ReleaseStatus::Ok);
     pause(2);
@@ -608,6 +604,7 @@ TEST(a_span_growing_past_the_realloc_mapping_bound_moves_to_a_mapping_of_its_own
   constexpr uint64_t kMiB = 1 << 20;
   PoolOptions options;
   options.growth = Growth::Spans;
+  options.clock = tpt::syntheticClock;
   options.decayMs = PoolOptions::kNoDecay;
   options.reallocMappedFrom = 4 * kMiB;
   std::string error;
@@ -653,6 +650,7 @@ TEST(a_moved_block_freed_raises_the_realloc_mapping_bound_to_its_length_up_to_32
   constexpr uint64_t kMiB = 1 << 20;
   PoolOptions options;
   options.growth = Growth::Spans;
+  options.clock = tpt::syntheticClock;
   options.decayMs = 60000;
   options.reallocMappedFrom = 4 * kMiB;
   std::string error;
@@ -827,6 +825,7 @@ TEST(a_block_realloc_moves_to_a_mapping_gives_back_as_much_free_span_memory_and_
   constexpr uint64_t kMiB = 1 << 20;
   PoolOptions options;
   options.growth = Growth::Spans;
+  options.clock = tpt::syntheticClock;
   options.decayMs = 60000;  // no epoch ends during the test: only the move gives anything back
   options.reallocMappedFrom = 4 * kMiB;
   std::string error;
@@ -871,6 +870,7 @@ TEST(a_block_realloc_moves_to_a_mapping_gives_back_as_much_free_span_memory_and_
   CHECK(pool->release(again.data) == ReleaseStatus::Ok && pool->release(grown) == ReleaseStatus::Ok);
   CHECK(pool->release(live.data) == ReleaseStatus::Ok);
   // A pool that never decays keeps its free spans resident, as it was told.
+  options.clock = tpt::syntheticClock;
   options.decayMs = PoolOptions::kNoDecay;
   auto keeping = Pool::create(defaultPlan(), options, &error);
   CHECK(keeping != nullptr);

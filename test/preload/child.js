@@ -6,11 +6,18 @@ const { native } = require('../../dist/native.js');
 const task = process.argv[2];
 const pool = processPool();
 const out = { pool: pool && { mode: pool.mode, minBytes: pool.minBytes } };
+let pending = null; // the promise of a task that awaits (adaptive mode's background work)
 
-// A replay of a trace through the C library's malloc family (posix_memalign / free), as a runtime makes it.
+// A replay of a trace through the C library's malloc family (posix_memalign / free), as a runtime makes it,
+// every page touched. It marks no iteration of the process pool (unmarked): the tasks mark their own, as the
+// program they stand for would (the replayer marks the pool at each run's start otherwise).
+function libcReplayer(trace) {
+  return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false, unmarked: true });
+}
+
 function replayerOf(file) {
   const trace = readTrace(file);
-  return { trace, replayer: new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false }) };
+  return { trace, replayer: libcReplayer(trace) };
 }
 
 // One write per 4 KiB page of a Float32Array.
@@ -90,7 +97,7 @@ if (task === 'float32') {
   for (let i = 0; i < 16; i++) csv += `a,${i},262144,0\n`;
   for (let i = 0; i < 16; i++) csv += `f,${i},,0\n`;
   const trace = parseTrace(Buffer.from(csv), 'heap-top.csv');
-  const replayer = new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+  const replayer = libcReplayer(trace);
   replayer.run(false);
   out.faults = [0, 1, 2, 3, 4].map(() => measureFaults(() => replayer.run(false)).minor);
 } else if (task === 'record') {
@@ -138,24 +145,23 @@ if (task === 'float32') {
   out.modes = [];
   out.osFallbacks = [];
   out.allocs = [];
-  for (let i = 0; i < 8; i++) {
-    const before = pool.stats();
-    replayer.run(false);
-    pool.markIteration();
-    const after = pool.stats();
-    out.modes.push(after.adaptive.mode);
-    out.osFallbacks.push(after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize);
-    out.allocs.push(after.allocs - before.allocs);
-    const deadline = Date.now() + 60_000;
-    for (let s = after.adaptive; (s.mode === 'training' || s.mode === 'switching') && !s.ready && Date.now() < deadline; s = pool.stats().adaptive);
-  }
-  const { switches, lastSwitch, lastError } = pool.stats().adaptive;
-  out.adaptive = { switches, trainedOn: lastSwitch && lastSwitch.trainedOn, lastError };
+  pending = (async () => {
+    for (let i = 0; i < 8; i++) {
+      const before = pool.stats();
+      replayer.run(false);
+      pool.markIteration();
+      const after = pool.stats();
+      out.modes.push(after.adaptive.mode);
+      out.osFallbacks.push(after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize);
+      out.allocs.push(after.allocs - before.allocs);
+      await pool.adaptiveReady();
+    }
+    const { switches, lastSwitch, lastError } = pool.stats().adaptive;
+    out.adaptive = { switches, trainedOn: lastSwitch && lastSwitch.trainedOn, lastError };
+  })();
 } else if (task === 'residency') {
-  // Memory resident only once used, calloc of fresh memory writing nothing, and idle blocks given back.
-  const MiB = 1 << 20;
+  // Memory resident only once used, and calloc of fresh memory writing nothing.
   const rss = () => process.memoryUsage().rss;
-  const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
   let before = rss();
   const untouched = [];
   for (let i = 0; i < 1000; i++) untouched.push(pool.alloc(100 << 10));
@@ -165,6 +171,15 @@ if (task === 'float32') {
   const zeros = new Uint8Array(1 << 30); // calloc(1 GiB)
   out.callocGrowth = rss() - before;
   out.callocZero = zeros[0] === 0 && zeros[zeros.length - 1] === 0 && zeros[123456789] === 0;
+} else if (task === 'idle') {
+  // 200 MiB written and freed, then idle, making no call of the pool (decay's thread gives back what a program
+  // with threads leaves idle), until as much went back as the test asks (after the decay period the test sets,
+  // and an epoch after it) or 30 s passed. In a process of its own: memory that decay gave back while other
+  // work ran on a loaded machine, then handed out again, doubles its period; a call of the pool while idle would
+  // do so too, as the block it took would be one given back.
+  const MiB = 1 << 20;
+  const rss = () => process.memoryUsage().rss;
+  const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
   const used = [];
   for (let i = 0; i < 200; i++) {
     const x = new Float32Array(pool.alloc(MiB));
@@ -173,15 +188,14 @@ if (task === 'float32') {
   }
   for (const x of used) pool.release(x);
   const freed = rss();
-  // Idle for two decay periods (TENSORPOOL_DECAY_MS, set by the test), with a call of the pool after each:
-  // decay runs on the pool's calls (and on decay's thread while a program with threads is quiet).
-  const call = () => pool.release(pool.alloc(MiB));
-  for (let k = 0; k < 3; k++) {
-    sleep(350); // the test runs it with --decay 300
-    for (let c = 0; c < 8; c++) call();
-  }
-  out.decayDrop = freed - rss();
-  out.purgedBytes = pool.stats().purgedBytes;
+  const purgedBefore = pool.stats().purgedBytes;
+  const idleFrom = Date.now();
+  do {
+    sleep(50);
+    out.purgedBytes = pool.stats().purgedBytes - purgedBefore;
+    out.decayDrop = freed - rss();
+  } while ((out.purgedBytes < 190 * MiB || out.decayDrop <= 150 * MiB) && Date.now() < idleFrom + 30_000);
+  out.idleMs = Date.now() - idleFrom;
 } else if (task === 'varying') {
   // A loop whose shapes vary, as an inference service's or a training loop's batches do: five batch sizes (a
   // synthetic training step each, replayed through malloc/free, every page touched) in a cycle, one mark a
@@ -189,7 +203,7 @@ if (task === 'float32') {
   // not every size's own peak. A warm-up cycle, then three measured ones.
   const shapes = [1, 2, 3, 5, 6].map((batchScale) => {
     const trace = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 5, batchScale, maxActivation: 2 << 20 });
-    return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+    return libcReplayer(trace);
   });
   const cycle = () => {
     for (const k of [0, 3, 1, 4, 2]) {
@@ -215,24 +229,27 @@ if (task === 'float32') {
   // has not seen for 12. Per iteration: adaptive mode's state, the OS fallbacks it took and RSS after it.
   const shapes = [1, 2, 3, 5, 6].map((batchScale) => {
     const trace = syntheticTrainingTrace({ layers: 8, iterations: 1, seed: 3, batchScale });
-    return new native.NativeReplayer('libc', trace.ops, trace.eventBuffer, trace.sizes, { touch: 'pages', iterationMarks: false });
+    return libcReplayer(trace);
   });
   const order = [...Array.from({ length: 18 }, (_, i) => i % 3), ...Array.from({ length: 12 }, (_, i) => 3 + (i % 2))];
   out.iterations = [];
-  for (const k of order) {
-    const before = pool.stats();
-    shapes[k].run(false);
-    pool.markIteration();
-    const after = pool.stats();
-    out.iterations.push({
-      mode: after.adaptive ? after.adaptive.mode : null,
-      generation: after.generation,
-      osFallbacks: after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize,
-      rss: memoryUsage().rss,
-    });
-  }
-  const a = pool.stats().adaptive;
-  out.lastError = a && a.lastError;
-  out.switches = a ? a.history.map((h) => ({ iteration: h.iteration, reason: h.reason, patterns: h.trigger ? h.trigger.newPattern : null })) : [];
+  pending = (async () => {
+    for (const k of order) {
+      const before = pool.stats();
+      shapes[k].run(false);
+      pool.markIteration();
+      const after = pool.stats();
+      out.iterations.push({
+        mode: after.adaptive ? after.adaptive.mode : null,
+        generation: after.generation,
+        osFallbacks: after.osFallbacks + after.osOversize - before.osFallbacks - before.osOversize,
+        rss: memoryUsage().rss,
+      });
+      await pool.adaptiveReady(); // the app waits for the background (at once without --adaptive)
+    }
+    const a = pool.stats().adaptive;
+    out.lastError = a && a.lastError;
+    out.switches = a ? a.history.map((h) => ({ iteration: h.iteration, reason: h.reason, patterns: h.trigger ? h.trigger.newPattern : null })) : [];
+  })();
 }
-console.log(JSON.stringify(out));
+Promise.resolve(pending).then(() => console.log(JSON.stringify(out)));

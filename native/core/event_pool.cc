@@ -1,4 +1,4 @@
-#include "stream/events.h"
+#include "core/event_pool.h"
 
 namespace tp {
 
@@ -10,7 +10,7 @@ EventPool::~EventPool() {
   }
 }
 
-StreamEvent* EventPool::record(const std::shared_ptr<Stream>& stream) {
+StreamEvent* EventPool::record(const std::shared_ptr<FenceQueue>& queue) {
   StreamEvent* event;
   if (free_) {
     event = free_;
@@ -20,14 +20,14 @@ StreamEvent* EventPool::record(const std::shared_ptr<Stream>& stream) {
     event = new StreamEvent();
     ++created_;
   }
-  event->stream = stream;
-  event->sequence = stream->recorded();
+  event->queue = queue;
+  event->sequence = queue->recorded();
   event->next = nullptr;
   return event;
 }
 
 void EventPool::recycle(StreamEvent* event) {
-  event->stream.reset();
+  event->queue.reset();
   if (!pooling_) {
     delete event;
     return;

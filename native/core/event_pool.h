@@ -1,20 +1,20 @@
-// The event pool (S4). A deferred release records an event on the stream the block was last used on;
-// events come from this pool and go back to it once reclaimed, so new ones are made only when the pool
-// is empty. An event is (stream, sequence number): passed when the stream has finished that many tasks.
+// The event pool (S4). A deferred release records an event on the queue (a stream) the block was last used
+// on; events come from this pool and go back to it once reclaimed, so new ones are made only when the pool
+// is empty. An event is (queue, sequence number): passed when the queue has done that much work.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-#include "stream/stream.h"
+#include "core/fence.h"
 
 namespace tp {
 
 struct StreamEvent {
-  std::shared_ptr<Stream> stream;
+  std::shared_ptr<FenceQueue> queue;
   uint64_t sequence = 0;
   StreamEvent* next = nullptr;  // free list link
-  bool passed() const { return stream->passed(sequence); }
+  bool passed() const { return queue->passed(sequence); }
 };
 
 // Not thread-safe: its pool's lock guards it.
@@ -25,9 +25,9 @@ class EventPool {
   EventPool(const EventPool&) = delete;
   EventPool& operator=(const EventPool&) = delete;
 
-  // An event recorded on `stream` now: taken from the pool, or made when the pool is empty.
-  StreamEvent* record(const std::shared_ptr<Stream>& stream);
-  // Back to the pool (its stream reference dropped).
+  // An event recorded on `queue` now: taken from the pool, or made when the pool is empty.
+  StreamEvent* record(const std::shared_ptr<FenceQueue>& queue);
+  // Back to the pool (its queue reference dropped).
   void recycle(StreamEvent* event);
 
   uint64_t created() const { return created_; }

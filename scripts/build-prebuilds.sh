@@ -1,7 +1,7 @@
 #!/bin/sh
 # The prebuilt binaries the npm package ships (prebuilds/<platform>-<arch>/): the addon through prebuildify
 # (N-API, stripped), and beside it the preload library that the same node-gyp build made.
-#   usage: npm run prebuild (sh scripts/prebuild.sh), after the node-gyp build
+#   usage: npm run build:prebuilds (sh scripts/build-prebuilds.sh), after the node-gyp build; npm pack runs it (prepack)
 set -eu
 case "${1-}" in -h|--help) exec sh "$(dirname "$0")/usage.sh" "$0" ;; esac
 cd "$(dirname "$0")/.."
@@ -13,4 +13,4 @@ npx prebuildify --napi
 dir="prebuilds/$(node -p 'process.platform + "-" + process.arch')"
 cp "$dir/tensorpool.node" build/Release/tensorpool.node
 strip --strip-all "$dir/tensorpool.node" "$dir/tensorpool-preload.so"
-echo "prebuild: $(ls "$dir" | tr '\n' ' ')"
+echo "build:prebuilds: $(ls "$dir" | tr '\n' ' ')"

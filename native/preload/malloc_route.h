@@ -1,10 +1,14 @@
-// The malloc family, interposed (as mimalloc's alloc-override.c does for a whole allocator): a request
-// of at least TENSORPOOL_MIN_BYTES, with an alignment of at most 64, goes to the process pool; everything
-// else, and everything before the pool is ready or while a thread is inside it, goes to the next allocator
-// in the chain (next_allocator.h: glibc's malloc, or libc_malloc_debug.so, jemalloc, mimalloc preloaded
-// after this library), which also frees, resizes and measures every block it made: none of its blocks
-// reaches another allocator. free, realloc and malloc_usable_size tell the pool's blocks apart by address
-// (ownedByPool: a lock-free bitmap).
+// The malloc family's routing, for overrides.cc, which exports it (as mimalloc's alloc-override.c exports
+// its allocator): a request of at least TENSORPOOL_MIN_BYTES, with an alignment of at most 64, goes to the
+// process pool; everything else, and everything before the pool is ready or while a thread is inside it, goes
+// to the next allocator in the chain (next_allocator.h: glibc's malloc, or libc_malloc_debug.so, jemalloc,
+// mimalloc preloaded after this library), which also frees, resizes and measures every block it made: none of
+// its blocks reaches another allocator. free, realloc and malloc_usable_size tell the pool's blocks apart by
+// address (ownedByPool: a lock-free table). Inline: each entry's whole path is the exported function's own,
+// as it was when the entries were defined here (malloc's path below the threshold is a compare and a jump).
+// Included by overrides.cc only: its functions and variables are that file's own (internal linkage).
+#pragma once
+
 #include <errno.h>
 #include <malloc.h>
 #include <stddef.h>
@@ -21,11 +25,13 @@
 #include "next_symbol.h"
 #include "process_pool.h"
 
-namespace {
+// An entry of the malloc family: inlined into overrides.cc's exported function, and with it in the code every
+// program runs (always_run.h).
+#define TP_ROUTE static inline __attribute__((always_inline))
 
-using namespace tp::preload;
+namespace tp::preload::route {
 
-TP_ALWAYS_RUN bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+static TP_ALWAYS_RUN bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 // Aligned blocks of glibc's malloc below the threshold (PyTorch's posix_memalign(64) of every small
 // tensor): glibc's memalign bypasses its thread cache and splits a larger chunk each time (the GRU trace
@@ -38,13 +44,14 @@ TP_ALWAYS_RUN bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0;
 // block's bytes, or unmapped; its own memalign serves then.
 constexpr uint64_t kShiftTag = uint64_t{0xF5A1} << 48;
 constexpr uint64_t kTagMask = uint64_t{0xFFFF} << 48;
-// Whether any block was shifted yet: until then free() need not read the word before a block. (A block
-// reaches another thread through the program's own synchronisation, which carries this store with it.)
-std::atomic<bool> anyShifted{false};
+// detail::anyShifted: whether any block was shifted yet: until then free() need not read the word before a
+// block, and goes straight to the next allocator. (A block reaches another thread through the program's own
+// synchronisation, which carries this store with it.)
+using detail::anyShifted;
 
 // Another allocator's memalign is asked for one byte at least: jemalloc's memalign(a, 0) returns a block
 // aligned to 8 only (its posix_memalign and aligned_alloc, which programs call, are right).
-TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
+static TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
   if (!nextIsGlibcMalloc()) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes ? bytes : 1);
   if (alignment > tp::kBlockAlign) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes);
   size_t padded;
@@ -58,14 +65,17 @@ TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
   if (shift == 0) return p;
   char* q = p + shift;
   reinterpret_cast<uint64_t*>(q)[-1] = kShiftTag | shift;
-  if (!anyShifted.load(std::memory_order_relaxed)) anyShifted.store(true, std::memory_order_relaxed);
+  if (!anyShifted.load(std::memory_order_relaxed)) {
+    anyShifted.store(true, std::memory_order_release);
+    freeNeedsChecks();
+  }
   return q;
 }
 
 // The start of the next allocator's block q (not the pool's), and its shift. Only a block aligned to 32
 // can be a shifted one: any other pointer (free(p + 1)) goes to the next allocator as it is, without reading
 // the word before it, and glibc aborts on it as it would without us ("free(): invalid pointer").
-TP_ALWAYS_RUN char* nextStart(void* q, uintptr_t* shift) {
+static TP_ALWAYS_RUN char* nextStart(void* q, uintptr_t* shift) {
   *shift = 0;
   if (!anyShifted.load(std::memory_order_relaxed) || reinterpret_cast<uintptr_t>(q) % 32 != 0) return static_cast<char*>(q);
   const uint64_t word = static_cast<uint64_t*>(q)[-1];
@@ -74,7 +84,7 @@ TP_ALWAYS_RUN char* nextStart(void* q, uintptr_t* shift) {
   return static_cast<char*>(q) - *shift;
 }
 
-TP_ALWAYS_RUN void nextFree(void* q) {
+static TP_ALWAYS_RUN void nextFree(void* q) {
   if (!anyShifted.load(std::memory_order_relaxed)) return next.free.load(std::memory_order_relaxed)(q);
   if (!q) return;
   uintptr_t shift;
@@ -82,7 +92,7 @@ TP_ALWAYS_RUN void nextFree(void* q) {
 }
 
 // Bytes usable in a block that is not the pool's (the bootstrap's, or the next allocator's).
-TP_ALWAYS_RUN size_t nextUsable(void* q) {
+static TP_ALWAYS_RUN size_t nextUsable(void* q) {
   if (!q) return 0;
   if (bootstrapOwns(q)) return bootstrapSize(q);
   uintptr_t shift;
@@ -98,7 +108,7 @@ constexpr size_t kAsMalloc = 0;
 // Its malloc aligns every block to 16 only where it is glibc's: jemalloc, tcmalloc and mimalloc align one of
 // 8 bytes or less to 8 (posix_memalign(&p, 16, 1) came back 8-aligned), so an aligned request goes to its
 // memalign unless malloc's alignment is what it asked for.
-TP_ALWAYS_RUN __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
+static TP_ALWAYS_RUN __attribute__((noinline)) void* allocate(size_t bytes, size_t alignment) {
   if (alignment <= tp::kBlockAlign && routesToPool(bytes)) {
     if (void* p = poolAlloc(bytes)) return p;
   }
@@ -107,7 +117,7 @@ TP_ALWAYS_RUN __attribute__((noinline)) void* allocate(size_t bytes, size_t alig
 }
 
 // realloc's move of `old` into `fresh`, a block of `bytes`: its data copied, `old` given back.
-TP_ALWAYS_RUN void* moveInto(void* fresh, void* old, size_t oldBytes, size_t bytes) {
+static TP_ALWAYS_RUN void* moveInto(void* fresh, void* old, size_t oldBytes, size_t bytes) {
   memcpy(fresh, old, oldBytes < bytes ? oldBytes : bytes);
   if (ownedByPool(old)) poolFreeMoved(old); else nextFree(old);
   return fresh;
@@ -115,7 +125,7 @@ TP_ALWAYS_RUN void* moveInto(void* fresh, void* old, size_t oldBytes, size_t byt
 
 // realloc to another home (pool to next allocator, or either to the other side of the threshold, or out of
 // the bootstrap buffer).
-TP_ALWAYS_RUN void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
+static TP_ALWAYS_RUN void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
   void* fresh = allocate(bytes, kAsMalloc);
   if (!fresh) return nullptr;  // errno set; the old block stays valid, as realloc promises
   return moveInto(fresh, old, oldBytes, bytes);
@@ -126,15 +136,12 @@ TP_ALWAYS_RUN void* moveBlock(void* old, size_t oldBytes, size_t bytes) {
 // again: the program gets all the address space glibc would give it. Once at most: a second failure finds
 // nothing left to give.
 template <typename Request>
-inline void* orAgain(Request request) {
+static TP_ALWAYS_RUN void* orAgain(Request request) {
   void* p = request();
   if (__builtin_expect(p != nullptr, 1)) return p;
   return poolGaveBackSpare() ? request() : nullptr;
 }
 
-}  // namespace
-
-#define TP_EXPORT extern "C" __attribute__((visibility("default"))) TP_ALWAYS_RUN
 
 // Mallocs and callocs the C library serves on a thread between two turns of the pool's (mallocTick), once it decays.
 constexpr unsigned kMallocsPerTick = 256;
@@ -146,23 +153,26 @@ static thread_local unsigned mallocsUntilTick __attribute__((tls_model("initial-
 // and glibc's heap held against the pool's free memory (cHeapTick: its heap grows by at most this many blocks
 // between two looks). On mallocs rather than frees: a program that frees goes on allocating, and one that only
 // allocates (40 MB of small blocks written after 40 MB of large ones freed) would never give the pool a turn.
-static __attribute__((noinline, cold)) void mallocTick() {
+static TP_ALWAYS_RUN __attribute__((noinline, cold)) void mallocTick() {
   mallocsUntilTick = kMallocsPerTick;
-  poolDecayTick();
+  const DecayWatch found = poolDecayTick();
   cHeapTick();
+  // Nothing left to give back: no turns until the pool's next release (the malloc path is then a compare).
+  if (found == DecayWatch::Live || found == DecayWatch::Nothing || found == DecayWatch::Off) poolTicksOff();
 }
 
 // A request the C library serves, counted towards the pool's next turn where the pool ticks (kPoolTicks in
 // `extras`, what detail::mallocExtras held).
-static inline void countTowardsTick(uint8_t extras) {
+static TP_ALWAYS_RUN void countTowardsTick(uint8_t extras) {
   if (__builtin_expect(extras & detail::kPoolTicks, 1) && __builtin_expect(--mallocsUntilTick == 0, 0)) mallocTick();
 }
 
-TP_EXPORT void* malloc(size_t bytes) {
+// malloc beyond its one compare: a request for the pool, or one below the threshold with extras to do.
+TP_ROUTE void* mallocSlow(size_t bytes) {
   if (__builtin_expect(!mayRouteToPool(bytes), 1)) {
     const uint8_t extras = detail::mallocExtras.load(std::memory_order_relaxed);
-    // No pool that decays and no address space limit: the C library's malloc, a tail call. With the pool, the
-    // same, and now and then the pool's turn; with a limit, a failure may be undone (orAgain).
+    // With the pool, the C library's malloc, and now and then the pool's turn; with a limit, a failure may be
+    // undone (orAgain).
     if (extras == 0) return next.malloc.load(std::memory_order_relaxed)(bytes);
     countTowardsTick(extras);
     if (__builtin_expect(!(extras & detail::kAddressLimited), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
@@ -171,16 +181,22 @@ TP_EXPORT void* malloc(size_t bytes) {
   return orAgain([bytes] { return allocate(bytes, kAsMalloc); });
 }
 
+// Below fastBelow (the threshold, with nothing else to do), the C library's malloc: a compare and a jump.
+TP_ROUTE void* malloc(size_t bytes) {
+  if (__builtin_expect(bytes < detail::fastBelow.load(std::memory_order_relaxed), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
+  return mallocSlow(bytes);
+}
+
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc
 // in the preload library's link flags), as the library's own: never from the pool. Its exception pool (71 KiB,
 // above the threshold) is allocated as the library loads, after the pool's set-up, and made the pool in every
 // process.
-extern "C" TP_ALWAYS_RUN void* __wrap_malloc(size_t bytes) {
+TP_ROUTE void* libraryMalloc(size_t bytes) {
   InternalScope inside;
   return malloc(bytes);
 }
 
-TP_EXPORT void free(void* p) {
+TP_ROUTE void free(void* p) {
   // No pool made (no mapping tracked): the C library's free, at the cost it had before the pool.
   if (__builtin_expect(!poolMapsAny(), 1)) return nextFree(p);
   if (ownedByPool(p)) return poolFree(p);
@@ -204,7 +220,7 @@ static TP_ALWAYS_RUN void* callocOnce(size_t count, size_t size, size_t bytes) {
   return next.calloc.load(std::memory_order_relaxed)(count, size);
 }
 
-TP_EXPORT void* calloc(size_t count, size_t size) {
+TP_ROUTE void* calloc(size_t count, size_t size) {
   size_t bytes;
   if (__builtin_mul_overflow(count, size, &bytes)) {
     errno = ENOMEM;
@@ -246,12 +262,12 @@ static TP_ALWAYS_RUN void* reallocOnce(void* p, size_t bytes) {
   return next.realloc.load(std::memory_order_relaxed)(p, bytes);
 }
 
-TP_EXPORT void* realloc(void* p, size_t bytes) {
+TP_ROUTE void* realloc(void* p, size_t bytes) {
   if (bytes == 0) return reallocOnce(p, 0);  // frees p and returns NULL: no failure
   return orAgain([=] { return reallocOnce(p, bytes); });
 }
 
-TP_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
+TP_ROUTE void* reallocarray(void* p, size_t count, size_t size) {
   size_t bytes;
   if (__builtin_mul_overflow(count, size, &bytes)) {
     errno = ENOMEM;
@@ -260,7 +276,7 @@ TP_EXPORT void* reallocarray(void* p, size_t count, size_t size) {
   return realloc(p, bytes);
 }
 
-TP_EXPORT int posix_memalign(void** out, size_t alignment, size_t bytes) {
+TP_ROUTE int posixMemalign(void** out, size_t alignment, size_t bytes) {
   if (!isPowerOfTwo(alignment) || alignment % sizeof(void*) != 0) return EINVAL;
   void* p = orAgain([=] { return allocate(bytes, alignment); });
   if (!p) return errno = ENOMEM;  // and errno too, as glibc's (its tst-malloc-thread-fail checks it)
@@ -268,7 +284,7 @@ TP_EXPORT int posix_memalign(void** out, size_t alignment, size_t bytes) {
   return 0;
 }
 
-TP_EXPORT void* aligned_alloc(size_t alignment, size_t bytes) {
+TP_ROUTE void* alignedAlloc(size_t alignment, size_t bytes) {
   // An alignment that is no power of two gets the C library's own answer, which depends on its version
   // (glibc 2.36 serves it rounded up, as memalign; 2.38 refuses it with EINVAL).
   if (!isPowerOfTwo(alignment)) {
@@ -277,7 +293,7 @@ TP_EXPORT void* aligned_alloc(size_t alignment, size_t bytes) {
   return orAgain([=] { return allocate(bytes, alignment); });
 }
 
-TP_EXPORT void* memalign(size_t alignment, size_t bytes) {
+TP_ROUTE void* memalign(size_t alignment, size_t bytes) {
   // glibc rounds an alignment that is no power of two up to the next one; so does this up to 64 (beyond
   // it, the next allocator's own memalign serves and rounds).
   if (alignment > 16 && alignment < tp::kBlockAlign && !isPowerOfTwo(alignment)) alignment = alignment <= 32 ? 32 : 64;
@@ -285,17 +301,17 @@ TP_EXPORT void* memalign(size_t alignment, size_t bytes) {
 }
 
 // Page alignment is more than pool blocks promise: the next allocator serves these.
-TP_EXPORT void* valloc(size_t bytes) {
+TP_ROUTE void* valloc(size_t bytes) {
   return orAgain([bytes] { return next.valloc.load(std::memory_order_relaxed)(bytes); });
 }
-TP_EXPORT void* pvalloc(size_t bytes) {
+TP_ROUTE void* pvalloc(size_t bytes) {
   return orAgain([bytes] { return next.pvalloc.load(std::memory_order_relaxed)(bytes); });
 }
 
 // glibc's contract: 1 when memory was given back to the OS, else 0. The next allocator trims its own heap
 // (glibc's: `pad` bytes kept at the top), and the pool gives back the pages of all its free blocks and spans
 // (what decay would give back once they sat idle, all of it now).
-TP_EXPORT int malloc_trim(size_t pad) {
+TP_ROUTE int trim(size_t pad) {
   const int nextGaveBack = next.trim.load(std::memory_order_relaxed)(pad);
   const bool poolGaveBack = poolTrim() != 0;
   return nextGaveBack || poolGaveBack ? 1 : 0;
@@ -305,7 +321,7 @@ TP_EXPORT int malloc_trim(size_t pad) {
 // test of glibc's that checks its blocks are counted) sees the blocks the pool serves, the arena's as glibc
 // counts its heap, the ones in mappings of their own as its mapped chunks. The pool's free memory is counted
 // in neither `fordblks` nor `keepcost`: those are what glibc itself could trim.
-TP_EXPORT struct mallinfo2 mallinfo2(void) {
+TP_ROUTE struct mallinfo2 mallinfo2() {
   using Mallinfo2Fn = struct mallinfo2 (*)(void);
   static std::atomic<Mallinfo2Fn> nextMallinfo2{nullptr};
   const Mallinfo2Fn fn = nextSymbolOnce(nextMallinfo2, "mallinfo2");
@@ -320,8 +336,8 @@ TP_EXPORT struct mallinfo2 mallinfo2(void) {
 }
 
 // As glibc's: mallinfo2's figures in ints (each truncated as glibc's are).
-TP_EXPORT struct mallinfo mallinfo(void) {
-  const struct mallinfo2 wide = mallinfo2();
+TP_ROUTE struct mallinfo mallinfo() {
+  const struct mallinfo2 wide = route::mallinfo2();
   struct mallinfo info;
   info.arena = static_cast<int>(wide.arena);
   info.ordblks = static_cast<int>(wide.ordblks);
@@ -336,7 +352,9 @@ TP_EXPORT struct mallinfo mallinfo(void) {
   return info;
 }
 
-TP_EXPORT size_t malloc_usable_size(void* p) {
+TP_ROUTE size_t usableSize(void* p) {
   if (!p) return 0;
   return ownedByPool(p) ? poolUsableSize(p) : nextUsable(p);
 }
+
+}  // namespace tp::preload::route
