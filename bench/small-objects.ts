@@ -1,13 +1,13 @@
 /**
  * Below the threshold (issue 54): what the preload library costs programs whose allocations are small, against
  * glibc alone and against the allocator a user preloads instead (Debian's jemalloc, mimalloc and tcmalloc:
- * bench/install-peers.sh), each alone and with the library chained in front of it
- * (`LD_PRELOAD="<tensorpool> <peer>"`: the peer serves what the pool does not).
+ * bench/install-peers.sh), each alone and with the library in front of it as `tensorpool run --with PEER`
+ * starts a program (the library first in LD_PRELOAD, the peer after it: the peer serves what the pool does not).
  *
  * Instructions are counted by valgrind's cachegrind (`valgrind --tool=cachegrind --cache-sim=no`; Debian's
  * valgrind): a count the machine's load does not move, where times would. Peak RSS and minor faults are the
  * kernel's (wait4, bench/native/rusage.cc; the median of --reps runs outside valgrind). Each row's ratios are
- * to its base: the library alone and each peer alone to glibc, the library chained to that peer alone.
+ * to its base: the library alone and each peer alone to glibc, the library with --with PEER to that peer alone.
  *
  * Programs (--programs; all that can run by default):
  *   churn         bench/native/small-objects.c (built here with cc -O2): 1,000 blocks live, 1M times one freed
@@ -31,7 +31,7 @@
  *   phases-medium the same with sizes of 1-32 KiB (11 sizes)
  *   trim          small-objects.c: 1.5M blocks of 16-64 bytes freed, then malloc_trim(0): what stays resident
  *   realloc-same  small-objects.c: realloc of 1-24 byte blocks to their own size: how many moved
- * The last three measure the small-object side itself: at the default threshold the library is not in their
+ * The last four measure the small-object side itself: at the default threshold the library is not in their
  * way; with --min-bytes 1 (every request to the pool) they show what a small threshold costs.
  *
  * churn's instructions per malloc+free pair are (I(2N) - I(N)) / N: start-up and exit cancel out.
@@ -42,9 +42,10 @@
  *   npm run build && npx tsx bench/small-objects.ts [--programs LIST] [--configs LIST] [--min-bytes LIST]
  *       [--mimalloc-bench DIR] [--reps 3] [--library FILE] [--quick] [--json out.json] [--help]
  *
- * --configs: glibc, tensorpool, jemalloc, tensorpool+jemalloc, mimalloc, tensorpool+mimalloc, tcmalloc,
- * tensorpool+tcmalloc (default: all whose peer is installed). --min-bytes: the library's thresholds, a
- * comma-separated list (each its own configurations, named tensorpool@N; default: the library's own).
+ * --configs: glibc, tensorpool, jemalloc, tensorpool+jemalloc (tensorpool run --with jemalloc), mimalloc,
+ * tensorpool+mimalloc, tcmalloc, tensorpool+tcmalloc (default: all whose peer is installed).
+ * --min-bytes: the library's thresholds, a comma-separated list (each its own configurations, named
+ * tensorpool@N; default: the library's own).
  * --quick: churn 200k pairs (churn-medium 40k), mstress `2 25 5`, one run each for RSS.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -123,11 +124,14 @@ function configurations(base: NodeJS.ProcessEnv): { configs: Config[]; skipped: 
     else if (wantedConfigs.some((c) => c === peer || c === `tensorpool+${peer}`)) skipped.push(missingMessage(spec));
   }
   if (!fs.existsSync(library)) skipped.push(`tensorpool: the preload library is not built (${library}; npm run build:native)`);
-  // What tensorpool run adds (the hooks' variables, the threshold), the library chained before the peer.
+  // What `tensorpool run [--min-bytes N] [--with PEER]` adds (the hooks' variables, the threshold, the library
+  // first in LD_PRELOAD and the peer after it), with --library's build in the library's place.
   const ours = (threshold: string | undefined, peer?: Peer): Record<string, string> => {
-    const env = runEnvironment(base, threshold === undefined ? {} : { TENSORPOOL_MIN_BYTES: threshold });
+    const env = runEnvironment(base, threshold === undefined ? {} : { TENSORPOOL_MIN_BYTES: threshold }, true, true, peer && peerLibrary.get(peer));
     const added = Object.entries(env).filter(([k, v]) => v !== undefined && base[k] !== v).map(([k, v]) => [k, String(v)]);
-    return { ...Object.fromEntries(added), LD_PRELOAD: [library, peer && peerLibrary.get(peer)].filter(Boolean).join(' ') };
+    const preload = String(env.LD_PRELOAD).split(':');
+    preload[0] = library;
+    return { ...Object.fromEntries(added), LD_PRELOAD: preload.join(':') };
   };
   const named = (threshold: string | undefined) => (threshold === undefined ? 'tensorpool' : `tensorpool@${threshold}`);
   const wanted = (name: string) => wantedConfigs.includes(name);
@@ -364,7 +368,7 @@ async function main(): Promise<void> {
       return [r.program, r.config, round(r.perPair!, 1), b?.perPair == null ? null : `${r.perPair! >= b.perPair ? '+' : ''}${round(r.perPair! - b.perPair, 1)}`];
     })));
   }
-  console.log(`# base: glibc for the library alone and for each peer alone; the peer alone for the library chained before it`);
+  console.log(`# base: glibc for the library alone and for each peer alone; the peer alone for tensorpool+PEER (tensorpool run --with PEER)`);
   console.log(`# instructions: valgrind --tool=cachegrind (every invocation of the program added up); peak RSS and minor faults: the median of ${rssReps} run(s) outside valgrind`);
   console.log(`# tensorpool: ${library} as tensorpool run starts a program${thresholds.some((t) => t !== undefined) ? `; thresholds ${thresholds.map((t) => t ?? 'default').join(', ')}` : ' (default threshold)'}`);
   writeJson(args.json, { benchmark: 'small-objects', machine, rssReps, churnPairs, library, thresholds: thresholds.map((t) => t ?? null), configs, results });
