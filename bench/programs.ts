@@ -53,7 +53,8 @@ intervals, and whether its output is identical to glibc's. Take /tmp/tp-bench.lo
   --scale X         multiplies every program's size (default 1: a ~100 MB JSON, ~200 MB of SQLite rows, a
                     100 MB file for gzip; about 25 s of CPU per configuration and repetition in all)
   --quick           --scale 0.2
-  --min-bytes N     the library's threshold (tensorpool run --min-bytes; default: the library's, 64K)
+  --min-bytes N     the library's threshold (default: the library's, 64K), set as TENSORPOOL_TEST_MIN_BYTES, the
+                    tests' setting, so that thresholds below the floor (64K), which tensorpool run refuses, run too
   --library FILE    the preload library to run as tensorpool (default: this package's build), such as
                     another branch's build/Release/tensorpool-preload.so
   --json FILE       write every sample and ratio as JSON
@@ -280,7 +281,7 @@ function configSettings(name: ConfigName): Record<string, string> | string {
   if (name === 'glibc') return {};
   if (name === 'tensorpool') {
     if (!fs.existsSync(library)) return `the preload library is not built (${library}; npm run build:native)`;
-    const env = runEnvironment({}, minBytes === undefined ? {} : { TENSORPOOL_MIN_BYTES: minBytes });
+    const env = runEnvironment({}, minBytes === undefined ? {} : { TENSORPOOL_TEST_MIN_BYTES: minBytes });
     return { ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])), LD_PRELOAD: library };
   }
   const spec = resolveAllocator(name);

@@ -45,7 +45,8 @@
  * --configs: glibc, tensorpool, jemalloc, tensorpool+jemalloc (tensorpool run --with jemalloc), mimalloc,
  * tensorpool+mimalloc, tcmalloc, tensorpool+tcmalloc (default: all whose peer is installed).
  * --min-bytes: the library's thresholds, a comma-separated list (each its own configurations, named
- * tensorpool@N; default: the library's own).
+ * tensorpool@N; default: the library's own), set as TENSORPOOL_TEST_MIN_BYTES, the tests' setting, which also
+ * takes thresholds below the pool's floor (64K) that TENSORPOOL_MIN_BYTES refuses.
  * --quick: churn 200k pairs (churn-medium 40k), mstress `2 25 5`, one run each for RSS.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -127,7 +128,7 @@ function configurations(base: NodeJS.ProcessEnv): { configs: Config[]; skipped: 
   // What `tensorpool run [--min-bytes N] [--with PEER]` adds (the hooks' variables, the threshold, the library
   // first in LD_PRELOAD and the peer after it), with --library's build in the library's place.
   const ours = (threshold: string | undefined, peer?: Peer): Record<string, string> => {
-    const env = runEnvironment(base, threshold === undefined ? {} : { TENSORPOOL_MIN_BYTES: threshold }, true, true, peer && peerLibrary.get(peer));
+    const env = runEnvironment(base, threshold === undefined ? {} : { TENSORPOOL_TEST_MIN_BYTES: threshold }, true, true, peer && peerLibrary.get(peer));
     const added = Object.entries(env).filter(([k, v]) => v !== undefined && base[k] !== v).map(([k, v]) => [k, String(v)]);
     const preload = String(env.LD_PRELOAD).split(':');
     preload[0] = library;

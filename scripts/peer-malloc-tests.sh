@@ -5,7 +5,8 @@
 # malloc; 8 threads, scale 25, 20 rounds), and stress-ng's own checks (Debian's stress-ng, with --verify: its
 # malloc, tree, list, search and sort stressors; and its poll, epoll, sleep, fork, clone, thread, timer and
 # signal stressors, which go through the calls the library interposes), each run under plain glibc, then with
-# LIBRARY preloaded at the default threshold and at TENSORPOOL_MIN_BYTES=1 (every allocation through the pool).
+# LIBRARY preloaded at the default threshold and at TENSORPOOL_TEST_MIN_BYTES=1 (every allocation through the
+# pool: the tests' setting for a threshold below the pool's floor, which TENSORPOOL_MIN_BYTES refuses).
 # Every test that passes under glibc must pass under the library: the script exits 1 otherwise, and prints a
 # row per test and a line per configuration.
 # The tests of glibc's own chunk format (a corrupted chunk size or tcache pointer must abort) are also run
@@ -131,7 +132,7 @@ skip_reason() {
 
 # Tests of glibc's own chunk format: they corrupt a freed chunk's size word (tst-malloc-backtrace) or a
 # tcache or fastbin pointer (tst-safe-linking) and expect glibc's abort. With every block from the pool
-# (TENSORPOOL_MIN_BYTES=1) there is no glibc chunk to corrupt; each is also run under every replacement
+# (TENSORPOOL_TEST_MIN_BYTES=1) there is no glibc chunk to corrupt; each is also run under every replacement
 # allocator installed, and a failure under the library is a known difference only where it failed under all.
 chunk_format_tests="tst-malloc-backtrace tst-safe-linking"
 
@@ -190,7 +191,7 @@ run() {
     log=$results/$config/$name.log
     status=0
     start=$(date +%s.%N)
-    (cd "$dir" && TMPDIR=$dir TIMEOUTFACTOR=2 timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
+    (cd "$dir" && TMPDIR=$dir TIMEOUTFACTOR=2 timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_TEST_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
     case $status in
       0) verdict=pass ;;
       77) verdict=unsupported ;;
@@ -237,7 +238,7 @@ for test in $(cat "$results/list"); do
   [ "$g" = pass ] || [ "$g" = unsupported ] || echo "glibc $glibc_version fails $test itself: $(grep -v '^$' "$results/glibc/${test##*/}.log" | tail -n 1)"
 done
 for config in glibc default min1; do
-  case $config in glibc) label="glibc $glibc_version" ;; default) label="$library (default threshold)" ;; min1) label="$library (TENSORPOOL_MIN_BYTES=1)" ;; esac
+  case $config in glibc) label="glibc $glibc_version" ;; default) label="$library (default threshold)" ;; min1) label="$library (TENSORPOOL_TEST_MIN_BYTES=1)" ;; esac
   passed=$(cat "$results/$config"/*.status | grep -cx pass || true)
   unsupported=$(cat "$results/$config"/*.status | grep -cx unsupported || true)
   failed=$(($(wc -l <"$results/list") - passed - unsupported))
