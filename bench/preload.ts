@@ -5,7 +5,8 @@
  * floor), in one interleaved run; then `node -e 0` start-up with and without the library, interleaved.
  * Targets: 0 faults per repetition in the steady state; ns/op <= 1.10x ideal; start-up overhead <= 5%.
  * Then the threshold sweep that chose TENSORPOOL_MIN_BYTES's default: the preload route against `ideal` in
- * one run per threshold (`--thresholds`, default 4K,16K,64K,256K,1M).
+ * one run per threshold (`--thresholds`, default 4K,16K,64K,256K,1M; set as TENSORPOOL_TEST_MIN_BYTES, the
+ * tests' setting, which also takes those below the floor).
  *
  *   npm run build && npx tsx bench/preload.ts [--reps 20] [--starts 30] [--thresholds LIST] [--traces DIR]
  *                                             [--json out.json]
@@ -74,9 +75,10 @@ async function main(): Promise<void> {
     summary.push([traceLabel(trace), round(ours.steadyMinorFaultsPerRep, 1), round(ours.nsPerOp / ideal.nsPerOp, 3), pairedCell(ours, ideal), round(ours.rssVsLowerBound, 3)]);
   }
   // The workers inherit this process's environment: one replay per threshold, each against its own ideal.
+  // Set as the tests' TENSORPOOL_TEST_MIN_BYTES: TENSORPOOL_MIN_BYTES refuses those below the pool's floor (64K).
   const sweep: (string | number)[][] = [];
   for (const threshold of thresholds) {
-    process.env.TENSORPOOL_MIN_BYTES = threshold;
+    process.env.TENSORPOOL_TEST_MIN_BYTES = threshold;
     const row: (string | number)[] = [threshold];
     for (const trace of traces) {
       const report = await replay(trace, { reps: args.reps, allocators: ['tensorpool-preload', 'ideal'] });
@@ -85,7 +87,7 @@ async function main(): Promise<void> {
     }
     sweep.push(row);
   }
-  delete process.env.TENSORPOOL_MIN_BYTES;
+  delete process.env.TENSORPOOL_TEST_MIN_BYTES;
   console.log('\n## TENSORPOOL_MIN_BYTES: the preload route vs ideal, faults/rep and RSS growth / LB per trace');
   console.log(formatTable(['threshold', ...traces.flatMap((t) => [`${traceLabel(t)} x ideal`, 'faults/rep', 'x LB'])], sweep));
 

@@ -15,8 +15,6 @@
  *   npm run build && npx tsx bench/programs.ts [--reps 5] [--programs LIST] [--configs LIST] [--scale X]
  *                                              [--min-bytes N] [--library FILE] [--quick] [--json out.json] [--help]
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,7 +25,8 @@ import { preloadLibrary } from '../dist/index.js';
 import { missingMessage, resolveAllocator } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios, type MedianInterval } from '../dist/report/stats.js';
-import { benchArgs, buildBenchHelpers, printHeader, writeJson } from './harness.js';
+import { benchArgs, printHeader, writeJson } from './harness.js';
+import { measureRun, poolUse, rusageHelper, which, type RunSample } from './program-runs.js';
 
 const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool'] as const;
 type ConfigName = (typeof CONFIGS)[number];
@@ -54,7 +53,8 @@ intervals, and whether its output is identical to glibc's. Take /tmp/tp-bench.lo
   --scale X         multiplies every program's size (default 1: a ~100 MB JSON, ~200 MB of SQLite rows, a
                     100 MB file for gzip; about 25 s of CPU per configuration and repetition in all)
   --quick           --scale 0.2
-  --min-bytes N     the library's threshold (tensorpool run --min-bytes; default: the library's, 64K)
+  --min-bytes N     the library's threshold (default: the library's, 64K), set as TENSORPOOL_TEST_MIN_BYTES, the
+                    tests' setting, so that thresholds below the floor (64K), which tensorpool run refuses, run too
   --library FILE    the preload library to run as tensorpool (default: this package's build), such as
                     another branch's build/Release/tensorpool-preload.so
   --json FILE       write every sample and ratio as JSON
@@ -281,68 +281,16 @@ function configSettings(name: ConfigName): Record<string, string> | string {
   if (name === 'glibc') return {};
   if (name === 'tensorpool') {
     if (!fs.existsSync(library)) return `the preload library is not built (${library}; npm run build:native)`;
-    const env = runEnvironment({}, minBytes === undefined ? {} : { TENSORPOOL_MIN_BYTES: minBytes });
+    const env = runEnvironment({}, minBytes === undefined ? {} : { TENSORPOOL_TEST_MIN_BYTES: minBytes });
     return { ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])), LD_PRELOAD: library };
   }
   const spec = resolveAllocator(name);
   return spec.library ? { LD_PRELOAD: spec.library } : missingMessage(spec);
 }
 
-/** The program's path when it is on PATH (or absolute and there), else undefined. */
-function which(command: string): string | undefined {
-  if (path.isAbsolute(command)) return fs.existsSync(command) ? command : undefined;
-  const found = spawnSync('sh', ['-c', 'command -v "$1"', 'sh', command], { encoding: 'utf8' });
-  return found.status === 0 ? found.stdout.trim() : undefined;
-}
-
-interface Sample {
-  wallNs: number;
-  cpuUs: number;
-  maxRssKiB: number;
-  minorFaults: number;
-  status: number;
-  hash: string;
-  stderr: string;
-}
-
-/** One run of `command` through tp_rusage with `settings` in its environment only; stdout hashed. */
-function measure(helper: string, work: string, command: string[], base: NodeJS.ProcessEnv, settings: Record<string, string>): Promise<Sample> {
-  const resultFile = path.join(work, 'rusage.txt');
-  fs.rmSync(resultFile, { force: true });
-  const assignments = Object.entries(settings).map(([k, v]) => `${k}=${v}`);
-  return new Promise((resolve, reject) => {
-    const child = spawn(helper, [resultFile, ...assignments, '--', ...command], { env: base, cwd: work, stdio: ['ignore', 'pipe', 'pipe'] });
-    const hash = createHash('sha256');
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => hash.update(chunk));
-    child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-    child.on('error', reject);
-    child.on('close', () => {
-      const fields = fs.existsSync(resultFile) ? fs.readFileSync(resultFile, 'utf8').trim().split(' ').map(Number) : [];
-      if (fields.length !== 6 || fields.some((f) => !Number.isFinite(f))) return reject(new Error(`tp_rusage reported nothing for ${command[0]}: ${stderr}`));
-      const [wallNs, userUs, sysUs, maxRssKiB, status, minorFaults] = fields;
-      resolve({ wallNs, cpuUs: userUs + sysUs, maxRssKiB, minorFaults, status, hash: hash.digest('hex'), stderr });
-    });
-  });
-}
-
-function buildHelpers(): string {
-  return path.join(buildBenchHelpers(['tp_rusage', 'tp_malloc_programs']), 'tp_rusage');
-}
-
-/** "never made", or what the pool served, from the library's TENSORPOOL_STATS lines. */
-function poolUse(stderr: string): string {
-  const lines = stderr.split('\n').filter((l) => l.startsWith('tensorpool: process pool'));
-  if (lines.length === 0) return 'no stats (stderr closed?)';
-  if (lines.every((l) => l.includes('never made'))) return 'never made';
-  const allocs = lines.map((l) => Number(/allocs (\d+)/.exec(l)?.[1] ?? 0)).reduce((a, b) => a + b, 0);
-  const peak = Math.max(...lines.map((l) => Number(/peak (\d+) B/.exec(l)?.[1] ?? 0)));
-  return `${allocs} allocs, peak ${formatBytes(peak)}`;
-}
-
 async function main(): Promise<void> {
   const machine = printHeader('programs: ordinary and malloc-heavy programs under glibc, the peers and tensorpool run');
-  const helper = buildHelpers();
+  const helper = rusageHelper(['tp_malloc_programs']);
   const configs: { name: ConfigName; settings: Record<string, string> }[] = [];
   for (const name of wanted) {
     const settings = configSettings(name);
@@ -359,20 +307,20 @@ async function main(): Promise<void> {
   const base = runEnvironment(process.env);
   delete base.LD_PRELOAD;
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-programs-'));
-  const samples = new Map<string, Map<ConfigName, Sample[]>>(runnable.map((p) => [p.name, new Map(configs.map((c) => [c.name, []]))]));
+  const samples = new Map<string, Map<ConfigName, RunSample[]>>(runnable.map((p) => [p.name, new Map(configs.map((c) => [c.name, []]))]));
   const pool = new Map<string, string>();
   try {
     for (const program of runnable) program.prepare?.(work, scale);
     const tensorpool = configs.find((c) => c.name === 'tensorpool');
     for (const program of runnable) {
-      const probe = await measure(helper, work, program.command(work, scale), base, { ...(tensorpool?.settings ?? {}), TENSORPOOL_STATS: '1' });
+      const probe = await measureRun(helper, work, program.command(work, scale), base, { ...(tensorpool?.settings ?? {}), TENSORPOOL_STATS: '1' });
       pool.set(program.name, tensorpool ? poolUse(probe.stderr) : '-');
     }
     for (let rep = 0; rep < args.reps; rep++) {
       for (const program of runnable) {
         for (let i = 0; i < configs.length; i++) {
           const config = configs[(i + rep) % configs.length];
-          const sample = await measure(helper, work, program.command(work, scale), base, config.settings);
+          const sample = await measureRun(helper, work, program.command(work, scale), base, config.settings);
           if (sample.status !== 0) console.error(`# ${program.name} under ${config.name}: exit ${sample.status}: ${sample.stderr.trim().split('\n').slice(-3).join(' | ')}`);
           samples.get(program.name)!.get(config.name)!.push(sample);
         }
@@ -389,7 +337,7 @@ async function main(): Promise<void> {
   for (const program of runnable) {
     const byConfig = samples.get(program.name)!;
     const glibc = byConfig.get('glibc')!;
-    const ratio = (ours: Sample[], pick: (s: Sample) => number): MedianInterval => {
+    const ratio = (ours: RunSample[], pick: (s: RunSample) => number): MedianInterval => {
       const interval = medianInterval(pairedRatios(ours.map(pick), glibc.map(pick)));
       confidence = Math.min(confidence, interval.confidence);
       return interval;

@@ -22,7 +22,8 @@ export interface PreloadOption {
   name: string;
   /** The `tensorpool run` option that sets it, or null. */
   flag: string | null;
-  kind: 'bytes' | 'count' | 'milliseconds' | 'switch' | 'path';
+  /** threshold: bytes from the pool's floor (64K) up. */
+  kind: 'bytes' | 'count' | 'threshold' | 'milliseconds' | 'switch' | 'path';
   /** The default as text, or null: unset. */
   fallback: string | null;
   help: string;

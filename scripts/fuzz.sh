@@ -1,7 +1,7 @@
 #!/bin/sh
 # Coverage-guided fuzzing of the native core (libFuzzer; clang-14 with libclang-rt-14-dev, the addon itself
 # keeps building with g++). Each target in test/fuzz runs for FUZZ_SECONDS (default 60) under ASan + UBSan
-# (preload_malloc, which is the process's malloc, under UBSan only; with TENSORPOOL_MIN_BYTES=4K),
+# (preload_malloc, which is the process's malloc, under UBSan only; with TENSORPOOL_TEST_MIN_BYTES=4K),
 # starting from its committed seed corpus (test/fuzz/corpus/<target>); what it learns goes to
 # build-fuzz/corpus/<target>, never into the repository. A finding stops the run: the input is written to
 # build-fuzz/crash-* (replay it with ./build-fuzz/fuzz_<target> <file>). Prints executions per target.
@@ -25,7 +25,7 @@ if [ -n "$native" ] && ! command -v "$cxx" >/dev/null 2>&1; then
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TENSORPOOL_MIN_BYTES=4K
+export TENSORPOOL_TEST_MIN_BYTES=4K  # the tests' setting: a threshold below the floor, both sides of it fuzzed
 if [ -n "$native" ]; then
   cmake -S . -B build-fuzz -DTP_FUZZ=ON -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Debug >/dev/null
   cmake --build build-fuzz -j "$(nproc)" >/dev/null

@@ -9,7 +9,8 @@
 # pytest (Debian's python3-pytest, with python3-hypothesis, which numpy's conftest.py imports; the packages installed
 # here when missing and this is root), its tests marked slow left
 # out, under plain glibc, then as `tensorpool run` runs Python (LIBRARY in LD_PRELOAD, the sitecustomize of
-# hooks/python on PYTHONPATH) at the default threshold, and at TENSORPOOL_MIN_BYTES=1 with PYTHONMALLOC=malloc
+# hooks/python on PYTHONPATH) at the default threshold, and at TENSORPOOL_TEST_MIN_BYTES=1 (the tests' setting
+# for a threshold below the pool's floor) with PYTHONMALLOC=malloc
 # (every allocation of the interpreter and of numpy through the pool). Every test that passes under glibc must
 # pass under the library: the script exits 1 otherwise, naming each such test, and prints a row per module
 # and a line per configuration. A test that fails (not crashes, not hangs) where it must pass runs again

@@ -5,7 +5,8 @@
 # malloc; 8 threads, scale 25, 20 rounds), and stress-ng's own checks (Debian's stress-ng, with --verify: its
 # malloc, tree, list, search and sort stressors; and its poll, epoll, sleep, fork, clone, thread, timer and
 # signal stressors, which go through the calls the library interposes), each run under plain glibc, then with
-# LIBRARY preloaded at the default threshold and at TENSORPOOL_MIN_BYTES=1 (every allocation through the pool).
+# LIBRARY preloaded at the default threshold and at TENSORPOOL_TEST_MIN_BYTES=1 (every allocation through the
+# pool: the tests' setting for a threshold below the pool's floor, which TENSORPOOL_MIN_BYTES refuses).
 # Every test that passes under glibc must pass under the library: the script exits 1 otherwise, and prints a
 # row per test and a line per configuration.
 # The tests of glibc's own chunk format (a corrupted chunk size or tcache pointer must abort) are also run
@@ -36,10 +37,7 @@ set -eu
 . "$(dirname "$0")/lib/library-argument.sh"  # --help, LIBRARY: sets repo and library
 timeout=${PEER_TESTS_TIMEOUT:-240}
 jobs=${PEER_TESTS_JOBS:-$(nproc)}
-if [ -n "${PEER_TESTS_CACHE:-}" ]; then cache=$PEER_TESTS_CACHE
-elif mkdir -p /var/cache/tensorpool-peer-tests 2>/dev/null && [ -w /var/cache/tensorpool-peer-tests ]; then cache=/var/cache/tensorpool-peer-tests
-else cache=${XDG_CACHE_HOME:-$HOME/.cache}/tensorpool-peer-tests; fi
-mkdir -p "$cache"
+. "$(dirname "$0")/lib/debian-source.sh"  # sets cache; fetch, fetch_any
 started=$(date +%s)
 # One fetch and build at a time per cache (runs against several builds may start together).
 exec 9>"$cache/lock"
@@ -53,8 +51,7 @@ for name in $(env | sed -n 's/^\(TENSORPOOL_[A-Za-z0-9_]*\)=.*/\1/p'); do unset 
 # The replacement allocators that the peer-checked tests (chunk format, address space limit) also run under, likewise.
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 peer_libs="mimalloc:/usr/lib/$multiarch/libmimalloc.so.2 jemalloc:/usr/lib/$multiarch/libjemalloc.so.2 tcmalloc:/usr/lib/$multiarch/libtcmalloc_minimal.so.4"
-missing=
-command -v dpkg-source >/dev/null 2>&1 || missing=dpkg-dev
+missing=$(source_tools_missing)
 command -v stress-ng >/dev/null 2>&1 || missing="$missing stress-ng"
 for peer in $peer_libs; do
   [ -f "${peer#*:}" ] && continue
@@ -71,43 +68,8 @@ for tool in dpkg-query dpkg-source apt-get gcc flock timeout; do
   command -v "$tool" >/dev/null 2>&1 || { echo "peer-malloc-tests: needs $tool (Debian with apt-get, dpkg-dev and gcc)" >&2; exit 2; }
 done
 glibc_version=$(dpkg-query -W -f='${source:Version}' libc6)
-mimalloc_version=
-apt_options="-o Dir::Etc::SourceList=$cache/apt/sources.list -o Dir::Etc::SourceParts=/dev/null \
-  -o Dir::State::Lists=$cache/apt/lists -o Dir::Cache=$cache/apt/cache -o APT::Sandbox::User=root"
-apt_ready=
-apt_update() {
-  [ -z "$apt_ready" ] || return 0
-  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:?}")
-  mkdir -p "$cache/apt/lists/partial" "$cache/apt/cache/archives/partial"
-  {
-    echo "deb-src http://deb.debian.org/debian $codename main"
-    echo "deb-src http://deb.debian.org/debian $codename-updates main"
-    echo "deb-src http://deb.debian.org/debian-security $codename-security main"
-  } >"$cache/apt/sources.list"
-  # shellcheck disable=SC2086
-  apt-get -qq $apt_options update >/dev/null
-  apt_ready=1
-}
-# fetch PACKAGE VERSION: the unpacked source (Debian patches applied) in $cache/src/PACKAGE-VERSION.
-fetch() {
-  dir=$cache/src/$1-$2
-  [ -d "$dir" ] && return 0
-  apt_update
-  tmp=$(mktemp -d "$cache/fetch.XXXXXX")
-  # shellcheck disable=SC2086
-  (cd "$tmp" && apt-get -qq $apt_options source "$1${2:+=$2}" >/dev/null 2>"$tmp/log") || { cat "$tmp/log" >&2; rm -rf "$tmp"; return 1; }
-  mkdir -p "$cache/src"
-  mv "$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -n 1)" "$dir"
-  rm -rf "$tmp"
-}
 fetch glibc "$glibc_version" || { echo "peer-malloc-tests: apt-get source glibc=$glibc_version failed" >&2; exit 2; }
-mimalloc_version=$(ls -d "$cache"/src/mimalloc-* 2>/dev/null | head -n 1 | sed 's,.*/mimalloc-,,')
-if [ -z "$mimalloc_version" ]; then
-  apt_update
-  # shellcheck disable=SC2086
-  mimalloc_version=$(apt-cache $apt_options showsrc mimalloc | sed -n 's/^Version: //p' | sort -V | tail -n 1)
-  fetch mimalloc "$mimalloc_version" || { echo "peer-malloc-tests: apt-get source mimalloc failed" >&2; exit 2; }
-fi
+mimalloc_version=$(fetch_any mimalloc) || { echo "peer-malloc-tests: apt-get source mimalloc failed" >&2; exit 2; }
 glibc=$cache/src/glibc-$glibc_version
 mimalloc=$cache/src/mimalloc-$mimalloc_version
 
@@ -170,7 +132,7 @@ skip_reason() {
 
 # Tests of glibc's own chunk format: they corrupt a freed chunk's size word (tst-malloc-backtrace) or a
 # tcache or fastbin pointer (tst-safe-linking) and expect glibc's abort. With every block from the pool
-# (TENSORPOOL_MIN_BYTES=1) there is no glibc chunk to corrupt; each is also run under every replacement
+# (TENSORPOOL_TEST_MIN_BYTES=1) there is no glibc chunk to corrupt; each is also run under every replacement
 # allocator installed, and a failure under the library is a known difference only where it failed under all.
 chunk_format_tests="tst-malloc-backtrace tst-safe-linking"
 # A test that sets RLIMIT_AS 2 MiB above what the process maps, fills that with blocks and expects glibc's
@@ -239,7 +201,7 @@ run() {
     log=$results/$config/$name.log
     status=0
     start=$(date +%s.%N)
-    (cd "$dir" && TMPDIR=$dir TIMEOUTFACTOR=2 timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
+    (cd "$dir" && TMPDIR=$dir TIMEOUTFACTOR=2 timeout -k 5 "$timeout" env $extra ${preload:+LD_PRELOAD=$preload} ${min:+TENSORPOOL_TEST_MIN_BYTES=$min} "$@") >"$log" 2>&1 || status=$?
     case $status in
       0) verdict=pass ;;
       77) verdict=unsupported ;;
@@ -286,7 +248,7 @@ for test in $(cat "$results/list"); do
   [ "$g" = pass ] || [ "$g" = unsupported ] || echo "glibc $glibc_version fails $test itself: $(grep -v '^$' "$results/glibc/${test##*/}.log" | tail -n 1)"
 done
 for config in glibc default min1; do
-  case $config in glibc) label="glibc $glibc_version" ;; default) label="$library (default threshold)" ;; min1) label="$library (TENSORPOOL_MIN_BYTES=1)" ;; esac
+  case $config in glibc) label="glibc $glibc_version" ;; default) label="$library (default threshold)" ;; min1) label="$library (TENSORPOOL_TEST_MIN_BYTES=1)" ;; esac
   passed=$(cat "$results/$config"/*.status | grep -cx pass || true)
   unsupported=$(cat "$results/$config"/*.status | grep -cx unsupported || true)
   failed=$(($(wc -l <"$results/list") - passed - unsupported))

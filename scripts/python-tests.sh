@@ -5,7 +5,8 @@
 # test_bigmem), threads, fork, subprocesses, signals and faults, and the waits the library interposes (select,
 # poll, epoll, selectors and asyncio's event loop, with their timeouts and signals). It runs under plain glibc, then as
 # `tensorpool run` runs Python (LIBRARY in LD_PRELOAD, the sitecustomize of hooks/python on PYTHONPATH) at the
-# default threshold, and at TENSORPOOL_MIN_BYTES=1 with PYTHONMALLOC=malloc: every allocation of the
+# default threshold, and at TENSORPOOL_TEST_MIN_BYTES=1 (the tests' setting for a threshold below the pool's
+# floor) with PYTHONMALLOC=malloc: every allocation of the
 # interpreter, its objects included, through the pool (under glibc, PYTHONMALLOC=malloc passes the same
 # tests). Every test that passes under glibc must pass under the library: the script exits 1 otherwise, and
 # prints a row per test and a line per configuration. A test that fails (not crashes, not hangs) where it

@@ -193,7 +193,13 @@ print('count', len(interrupts), flush=True)
     expect(native.checkPreloadOption('TENSORPOOL_DECAY_MS', 'soon')).toMatch(/^TENSORPOOL_DECAY_MS=soon is not a number of milliseconds/);
     const refused = spawnSync(bin, ['run', '--min-bytes', '12 apples', '--', 'true'], { encoding: 'utf8' });
     expect(refused.status).toBe(2);
-    expect(refused.stderr).toBe('tensorpool: --min-bytes must be a byte count from 1 to 2^47 (such as 64K), got "12 apples"\n');
+    expect(refused.stderr).toBe('tensorpool: --min-bytes must be a byte count from 64K to 2^47 (such as 64K), got "12 apples"\n');
+    // Below the pool's floor: refused by both, the floor named (the tests' TENSORPOOL_TEST_MIN_BYTES takes it).
+    expect(native.checkPreloadOption('TENSORPOOL_MIN_BYTES', '65535')).toMatch(/^TENSORPOOL_MIN_BYTES=65535 is below the pool's floor, 64K/);
+    expect(native.checkPreloadOption('TENSORPOOL_TEST_MIN_BYTES', '1')).toBeNull();
+    const small = spawnSync(bin, ['run', '--min-bytes', '4K', '--', 'true'], { encoding: 'utf8' });
+    expect(small.status).toBe(2);
+    expect(small.stderr).toBe("tensorpool: --min-bytes 4K is below the pool's floor, 64K (its span size; smaller requests are the C library's)\n");
     const taken = spawnSync(bin, ['run', '--min-bytes', '1M', '--decay', 'off', '--', 'sh', '-c', 'echo $TENSORPOOL_MIN_BYTES $TENSORPOOL_DECAY_MS'], { encoding: 'utf8' });
     expect(taken.stdout).toBe('1M off\n');
   });

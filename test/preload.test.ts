@@ -469,7 +469,7 @@ subprocess.run(["true"])
     for (const minBytes of ['1', '1K']) {
       const r = spawnSync(process.execPath, ['-e', 'const a = []; for (let i = 0; i < 1000; i++) a.push(new Float32Array(300)); console.log(a.length)'], {
         encoding: 'utf8',
-        env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_MIN_BYTES: minBytes, TENSORPOOL_STATS: '1' },
+        env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_TEST_MIN_BYTES: minBytes, TENSORPOOL_STATS: '1' },
         timeout: 20_000,
       });
       expect(r.error).toBeUndefined();
@@ -560,6 +560,13 @@ subprocess.run(["true"])
       [{ TENSORPOOL_PLAN: huge }, /huge\.plan\.json: the file is 314572800 bytes; a plan may be at most 256 MiB/],
       [{ TENSORPOOL_MIN_BYTES: '12 apples' }, /TENSORPOOL_MIN_BYTES=12 apples is not a byte count/],
       [{ TENSORPOOL_MIN_BYTES: '0' }, /TENSORPOOL_MIN_BYTES=0 is not a byte count/],
+      // Below the pool's floor: a threshold that would serve small objects from the pool (only the tests'
+      // TENSORPOOL_TEST_MIN_BYTES routes them there), refused with the floor named, the tests' setting beside it
+      // or not.
+      [{ TENSORPOOL_MIN_BYTES: '1' }, /TENSORPOOL_MIN_BYTES=1 is below the pool's floor, 64K \(its span size; smaller requests are the C library's\)/],
+      [{ TENSORPOOL_MIN_BYTES: '65535' }, /TENSORPOOL_MIN_BYTES=65535 is below the pool's floor, 64K/],
+      [{ TENSORPOOL_MIN_BYTES: '4K', TENSORPOOL_TEST_MIN_BYTES: '4K' }, /TENSORPOOL_MIN_BYTES=4K is below the pool's floor, 64K/],
+      [{ TENSORPOOL_TEST_MIN_BYTES: '0' }, /TENSORPOOL_TEST_MIN_BYTES=0 is not a byte count/],
       [{ TENSORPOOL_PLAN: path.join(tmp, 'missing.json') }, /missing\.json: cannot read the plan: No such file/],
       [{ TENSORPOOL_PLAN: malformed }, /malformed\.plan\.json: classes\[0\]\.blocks must be a whole number/],
       [{ TENSORPOOL_PLAN: longCycle }, /the cycle of iterations that repeat \(3\) must be 1 to the 2 iterations/],
@@ -644,7 +651,7 @@ subprocess.run(["true"])
       expect(glibc.code).toBe(0);
       expect(glibc.out.split('\n').length).toBeGreaterThan(15);
       for (const threshold of ['64K', '1']) {
-        const ours = preloaded('oom', { TENSORPOOL_MIN_BYTES: threshold });
+        const ours = preloaded('oom', { TENSORPOOL_TEST_MIN_BYTES: threshold });
         expect(ours.code, ours.err).toBe(0);
         expect(ours.out).toBe(glibc.out);
       }
@@ -852,7 +859,7 @@ subprocess.run(["true"])
       const compiled = spawnSync('cc', ['-shared', '-fPIC', '-O1', '-w', '-o', spy, path.resolve(__dirname, 'preload/dlsym-allocates.c'), '-ldl'], { encoding: 'utf8' });
       expect(compiled.status, compiled.stderr).toBe(0);
       for (const threshold of ['64K', '1']) {
-        const r = semantics('chain', { LD_PRELOAD: `${preloadLibrary}:${spy}`, TENSORPOOL_MIN_BYTES: threshold });
+        const r = semantics('chain', { LD_PRELOAD: `${preloadLibrary}:${spy}`, TENSORPOOL_TEST_MIN_BYTES: threshold });
         expect(r.code, r.err).toBe(0);
         expect(r.out).toMatch(/realloc across the threshold and back: intact/);
         // 25 and 41 bytes exactly: the bootstrap's blocks (glibc's malloc would round them up to 40 and 56).
@@ -864,7 +871,7 @@ subprocess.run(["true"])
       const glibc = semantics('errno');
       expect(glibc.out).toMatch(/untouched/);
       expect(preloaded('errno').out).toBe(glibc.out);
-      expect(preloaded('errno', { TENSORPOOL_MIN_BYTES: '1' }).out).toBe(glibc.out);
+      expect(preloaded('errno', { TENSORPOOL_TEST_MIN_BYTES: '1' }).out).toBe(glibc.out);
     });
 
     it('under ulimit -v below the default reservation (16 GiB) the pool sizes its reservation to fit, and serves', () => {
@@ -888,7 +895,7 @@ subprocess.run(["true"])
         const glibc = semantics(task);
         expect(glibc.out).toMatch(/200000 of 200000 small blocks, 20 of 20 1 MiB blocks, 300 MiB block served/);
         for (const threshold of ['64K', '1']) {
-          const ours = preloaded(task, { TENSORPOOL_MIN_BYTES: threshold, TENSORPOOL_STATS: '1' });
+          const ours = preloaded(task, { TENSORPOOL_TEST_MIN_BYTES: threshold, TENSORPOOL_STATS: '1' });
           expect(ours.code, ours.err).toBe(0);
           expect(ours.out).toBe(glibc.out);
           expect(ours.err).not.toMatch(/the pool is off/);
@@ -946,7 +953,7 @@ subprocess.run(["true"])
       ] as const;
       for (const threshold of ['64K', '1']) {
         for (const [env, line] of said) {
-          const ours = exhausted({ LD_PRELOAD: preloadLibrary, TENSORPOOL_MIN_BYTES: threshold, ...env });
+          const ours = exhausted({ LD_PRELOAD: preloadLibrary, TENSORPOOL_TEST_MIN_BYTES: threshold, ...env });
           expect(ours.signal, ours.err).toBeNull();
           expect(ours.code, ours.err).toBe(0);
           expect(ours.out).toBe(glibc.out);
@@ -961,7 +968,7 @@ subprocess.run(["true"])
       const glibc = semantics('aligned-odd');
       expect(glibc.code).toBe(0);
       expect(glibc.out).not.toMatch(/MISALIGNED/);
-      for (const threshold of ['64K', '1']) expect(preloaded('aligned-odd', { TENSORPOOL_MIN_BYTES: threshold }).out).toBe(glibc.out);
+      for (const threshold of ['64K', '1']) expect(preloaded('aligned-odd', { TENSORPOOL_TEST_MIN_BYTES: threshold }).out).toBe(glibc.out);
     });
 
     // Under `ulimit -v` the pool reserves half of the address space left: a request the other half could not

@@ -39,7 +39,8 @@ whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise w
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls: a plan of the input shapes seen so far, extended when a new
                    one appears, shrunk when one no longer does
-  --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 4096, 64K, 1M
+  --min-bytes N    the threshold (TENSORPOOL_MIN_BYTES), such as 256K or 1M: at least the pool's floor, 64K
+                   (its span size), the default; a smaller one is refused
   --with ALLOCATOR below the threshold, this allocator serves instead of the C library's malloc: jemalloc,
                    mimalloc, tcmalloc (Debian's libjemalloc2, libmimalloc2.0, libtcmalloc-minimal4) or the
                    path of an allocator's shared library (also TENSORPOOL_WITH). It is preloaded after
@@ -91,15 +92,17 @@ const RUN_EXAMPLES: Example[] = [
 
 /**
  * `text` for the preload library's option `name`, checked by the library's own parser (native/preload/options.h:
- * one grammar for both); a refusal in the CLI's words, with `flag`.
+ * one grammar for both); a refusal in the CLI's words, with `flag`: "--min-bytes must be a byte count …, got
+ * "lots"", "--min-bytes 4K is below the pool's floor, 64K (…)".
  */
 function preloadSetting(name: string, flag: string, text: string): string {
   const value = text.trim();
   const refusal = native.checkPreloadOption(name, value);
   if (refusal === null) return value;
   const said = `${name}=${value} `;
-  const what = (refusal.startsWith(said) ? refusal.slice(said.length) : refusal).replace(/^is not /, 'must be ');
-  throw new CliError(`${flag} ${what}, got ${JSON.stringify(text)}`);
+  const what = refusal.startsWith(said) ? refusal.slice(said.length) : refusal;
+  if (what.startsWith('is not ')) throw new CliError(`${flag} ${what.replace(/^is not /, 'must be ')}, got ${JSON.stringify(text)}`);
+  throw new CliError(`${flag} ${value} ${what}`);
 }
 
 /** The environment variables the preload library reads, from its own table, as `run --help` lists them. */

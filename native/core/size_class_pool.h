@@ -66,6 +66,11 @@ enum class Growth : uint8_t {
 
 class SizeClassPool {
  public:
+  // Growth::Spans: requests from this size up are served by spans, and a span is split only where at least
+  // a span of this size is left over. Also the smallest threshold the preload library takes (options.cc):
+  // below it the pool would serve small objects from blocks of a class each, which no other size reuses.
+  static constexpr uint64_t kSpanFrom = uint64_t{64} << 10;
+
   // Builds the classes, reserves one arena for every planned block (plus `extraReserve` bytes of room to
   // grow, when `grow`), and carves the planned blocks, pre-faulted per `arenaOptions`.
   static std::unique_ptr<SizeClassPool> create(uint32_t id, uint64_t secret, const PlanSpec& plan,
@@ -190,9 +195,6 @@ class SizeClassPool {
  private:
   SizeClassPool() = default;
   static constexpr size_t kNearLenders = 4;  // Growth::BeforeBorrowing: one doubling of the default classes
-  // Growth::Spans: requests from this size up are served by spans, and a span is split only where at least
-  // a span of this size is left over.
-  static constexpr uint64_t kSpanFrom = uint64_t{64} << 10;
   // Growth::Spans: a span of at least `bytes` for a request of class `cls`: the best free fit, else the free
   // span at the arena's end grown, else one carved; nullptr when the reservation is spent.
   BlockHeader* takeSpan(uint64_t bytes, size_t cls, Source* source);

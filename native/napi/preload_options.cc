@@ -11,6 +11,7 @@ const char* kindName(preload::OptionKind kind) {
   switch (kind) {
     case preload::OptionKind::Bytes: return "bytes";
     case preload::OptionKind::Count: return "count";
+    case preload::OptionKind::Threshold: return "threshold";
     case preload::OptionKind::Milliseconds: return "milliseconds";
     case preload::OptionKind::Switch: return "switch";
     case preload::OptionKind::Path: return "path";

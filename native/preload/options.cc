@@ -6,7 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/size_class_pool.h"
+
 namespace tp::preload {
+
+const uint64_t kThresholdFloor = SizeClassPool::kSpanFrom;
+static_assert(SizeClassPool::kSpanFrom == uint64_t{64} << 10, "the table's help and the refusals below say 64K");
 
 namespace {
 constexpr uint64_t kMaxBytes = uint64_t{1} << 47;  // Pool::kMaxRequest: the largest request
@@ -14,8 +19,10 @@ constexpr uint64_t kMaxMs = uint64_t{1} << 32;
 }  // namespace
 
 const OptionSpec kOptions[] = {
-    {Option::MinBytes, "TENSORPOOL_MIN_BYTES", "--min-bytes", OptionKind::Bytes, "64K",
-     "requests of at least this many bytes go to the pool, smaller ones to the C library"},
+    {Option::MinBytes, "TENSORPOOL_MIN_BYTES", "--min-bytes", OptionKind::Threshold, "64K",
+     "requests of at least this many bytes go to the pool, smaller ones to the C library; 64K (the pool's floor) or more"},
+    {Option::TestMinBytes, "TENSORPOOL_TEST_MIN_BYTES", nullptr, OptionKind::Bytes, nullptr,
+     "for the library's tests only: a threshold from 1 byte, below the floor (small objects then cost several times glibc's)"},
     {Option::Plan, "TENSORPOOL_PLAN", "--plan", OptionKind::Path, nullptr,
      "a plan from 'tensorpool train': its classes and schedule from the start"},
     {Option::Record, "TENSORPOOL_RECORD", "--record", OptionKind::Path, nullptr,
@@ -86,16 +93,23 @@ bool refused(const OptionSpec& spec, const char* text, const char* what, std::st
 }  // namespace
 
 bool parseOption(const OptionSpec& spec, const char* text, uint64_t* number, std::string* error) {
+  const std::string example = spec.fallback ? spec.fallback : "1";  // an option with no default: its smallest
   switch (spec.kind) {
     case OptionKind::Bytes:
       return parseBytes(text, number) ||
-             refused(spec, text, (std::string("is not a byte count from 1 to 2^47 (such as ") + spec.fallback + ")").c_str(), error);
+             refused(spec, text, ("is not a byte count from 1 to 2^47 (such as " + example + ")").c_str(), error);
+    case OptionKind::Threshold:
+      if (!parseBytes(text, number)) {
+        return refused(spec, text, ("is not a byte count from 64K to 2^47 (such as " + example + ")").c_str(), error);
+      }
+      return *number >= kThresholdFloor ||
+             refused(spec, text, "is below the pool's floor, 64K (its span size; smaller requests are the C library's)", error);
     case OptionKind::Count:
-      return parseBytes(text, number) || refused(spec, text, (std::string("is not a count (such as ") + spec.fallback + ")").c_str(), error);
+      return parseBytes(text, number) || refused(spec, text, ("is not a count (such as " + example + ")").c_str(), error);
     case OptionKind::Milliseconds:
       if (strcmp(text, "off") == 0) return *number = kOff, true;
       return parseMilliseconds(text, number) ||
-             refused(spec, text, (std::string("is not a number of milliseconds (such as ") + spec.fallback + ") or off").c_str(), error);
+             refused(spec, text, ("is not a number of milliseconds (such as " + example + ") or off").c_str(), error);
     case OptionKind::Switch:
       if (parseSwitch(text, number)) return true;
       *error = std::string(spec.name) + " must be 1 or 0";
@@ -118,6 +132,7 @@ bool readOptions(Options* out, std::string* error) {
     if (!parseOption(spec, text, &number, error)) return false;
     switch (spec.option) {
       case Option::MinBytes: read.minBytes = number; break;
+      case Option::TestMinBytes: read.minBytes = number; break;  // after MinBytes in the table: it wins
       case Option::Plan: read.planPath = text; break;
       case Option::Record: read.recordPath = text; break;
       case Option::RecordEvents: read.recordEvents = number; break;

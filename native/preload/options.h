@@ -14,15 +14,21 @@
 namespace tp::preload {
 
 // How an option's text is read. Bytes: "65536", "64K", "16M", "2G" (binary units; "64KiB", "64KB" alike), 1 to 2^47. Count: the same
-// grammar (a number of events). Milliseconds: a decimal number from 0 to 2^32, or "off". Switch: "1", "true",
-// "on" or "0", "false", "off", "" (empty: off). Path: any non-empty text.
-enum class OptionKind : uint8_t { Bytes, Count, Milliseconds, Switch, Path };
+// grammar (a number of events). Threshold: Bytes from kThresholdFloor up. Milliseconds: a decimal number from
+// 0 to 2^32, or "off". Switch: "1", "true", "on" or "0", "false", "off", "" (empty: off). Path: any non-empty text.
+enum class OptionKind : uint8_t { Bytes, Count, Threshold, Milliseconds, Switch, Path };
+
+// The smallest threshold TENSORPOOL_MIN_BYTES takes: the pool's span size (SizeClassPool::kSpanFrom), from
+// which a block any size freed serves the next size. Below it the pool serves small objects worse than the
+// C library (docs/benchmarks.md, 'Thresholds below the floor'): only TENSORPOOL_TEST_MIN_BYTES, the tests'
+// setting, routes smaller requests to it.
+extern const uint64_t kThresholdFloor;
 
 // The value an option of kind Milliseconds has when it is "off".
 constexpr uint64_t kOff = UINT64_MAX;
 
 // The options, in the table's order.
-enum class Option : uint8_t { MinBytes, Plan, Record, RecordEvents, Adaptive, Reserve, DecayMs, DecayThread, Stats };
+enum class Option : uint8_t { MinBytes, TestMinBytes, Plan, Record, RecordEvents, Adaptive, Reserve, DecayMs, DecayThread, Stats };
 
 struct OptionSpec {
   Option option;
@@ -46,7 +52,7 @@ bool parseOption(const OptionSpec& spec, const char* text, uint64_t* number, std
 
 // What the environment says, every option parsed (defaults where unset).
 struct Options {
-  uint64_t minBytes = 0;
+  uint64_t minBytes = 0;             // TENSORPOOL_TEST_MIN_BYTES where set, else TENSORPOOL_MIN_BYTES
   const char* planPath = nullptr;    // TENSORPOOL_PLAN, or nullptr (pointers into the environment)
   const char* recordPath = nullptr;  // TENSORPOOL_RECORD, or nullptr
   bool reserveGiven = false;         // TENSORPOOL_RESERVE set: taken as it is

@@ -6,7 +6,8 @@
 #   python_configurations         the three configurations, in the order they are reported: glibc, default
 #                                 (as `tensorpool run` runs Python: LIBRARY in LD_PRELOAD, the sitecustomize
 #                                 of hooks/python first on PYTHONPATH) and min1 (the same at
-#                                 TENSORPOOL_MIN_BYTES=1 with PYTHONMALLOC=malloc: every allocation of the
+#                                 TENSORPOOL_TEST_MIN_BYTES=1, the tests' threshold below the floor, with
+#                                 PYTHONMALLOC=malloc: every allocation of the
 #                                 interpreter, its objects included, through the pool)
 #   python_hooks DIR              copies hooks/python to DIR/hooks, where the interpreter writes its bytecode
 #                                 (never in the repository); python_environment puts it on PYTHONPATH
@@ -30,14 +31,14 @@ python_environment() {
   case $1 in
     glibc) echo ${2:+PYTHONPATH=$2} ;;
     default) echo "LD_PRELOAD=$library PYTHONPATH=$python_hooks_dir${2:+:$2}" ;;
-    min1) echo "LD_PRELOAD=$library PYTHONPATH=$python_hooks_dir${2:+:$2} TENSORPOOL_MIN_BYTES=1 PYTHONMALLOC=malloc" ;;
+    min1) echo "LD_PRELOAD=$library PYTHONPATH=$python_hooks_dir${2:+:$2} TENSORPOOL_TEST_MIN_BYTES=1 PYTHONMALLOC=malloc" ;;
   esac
 }
 python_configuration_label() {
   case $1 in
     glibc) echo "glibc" ;;
     default) echo "$library (default threshold)" ;;
-    min1) echo "$library (TENSORPOOL_MIN_BYTES=1, PYTHONMALLOC=malloc)" ;;
+    min1) echo "$library (TENSORPOOL_TEST_MIN_BYTES=1, PYTHONMALLOC=malloc)" ;;
   esac
 }
 debian_install() {

@@ -7,7 +7,7 @@
 //   - requests at or above the threshold with an alignment of at most 64 come from the pool;
 //   - impossible requests fail as the C library's do (NULL and ENOMEM; EINVAL for a bad alignment).
 // AddressSanitizer would replace malloc itself, so this target runs with UBSan only; the pool's own code
-// is fuzzed under ASan by pool_ops. The script runs it with TENSORPOOL_MIN_BYTES=4K.
+// is fuzzed under ASan by pool_ops. The script runs it with TENSORPOOL_TEST_MIN_BYTES=4K (the tests' setting).
 #include <errno.h>
 #include <fuzzer/FuzzedDataProvider.h>
 #include <malloc.h>
@@ -104,7 +104,7 @@ uintptr_t pick(FuzzedDataProvider& in) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  minBytes = tensorpool_process_pool()->minBytes;  // TENSORPOOL_MIN_BYTES as the library read it
+  minBytes = tensorpool_process_pool()->minBytes;  // the threshold as the library read it
   void* probe = malloc(minBytes);
   if (!tp::preload::ownedByPool(probe)) fail("the process pool is not serving: is the preload code linked in?");
   free(probe);

@@ -1,5 +1,5 @@
-// Stress of the preload library (run with it in LD_PRELOAD and TENSORPOOL_MIN_BYTES=4K, and again with 1, as
-// ctest does):
+// Stress of the preload library (run with it in LD_PRELOAD and TENSORPOOL_TEST_MIN_BYTES=4K, the tests' setting
+// for a threshold below the floor, and again with 1, as ctest does):
 // 4 threads allocate through every entry point of the malloc family with sizes on both sides of the
 // threshold, grow and shrink blocks with realloc across it and past every class, fork in the middle (the child allocates and
 // frees too), and check a pattern in every block before freeing it, while the main thread grows the C
