@@ -137,7 +137,7 @@ skip_reason() {
 chunk_format_tests="tst-malloc-backtrace tst-safe-linking"
 # A test that sets RLIMIT_AS 2 MiB above what the process maps, fills that with blocks and expects glibc's
 # answers at the edge: which requests fail while it is full, and that once all is freed a block of another
-# size is served. An allocator of size classes answers some differently (the pool's with TENSORPOOL_MIN_BYTES=1
+# size is served. An allocator of size classes answers some differently (the pool's with TENSORPOOL_TEST_MIN_BYTES=1
 # holds freed address space in the freed sizes' own pages; mimalloc, jemalloc and tcmalloc serve a request
 # glibc refused). Checked the same way: a known difference only where every replacement allocator failed it.
 address_space_tests="tst-dynarray-fail"
