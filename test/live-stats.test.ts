@@ -115,6 +115,10 @@ describe('tensorpool stats: a running program read while it runs', () => {
       expectAgrees(live, expected);
       expect(live).toMatchObject({ mode: 'default', minBytes: 65536, decayMs: null, planPath: null, recordPath: null });
       expect(live.command).toBe(`${program} hold`);
+      // The page is mapped, not open: none of the program's descriptors is the library's.
+      const fds = fs.readdirSync(`/proc/${expected.pid}/fd`).map((fd) => fs.readlinkSync(`/proc/${expected.pid}/fd/${fd}`));
+      expect(fds.filter((link) => link.startsWith('/memfd:'))).toEqual([]);
+      expect(fs.readFileSync(`/proc/${expected.pid}/maps`, 'utf8')).toContain('/memfd:tensorpool-stats');
       // Published by the program before it slept (what changed), and again for the table.
       const g = live.gauges!;
       expect(g.arenas).toBe(1);
@@ -250,7 +254,7 @@ describe('tensorpool stats: one line for a process it cannot read', () => {
     }
   });
 
-  it("another user's process: one line; its own user (not root) reads it through the descriptor the library keeps", async (context) => {
+  it("another user's process: one line; its own user (not root) reads it through /proc/PID/mem", async (context) => {
     if (!root) {
       // Without root no process of another user can be started here; init (pid 1) is one where it is not ours.
       if (fs.statSync('/proc/1').uid === process.getuid?.()) return context.skip('not root, and pid 1 is this user’s: no other user’s process to read');

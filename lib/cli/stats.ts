@@ -5,11 +5,11 @@ import { CliError, parseCommand, withExamples, type Command, type Example } from
 const usage = `usage: tensorpool stats [PID] [--watch SECONDS] [--json] [--by-size]
 
 The pool of a running process under tensorpool ('tensorpool run -- ...'), read while it runs: no signal,
-no ptrace, nothing asked of the program (it keeps a page of its counters that the same user and root may
-read). The counters are the pool's own, as they are now, named as 'run --stats' and processPool().stats()
-name them; the arena's bytes and its idle memory are as the program last published them (at most 0.1 s
-old while it allocates, marks iterations or waits); the process's RSS, peak RSS and page faults, and the
-arena's resident bytes, are the kernel's now. Without PID: every process under tensorpool you may read.
+not stopped, nothing asked of the program (it keeps a page of its counters in memory that its user, where
+the kernel lets a user ptrace its own processes, and root may read). The counters are the pool's own, as
+they are now, named as 'run --stats' and processPool().stats() name them; the arena's bytes and its idle
+memory are as the program last published them (at most 0.1 s old while it allocates, marks iterations or
+waits); the process's RSS, peak RSS and page faults, and the arena's resident bytes, are the kernel's now. Without PID: every process under tensorpool you may read.
   --watch SECONDS  again every SECONDS (such as 1 or 0.5) until the process ends (Ctrl-C stops)
   --json           as JSON, the keys as processPool().stats() has them (with --watch: one object a line)
   --by-size        also where the memory is: live and free blocks and spans by size (a power of two of

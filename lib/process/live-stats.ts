@@ -1,19 +1,19 @@
 /**
  * The live view of a running process's pool (`tensorpool stats PID`): read from the stats page the preload
- * library keeps in every process whose pool is made (native/preload/stats_page.h), through /proc, with no
- * signal, no ptrace and nothing asked of the program. The page's counters are the pool's own (it counts in
+ * library keeps in every process whose pool is made (native/preload/stats_page.h), through /proc/PID/mem at
+ * its address in /proc/PID/maps, with no signal, the program not stopped and nothing asked of it. The page's counters are the pool's own (it counts in
  * the page); its gauges (the arenas' bytes, idle bytes, the table by size) are what the program last published.
  * Beside them: the process's RSS and page faults (/proc/PID/status, /proc/PID/stat) and the arenas' resident
  * bytes (/proc/PID/pagemap over their carved ranges).
  */
 import fs from 'node:fs';
 
-/** The page's name in /proc/PID/maps and /proc/PID/fd (a memfd). */
+/** The page's name in /proc/PID/maps (a memfd). */
 const PAGE_NAME = '/memfd:tensorpool-stats';
 /** What the preload library's file is called, in /proc/PID/maps of a process that loaded it. */
 const LIBRARY_NAME = 'tensorpool-preload.so';
 const MAGIC = 'TPSTATS\0';
-const PAGE_VERSION = 1;
+const PAGE_VERSION = 2;
 /** x86-64's base page (the package is built for Linux x86-64): /proc/PID/pagemap has one entry a page. */
 const PAGE_BYTES = 4096;
 /** The fields of a bucket of the table by size, in the page's order (core/pool_gauges.h SizeBucket). */
@@ -110,10 +110,10 @@ interface PageLayout {
   rangeMax: number;
 }
 
-/** Where the page of `pid` is: the descriptor to open, its inode. */
-interface PageHandle {
-  path: string;
-  inode: number;
+/** The page of `pid` open for reading: /proc/PID/mem, and the page's address in it. */
+interface OpenPage {
+  fd: number;
+  base: number;
 }
 
 /** The command line of process `pid` (/proc/PID/cmdline), arguments joined by spaces; '?' where unreadable. */
@@ -154,8 +154,8 @@ function mapsOf(pid: number): string {
   }
 }
 
-/** The page of `pid`: found in its maps, opened through the descriptor the library keeps (or, as root, the mapping). */
-function findPage(pid: number): PageHandle {
+/** The page of `pid`: found in its maps, opened through /proc/PID/mem at its address (writable to ask for the table). */
+function openPage(pid: number, writable: boolean): OpenPage {
   const maps = mapsOf(pid);
   const line = maps.split('\n').find((l) => l.includes(PAGE_NAME));
   if (line === undefined) {
@@ -165,35 +165,26 @@ function findPage(pid: number): PageHandle {
     }
     throw new LiveStatsError(pid, 'not-made', `${named(pid)}: under tensorpool's library, but its pool is not made yet (no request of at least the threshold so far)`);
   }
-  const fields = line.split(/\s+/);
-  const inode = Number(fields[4]);
-  let fds: string[] = [];
+  const base = parseInt(line.slice(0, line.indexOf('-')), 16);
   try {
-    fds = fs.readdirSync(`/proc/${pid}/fd`);
-  } catch {
-    // gone meanwhile, or not ours after all: said below
-  }
-  for (const fd of fds) {
-    const path = `/proc/${pid}/fd/${fd}`;
-    try {
-      if (fs.readlinkSync(path).startsWith(PAGE_NAME) && fs.statSync(path).ino === inode) return { path, inode };
-    } catch {
-      // closed meanwhile
+    return { fd: fs.openSync(`/proc/${pid}/mem`, writable ? 'r+' : 'r'), base };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ESRCH') throw new LiveStatsError(pid, 'gone', `pid ${pid}: no such process (it has exited)`);
+    if (code === 'EACCES' || code === 'EPERM') {
+      throw new LiveStatsError(
+        pid,
+        'unreadable',
+        `${named(pid)}: the kernel does not let this user read its memory (/proc/${pid}/mem: ${code}; Yama's ptrace_scope above 0, or a program that made itself undumpable): run tensorpool stats as root`,
+      );
     }
-  }
-  // The program closed the descriptor: the mapping is still there, which root may open.
-  const mapped = `/proc/${pid}/map_files/${fields[0]}`;
-  try {
-    fs.accessSync(mapped, fs.constants.R_OK);
-    return { path: mapped, inode };
-  } catch {
-    throw new LiveStatsError(pid, 'unreadable', `${named(pid)}: the program closed its stats page's descriptor; only root can read the page now (through /proc/${pid}/map_files)`);
+    throw new LiveStatsError(pid, 'unreadable', `${named(pid)}: /proc/${pid}/mem: ${(error as Error).message}`);
   }
 }
 
-function readAt(fd: number, offset: number, length: number): Buffer {
+function readAt(page: OpenPage, offset: number, length: number): Buffer {
   const buffer = Buffer.alloc(length);
-  const n = fs.readSync(fd, buffer, 0, length, offset);
+  const n = fs.readSync(page.fd, buffer, 0, length, page.base + offset);
   if (n !== length) throw new Error(`short read of the stats page (${n} of ${length} bytes at ${offset})`);
   return buffer;
 }
@@ -233,11 +224,11 @@ function directoryOf(page: Buffer, layout: PageLayout): { name: string; offset: 
 }
 
 /** The gauges block, whole: read between its two publication numbers until both agree (null: never published). */
-function readGaugesBlock(fd: number, layout: PageLayout): Buffer | null {
+function readGaugesBlock(page: OpenPage, layout: PageLayout): Buffer | null {
   for (let attempt = 0; attempt < 1000; attempt++) {
-    const published = readAt(fd, layout.gaugesOffset, 8).readBigUInt64LE(0);
-    const block = readAt(fd, layout.gaugesOffset, layout.gaugesBytes);
-    const publishing = readAt(fd, layout.gaugesOffset + layout.gaugesBytes - 8, 8).readBigUInt64LE(0);
+    const published = readAt(page, layout.gaugesOffset, 8).readBigUInt64LE(0);
+    const block = readAt(page, layout.gaugesOffset, layout.gaugesBytes);
+    const publishing = readAt(page, layout.gaugesOffset + layout.gaugesBytes - 8, 8).readBigUInt64LE(0);
     if (published === publishing) return published === 0n ? null : block;
   }
   return null;
@@ -292,14 +283,16 @@ function processFigures(pid: number): Pick<LiveStats, 'rssBytes' | 'peakRssBytes
   return { rssBytes: kb('VmRSS'), peakRssBytes: kb('VmHWM'), minorFaults: Number(after[10 - 3]), majorFaults: Number(after[12 - 3]) };
 }
 
-/** Asks the program for the table by size: the page's modification time set past what it was (allowed to its owner). */
-function askForTable(fd: number): bigint {
-  const before = fs.fstatSync(fd, { bigint: true }).mtimeNs;
-  const now = BigInt(Date.now()) * 1000000n;
-  const wanted = now > before ? now : before + 1000n;
-  const seconds = Number(wanted / 1000n) / 1e6;
-  fs.futimesSync(fd, seconds, seconds);
-  return fs.fstatSync(fd, { bigint: true }).mtimeNs;
+/** The header's bySizeRequests: how many times readers asked for the table by size. */
+const REQUESTS_OFFSET = 60;
+
+/** Asks the program for the table by size: one added to the header's requests; returns the count asked for. */
+function askForTable(page: OpenPage): bigint {
+  const count = readAt(page, REQUESTS_OFFSET, 4).readUInt32LE(0);
+  const next = Buffer.alloc(4);
+  next.writeUInt32LE((count + 1) >>> 0);
+  fs.writeSync(page.fd, next, 0, 4, page.base + REQUESTS_OFFSET);
+  return BigInt((count + 1) >>> 0);
 }
 
 function sleep(ms: number): Promise<void> {
@@ -323,23 +316,15 @@ function tableOf(block: Buffer, layout: PageLayout): SizeRow[] {
  * gone, another user's, not under the library, or whose pool is not made yet.
  */
 export async function readLiveStats(pid: number, options: ReadOptions = {}): Promise<LiveStats> {
-  const handle = findPage(pid);
-  let fd: number;
+  const open = openPage(pid, options.bySize === true);
   try {
-    fd = fs.openSync(handle.path, 'r');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new LiveStatsError(pid, 'gone', `pid ${pid}: no such process (it has exited)`);
-    throw new LiveStatsError(pid, 'unreadable', `${named(pid)}: its stats page: ${(error as Error).message}`);
-  }
-  try {
-    let asked: bigint | null = options.bySize ? askForTable(fd) : null;
-    const page = readAt(fd, 0, 4096);
+    const page = readAt(open, 0, 4096);
     const layout = layoutOf(pid, page);
-    const full = readAt(fd, 0, layout.pageBytes);
+    let asked: bigint | null = options.bySize ? askForTable(open) : null;
+    const full = readAt(open, 0, layout.pageBytes);
     const directory = directoryOf(full, layout);
     // The gauges first, then the counters: these are then at least as new as the publication.
-    let block = readGaugesBlock(fd, layout);
+    let block = readGaugesBlock(open, layout);
     let bySize: LiveStats['bySize'];
     if (asked !== null) {
       const deadline = Date.now() + (options.bySizeWaitMs ?? 5000);
@@ -349,7 +334,7 @@ export async function readLiveStats(pid: number, options: ReadOptions = {}): Pro
           break;
         }
         await sleep(20);
-        block = readGaugesBlock(fd, layout);
+        block = readGaugesBlock(open, layout);
       }
       bySize = asked !== null && block !== null ? { rows: tableOf(block, layout), ageMs: ageMs(block.readBigUInt64LE(32)) } : null;
     }
@@ -357,7 +342,7 @@ export async function readLiveStats(pid: number, options: ReadOptions = {}): Pro
     let counters: Record<string, number> = {};
     let countersSettled = false;
     for (let attempt = 0; attempt < 64 && !countersSettled; attempt++) {
-      const now = readAt(fd, 0, layout.pageBytes);
+      const now = readAt(open, 0, layout.pageBytes);
       counters = Object.fromEntries(directory.filter((f) => f.kind === 0).map((f) => [f.name, u64(now, f.offset)]));
       countersSettled = counters.allocs - counters.releases === counters.liveBlocks;
     }
@@ -396,7 +381,7 @@ export async function readLiveStats(pid: number, options: ReadOptions = {}): Pro
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new LiveStatsError(pid, 'gone', `pid ${pid}: no such process (it has exited)`);
     throw new LiveStatsError(pid, 'unreadable', `${named(pid)}: its stats page: ${(error as Error).message}`);
   } finally {
-    fs.closeSync(fd);
+    fs.closeSync(open.fd);
   }
 }
 

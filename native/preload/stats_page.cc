@@ -24,7 +24,7 @@ namespace tp::preload {
 
 namespace {
 
-constexpr char kName[] = "tensorpool-stats";  // /memfd:tensorpool-stats in /proc/PID/maps and /proc/PID/fd
+constexpr char kName[] = "tensorpool-stats";  // /memfd:tensorpool-stats in /proc/PID/maps
 constexpr size_t kPageBytes = 8192;
 
 struct StatsPageHeader {
@@ -42,7 +42,7 @@ struct StatsPageHeader {
   uint32_t rangesOffset;     // the arenas' carved ranges (PoolGauges::ranges: {start, bytes} uint64 pairs),
   uint32_t rangeCountOffset; // and the uint64 that says how many of them hold one
   uint32_t rangeMax;
-  uint32_t unused;
+  uint32_t bySizeRequests;   // a reader adds one to ask for the table by size (writing through /proc/PID/mem)
   int64_t pid;               // the process counting here (a fork's child puts its own)
   uint64_t minBytes;         // TENSORPOOL_MIN_BYTES
   uint64_t decayMs;          // UINT64_MAX: decay off
@@ -64,7 +64,7 @@ struct GaugesBlock {
   uint64_t publishedOps; // allocs + releases then: how far the counters have moved on since
   uint64_t publishedMoves;  // movesOf() then
   uint64_t bySizeNs;     // when the table by size was last worked out (CLOCK_MONOTONIC); 0: never
-  uint64_t bySizeAsked;  // the file's modification time it answered (ns since the epoch)
+  uint64_t bySizeAsked;  // the bySizeRequests count the table answered
   PoolGauges gauges;
   SizeBuckets bySize;
   uint64_t publishing;   // publication number: written first, read last
@@ -89,7 +89,7 @@ constexpr uint32_t kCountersOffset = (kDirectoryOffset + kFieldCount * sizeof(Di
 constexpr uint32_t kGaugesOffset = (kCountersOffset + sizeof(PoolStats) + 63) / 64 * 64;
 static_assert(kGaugesOffset + sizeof(GaugesBlock) <= kPageBytes, "the stats page holds its header, directory, counters and gauges");
 // Where readers look (lib/process/live-stats.ts reads these offsets as written here).
-static_assert(offsetof(StatsPageHeader, version) == 8 && offsetof(StatsPageHeader, rangeMax) == 56 && offsetof(StatsPageHeader, pid) == 64 &&
+static_assert(offsetof(StatsPageHeader, version) == 8 && offsetof(StatsPageHeader, rangeMax) == 56 && offsetof(StatsPageHeader, bySizeRequests) == 60 && offsetof(StatsPageHeader, pid) == 64 &&
               offsetof(StatsPageHeader, minBytes) == 72 && offsetof(StatsPageHeader, decayMs) == 80 && offsetof(StatsPageHeader, mode) == 88 &&
               offsetof(StatsPageHeader, packageVersion) == 104 && offsetof(StatsPageHeader, planPath) == 136 &&
               offsetof(StatsPageHeader, recordPath) == 1160 && sizeof(DirectoryEntry) == 32);
@@ -102,12 +102,14 @@ os::SharedPage page;  // start == nullptr: none
 // with the pool's lock held).
 std::atomic<bool> publishing{false};
 std::atomic<uint64_t> lastPublishedNs{0};
-std::atomic<uint64_t> bySizeAnswered{0};  // the modification time the last table answered
+std::atomic<uint64_t> bySizeAnswered{0};  // the bySizeRequests count the last table answered
 // fork(): the page as the parent left it for its child (statsPageBeforeFork), and whether it is this fork's.
 alignas(64) unsigned char forkCopy[kPageBytes];
 bool forkCopied = false;
 
 StatsPageHeader& header() { return *static_cast<StatsPageHeader*>(page.start); }
+// How many times readers asked for the table by size (they write the count from another process).
+uint64_t bySizeRequested() { return __atomic_load_n(&header().bySizeRequests, __ATOMIC_RELAXED); }
 const PoolStats& counters() { return *reinterpret_cast<const PoolStats*>(static_cast<char*>(page.start) + kCountersOffset); }
 // What changes with every change of the gauges: allocations, releases, purges, switches.
 uint64_t movesOf(const PoolStats& c) { return c.allocs + c.releases + c.purgedBlocks + c.switches; }
@@ -189,7 +191,7 @@ PoolStats* makeStatsPage(uint64_t decayMs) {
   copyText(h.planPath, sizeof h.planPath, settings->planPath.c_str());
   copyText(h.recordPath, sizeof h.recordPath, settings->record ? settings->recordPath : nullptr);
   writeDirectory();
-  bySizeAnswered.store(os::sharedPageTouchedNs(page), std::memory_order_relaxed);  // its own writes set it: a reader's request is later
+  bySizeAnswered.store(0, std::memory_order_relaxed);
   errno = saved;
   return new (static_cast<char*>(page.start) + kCountersOffset) PoolStats{};
 }
@@ -205,7 +207,7 @@ void publishStats(Pool& pool, Publish when) {
   if (when == Publish::IfDue && now - lastPublishedNs.load(std::memory_order_relaxed) < kPublishEveryNs) return;
   InternalScope inside;
   const int saved = errno;
-  const uint64_t asked = os::sharedPageTouchedNs(page);
+  const uint64_t asked = bySizeRequested();
   if (when == Publish::IfChanged && movesOf(counters()) == block().publishedMoves && asked <= bySizeAnswered.load(std::memory_order_relaxed)) {
     errno = saved;
     return;
@@ -251,7 +253,7 @@ TP_ALWAYS_RUN void statsPageInChild() {
   reinterpret_cast<StatsPageHeader*>(forkCopy)->pid = getpid();
   const int saved = errno;
   os::renewSharedPageInChild(kName, &page, forkCopy);
-  bySizeAnswered.store(os::sharedPageTouchedNs(page), std::memory_order_relaxed);
+  bySizeAnswered.store(bySizeRequested(), std::memory_order_relaxed);  // the parent's requests, answered or not
   publishing.store(false, std::memory_order_relaxed);  // the child's only thread: none publishes
   lastPublishedNs.store(0, std::memory_order_relaxed);
   errno = saved;

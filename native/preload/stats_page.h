@@ -2,15 +2,15 @@
 // thread, socket or signal handler in the program and nothing done for it on an allocation's path.
 //
 // When the process pool is made, the library makes a page shared with readers (os/shared_page.h: a memfd
-// named "tensorpool-stats", its descriptor kept, read-only to others) and the pool keeps its counters there
+// named "tensorpool-stats", no descriptor kept open, read through /proc/PID/mem) and the pool keeps its counters there
 // (PoolOptions::counters): they change as they always did, one store each under the pool's lock, and a reader
 // sees them as they are. The figures the pool does not keep as it goes (the arenas' bytes, idle bytes: Pool::
 // gauges) are published into the page at moments the program already spends in the library: when the pool
 // is made, at iteration marks, at decay's turns (every 256 small mallocs of a thread, decay's thread, sleeps
 // and waits), and at stats() from JS; at most every kPublishEveryNs (but before a sleep or wait, where
 // anything changed), never waiting for the pool's lock. The
-// table of blocks by size (`--by-size`) is worked out only when a reader asks: it sets the file's
-// modification time (futimens, allowed to its owner), which the next publication finds.
+// table of blocks by size (`--by-size`) is worked out only when a reader asks: it adds one to the header's
+// bySizeRequests (a write through /proc/PID/mem), which the next publication finds.
 //
 // Layout (version kStatsPageVersion; every integer little-endian, at its natural alignment):
 //   StatsPageHeader at 0: magic, version, sizes and offsets of the rest, pid, settings;
@@ -31,7 +31,7 @@
 
 namespace tp::preload {
 
-constexpr uint32_t kStatsPageVersion = 1;
+constexpr uint32_t kStatsPageVersion = 2;
 constexpr uint64_t kPublishEveryNs = 100'000'000;
 
 // Makes this process's page, before its pool, naming its settings (this_process.h) and `decayMs` (PoolOptions::
