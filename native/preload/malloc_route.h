@@ -66,7 +66,7 @@ static TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
   char* q = p + shift;
   reinterpret_cast<uint64_t*>(q)[-1] = kShiftTag | shift;
   if (!anyShifted.load(std::memory_order_relaxed)) {
-    anyShifted.store(true, std::memory_order_release);
+    anyShifted.store(true, std::memory_order_seq_cst);  // before freeNeedsChecks() reads it (process_pool.cc)
     freeNeedsChecks();
   }
   return q;
@@ -201,6 +201,17 @@ TP_ROUTE void free(void* p) {
   if (__builtin_expect(!poolMapsAny(), 1)) return nextFree(p);
   if (ownedByPool(p)) return poolFree(p);
   nextFree(p);
+}
+
+// free() once a pointer may need a look: a pointer no tracked granule lies near (the folded table's entry is
+// zero: every block the next allocator made, but those in a granule that shares its entry with the pool's
+// memory) goes to the next allocator's free with a tail call; only the others are looked up in the table.
+// kShifted: after a look for a shifted block (nextFree), once there may be any.
+template <bool kShifted>
+TP_ROUTE void freeOutsidePool(void* p) {
+  if (__builtin_expect(os::mayBeTrackedMapping(p), 0)) return freeWithChecks(p);
+  if constexpr (kShifted) return nextFree(p);
+  return next.free.load(std::memory_order_relaxed)(p);
 }
 
 // calloc's block from the pool, zeroed where it may hold what a previous owner wrote, or nullptr. A block

@@ -58,6 +58,25 @@ TP_EXPORT_ALWAYS_RUN struct mallinfo2 mallinfo2(void) { return route::mallinfo2(
 TP_EXPORT_ALWAYS_RUN struct mallinfo mallinfo(void) { return route::mallinfo(); }
 // free() until then straight to the next allocator's (process_pool.h, detail::freeEntry).
 TP_ALWAYS_RUN void tp::preload::freeWithChecks(void* p) { route::free(p); }
+// Once the pool exists, freeEntry's: on x86-64 seven instructions to the next allocator's free for a pointer no
+// tracked granule lies near (docs/design.md, "the hot path"): the folded table's entry (os::mayBeTrackedMapping)
+// compared in memory, where the compiler would load it into a register first.
+#if defined(__x86_64__)
+TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePool(void*) {
+  asm("mov %%rdi, %%rax\n\t"
+      "shr %[granuleShift], %%rax\n\t"
+      "and %[nearMask], %%eax\n\t"
+      "lea %c[near](%%rip), %%rdx\n\t"
+      "cmpb $0, (%%rdx,%%rax)\n\t"
+      "jne %c[checks]\n\t"
+      "jmp *%c[next](%%rip)" ::[granuleShift] "i"(os::detail::kGranuleShift),
+      [nearMask] "i"(os::detail::kNearEntries - 1), [near] "i"(&os::detail::trackedNear), [checks] "i"(&freeWithChecks),
+      [next] "i"(&next.free));
+}
+#else
+TP_ALWAYS_RUN void tp::preload::freeOutsidePool(void* p) { route::freeOutsidePool<false>(p); }
+#endif
+TP_ALWAYS_RUN void tp::preload::freeOutsidePoolShifted(void* p) { route::freeOutsidePool<true>(p); }
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc):
 // never from the pool. Local: not exported.
 extern "C" TP_ALWAYS_RUN void* __wrap_malloc(size_t bytes) { return route::libraryMalloc(bytes); }
