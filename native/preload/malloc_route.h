@@ -51,8 +51,10 @@ using detail::anyShifted;
 
 // Another allocator's memalign is asked for one byte at least: jemalloc's memalign(a, 0) returns a block
 // aligned to 8 only (its posix_memalign and aligned_alloc, which programs call, are right).
+// The library's own aligned blocks (its pool's span headers, made inside it) are not shifted either: they are
+// few, and a process whose blocks none are shifted frees through the shorter path (freeOutsidePool).
 static TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
-  if (!nextIsGlibcMalloc()) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes ? bytes : 1);
+  if (!nextIsGlibcMalloc() || detail::insideDepth != 0) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes ? bytes : 1);
   if (alignment > tp::kBlockAlign) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes);
   size_t padded;
   if (__builtin_add_overflow(bytes, alignment - 16, &padded)) {
