@@ -91,7 +91,8 @@ uint64_t defaultReserve();
 // applies it, which stops the process as the freeing thread would have (glibc's message, then abort).
 [[noreturn]] void queuedFreeFailed(ReleaseStatus status);
 
-// free()'s whole routing (overrides.cc): what freeEntry calls once a pointer may be the pool's or shifted.
+// free()'s whole routing (overrides.cc): the exact table, then the pool's free or the next allocator's. What
+// freeOutsidePool calls for a pointer that may be the pool's, and freeEntry until start-up has routed.
 void freeWithChecks(void* p);
 // freeEntry once a pointer may need a look (overrides.cc): freeWithChecks where os::mayBeTrackedMapping(p),
 // else a tail call of the next allocator's free (freeOutsidePoolShifted: after nextStart's look for a shift).
