@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the native code under AddressSanitizer + UndefinedBehaviorSanitizer (gcc's runtimes, libasan8 and
 # libubsan1); any report fails the run:
-#  1. the native unit tests (test/native), built with both sanitizers;
+#  1. the native unit tests (test/native, and test/native/os's in a process of its own), built with both sanitizers;
 #  2. the addon built with both sanitizers (cmake-js), loaded into Node with the runtimes preloaded, under
 #     the vitest suites that drive the core in-process (pool, streams, training, traces, planners, adaptive mode, a pool shared with worker_threads);
 #  3. the same addon on Node 22 (scripts/node-bin.sh), whose pools have a front cache, under the pool,
@@ -16,6 +16,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cmake -S . -B build-asan -DTP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j "$(nproc)"
 ./build-asan/tp_native_tests
+./build-asan/tp_tracked_near
 echo "sanitize: native tests clean under ASan + UBSan"
 
 npx cmake-js compile --out build-asan-addon --CDTP_SANITIZE=ON --CDCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

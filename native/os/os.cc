@@ -29,6 +29,7 @@ size_t pageSize() {
 }
 
 std::atomic<std::atomic<detail::TrackLeaf*>*> detail::trackDirectory{nullptr};
+std::atomic<uint8_t> detail::trackedNear[detail::kNearEntries];  // static storage: zero, no constructor runs
 
 namespace {
 using detail::kGranuleShift;
@@ -85,8 +86,17 @@ bool markGranules(void* start, size_t bytes, bool on) {
     }
     const uint64_t within = g & (kLeafGranules - 1);
     const uint64_t bit = uint64_t{1} << (within & 63);
-    if (on) leaf->words[within >> 6].fetch_or(bit, std::memory_order_release);
-    else leaf->words[within >> 6].fetch_and(~bit, std::memory_order_release);
+    // The folded table's entry counts each granule whose bit this call turns on or off (a granule already
+    // in the state asked for is not counted twice): up before the bit is set, down after it is cleared, so
+    // that mayBeTrackedMapping() is true wherever isTrackedMapping() may be. At most 64 granules share an
+    // entry (2^47 / 2 TiB): a byte holds the count.
+    std::atomic<uint8_t>& near = detail::trackedNear[g & (detail::kNearEntries - 1)];
+    if (on) {
+      near.fetch_add(1, std::memory_order_acq_rel);
+      if (leaf->words[within >> 6].fetch_or(bit, std::memory_order_acq_rel) & bit) near.fetch_sub(1, std::memory_order_acq_rel);
+    } else if (leaf->words[within >> 6].fetch_and(~bit, std::memory_order_acq_rel) & bit) {
+      near.fetch_sub(1, std::memory_order_acq_rel);
+    }
   }
   return true;
 }

@@ -100,9 +100,23 @@ struct TrackLeaf {
 };
 constexpr size_t kTrackLeaves = (uint64_t{1} << 47) >> kLeafShift;  // the directory's entries
 __attribute__((visibility("hidden"))) extern std::atomic<std::atomic<TrackLeaf*>*> trackDirectory;  // null until trackMappings()
+// The table folded: for each granule g, how many tracked granules share g's entry (g modulo kNearEntries,
+// every 2 TiB of address space alike). Never less than that: an entry is counted up before a granule's bit is
+// set and down after it is cleared. One flat array in the library's own image (1 MiB of address space, its
+// pages faulted in only where read or written): one load, at an address known at link time.
+constexpr unsigned kNearBits = 20;
+constexpr size_t kNearEntries = size_t{1} << kNearBits;
+__attribute__((visibility("hidden"))) extern std::atomic<uint8_t> trackedNear[kNearEntries];
 }  // namespace detail
 // Whether trackMappings() has run: until then no pointer is a tracked mapping.
 inline bool mappingsTracked() { return detail::trackDirectory.load(std::memory_order_acquire) != nullptr; }
+// Whether `p` may lie in a tracked mapping: false means it does not (no tracked granule shares its entry of
+// the folded table); true, that isTrackedMapping must tell. Any p, never followed; lock-free. free()'s first
+// look at every pointer once the pool exists: a shift, a mask and one load.
+inline bool mayBeTrackedMapping(const void* p) {
+  const uint64_t at = reinterpret_cast<uintptr_t>(p);
+  return detail::trackedNear[(at >> detail::kGranuleShift) & (detail::kNearEntries - 1)].load(std::memory_order_acquire) != 0;
+}
 inline bool isTrackedMapping(const void* p) {
   std::atomic<detail::TrackLeaf*>* directory = detail::trackDirectory.load(std::memory_order_acquire);
   const uint64_t at = reinterpret_cast<uintptr_t>(p);

@@ -51,8 +51,10 @@ using detail::anyShifted;
 
 // Another allocator's memalign is asked for one byte at least: jemalloc's memalign(a, 0) returns a block
 // aligned to 8 only (its posix_memalign and aligned_alloc, which programs call, are right).
+// The library's own aligned blocks (its pool's span headers, made inside it) are not shifted either: they are
+// few, and a process whose blocks none are shifted frees through the shorter path (freeOutsidePool).
 static TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
-  if (!nextIsGlibcMalloc()) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes ? bytes : 1);
+  if (!nextIsGlibcMalloc() || detail::insideDepth != 0) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes ? bytes : 1);
   if (alignment > tp::kBlockAlign) return next.memalign.load(std::memory_order_relaxed)(alignment, bytes);
   size_t padded;
   if (__builtin_add_overflow(bytes, alignment - 16, &padded)) {
@@ -66,7 +68,7 @@ static TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
   char* q = p + shift;
   reinterpret_cast<uint64_t*>(q)[-1] = kShiftTag | shift;
   if (!anyShifted.load(std::memory_order_relaxed)) {
-    anyShifted.store(true, std::memory_order_release);
+    anyShifted.store(true, std::memory_order_seq_cst);  // before freeNeedsChecks() reads it (process_pool.cc)
     freeNeedsChecks();
   }
   return q;
@@ -201,6 +203,17 @@ TP_ROUTE void free(void* p) {
   if (__builtin_expect(!poolMapsAny(), 1)) return nextFree(p);
   if (ownedByPool(p)) return poolFree(p);
   nextFree(p);
+}
+
+// free() once a pointer may need a look: a pointer no tracked granule lies near (the folded table's entry is
+// zero: every block the next allocator made, but those in a granule that shares its entry with the pool's
+// memory) goes to the next allocator's free with a tail call; only the others are looked up in the table.
+// kShifted: after a look for a shifted block (nextFree), once there may be any.
+template <bool kShifted>
+TP_ROUTE void freeOutsidePool(void* p) {
+  if (__builtin_expect(os::mayBeTrackedMapping(p), 0)) return freeWithChecks(p);
+  if constexpr (kShifted) return nextFree(p);
+  return next.free.load(std::memory_order_relaxed)(p);
 }
 
 // calloc's block from the pool, zeroed where it may hold what a previous owner wrote, or nullptr. A block

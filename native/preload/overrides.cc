@@ -58,6 +58,46 @@ TP_EXPORT_ALWAYS_RUN struct mallinfo2 mallinfo2(void) { return route::mallinfo2(
 TP_EXPORT_ALWAYS_RUN struct mallinfo mallinfo(void) { return route::mallinfo(); }
 // free() until then straight to the next allocator's (process_pool.h, detail::freeEntry).
 TP_ALWAYS_RUN void tp::preload::freeWithChecks(void* p) { route::free(p); }
+// Once the pool exists, freeEntry's: on x86-64 seven instructions to the next allocator's free for a pointer no
+// tracked granule lies near (docs/design.md, "the hot path"): the folded table's entry (os::mayBeTrackedMapping)
+// compared in memory, where the compiler would load it into a register first. Once a block was shifted, a
+// pointer aligned to 32 (not null) whose word before it carries kShiftTag in its top 16 bits takes
+// route::nextFree, which tells a shifted block from a chunk of glibc's (nextStart); any other goes on as above.
+#if defined(__x86_64__)
+namespace {
+[[gnu::used]] TP_ALWAYS_RUN void freeMaybeShifted(void* p) { route::nextFree(p); }
+}  // namespace
+#define TP_FREE_UNLESS_NEAR_POOL                                                                   \
+  "mov %%rdi, %%rax\n\t"                                                                            \
+  "shr %[granuleShift], %%rax\n\t"                                                                  \
+  "and %[nearMask], %%eax\n\t"                                                                      \
+  "lea %c[near](%%rip), %%rdx\n\t"                                                                  \
+  "cmpb $0, (%%rdx,%%rax)\n\t"                                                                      \
+  "jne %c[checks]\n\t"
+#define TP_FREE_OPERANDS                                                                                 \
+  [granuleShift] "i"(os::detail::kGranuleShift), [nearMask] "i"(os::detail::kNearEntries - 1),           \
+      [near] "i"(&os::detail::trackedNear), [checks] "i"(&freeWithChecks), [next] "i"(&next.free)
+TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePool(void*) {
+  asm(TP_FREE_UNLESS_NEAR_POOL "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS);
+}
+TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolShifted(void*) {
+  asm(TP_FREE_UNLESS_NEAR_POOL
+      "test $31, %%dil\n\t"
+      "jnz 1f\n\t"
+      "test %%rdi, %%rdi\n\t"
+      "jz 1f\n\t"
+      "cmpw %[tag], -2(%%rdi)\n\t"
+      "je %c[shifted]\n"
+      "1:\n\t"
+      "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS,
+      [tag] "i"(route::kShiftTag >> 48), [shifted] "i"(&freeMaybeShifted));
+}
+#undef TP_FREE_UNLESS_NEAR_POOL
+#undef TP_FREE_OPERANDS
+#else
+TP_ALWAYS_RUN void tp::preload::freeOutsidePool(void* p) { route::freeOutsidePool<false>(p); }
+TP_ALWAYS_RUN void tp::preload::freeOutsidePoolShifted(void* p) { route::freeOutsidePool<true>(p); }
+#endif
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc):
 // never from the pool. Local: not exported.
 extern "C" TP_ALWAYS_RUN void* __wrap_malloc(size_t bytes) { return route::libraryMalloc(bytes); }

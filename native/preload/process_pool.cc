@@ -340,7 +340,13 @@ void startRouting(uint64_t minBytes, bool addressLimited) {
   }
 }
 
-void freeNeedsChecks() { detail::freeEntry.store(freeWithChecks, std::memory_order_release); }
+// Sequentially consistent, with anyShifted's store before the call: where the pool is made on one thread
+// while another hands out its first shifted block, whichever store comes last in the single total order
+// finds anyShifted set or is the shifted one's own, so freeEntry never ends on freeOutsidePool once it is.
+void freeNeedsChecks() {
+  detail::freeEntry.store(freeOutsidePool, std::memory_order_seq_cst);
+  if (detail::anyShifted.load(std::memory_order_seq_cst)) detail::freeEntry.store(freeOutsidePoolShifted, std::memory_order_seq_cst);
+}
 
 void poolTicksOff() { setMallocExtra(detail::kPoolTicks, false); }
 

@@ -37,7 +37,9 @@ __attribute__((visibility("hidden"))) extern std::atomic<uint8_t> mallocExtras;
 // The hot path's two words. A malloc of fewer bytes than fastBelow goes straight to the next allocator (one
 // compare): routeFrom while nothing else is to be done (no extras), 0 otherwise. free() calls freeEntry: the next
 // allocator's free until a pointer may need a look (the pool mapped memory, or a shifted aligned block was
-// handed out: anyShifted), freeWithChecks from then on, for good.
+// handed out: anyShifted), from then on, for good, freeOutsidePool (freeOutsidePoolShifted once anyShifted):
+// the pool's memory told apart in a few instructions (os::mayBeTrackedMapping), freeWithChecks for a pointer
+// that may be in it.
 __attribute__((visibility("hidden"))) extern std::atomic<size_t> fastBelow;
 __attribute__((visibility("hidden"))) extern std::atomic<void (*)(void*)> freeEntry;
 __attribute__((visibility("hidden"))) extern std::atomic<bool> anyShifted;
@@ -89,9 +91,15 @@ uint64_t defaultReserve();
 // applies it, which stops the process as the freeing thread would have (glibc's message, then abort).
 [[noreturn]] void queuedFreeFailed(ReleaseStatus status);
 
-// free()'s whole routing (overrides.cc): what freeEntry calls once a pointer may be the pool's or shifted.
+// free()'s whole routing (overrides.cc): the exact table, then the pool's free or the next allocator's. What
+// freeOutsidePool calls for a pointer that may be the pool's, and freeEntry until start-up has routed.
 void freeWithChecks(void* p);
-// From now on every free() takes freeWithChecks. Pre: before the first pointer that needs it is handed out.
+// freeEntry once a pointer may need a look (overrides.cc): freeWithChecks where os::mayBeTrackedMapping(p),
+// else a tail call of the next allocator's free (freeOutsidePoolShifted: after nextStart's look for a shift).
+void freeOutsidePool(void* p);
+void freeOutsidePoolShifted(void* p);
+// From now on every free() takes freeOutsidePool, or freeOutsidePoolShifted once anyShifted is set (which
+// the caller that sets it stores first). Pre: before the first pointer that needs it is handed out.
 void freeNeedsChecks();
 // Decay's turns from the C library's mallocs (kPoolTicks) stop while the pool holds no memory decay could give
 // back, and start again at the pool's next release (malloc's path is then a compare and a jump).
