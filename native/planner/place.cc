@@ -70,7 +70,8 @@ void HelperThread::loop() {
   for (;;) {
     const int state = state_.load(std::memory_order_acquire);
     if (state == 3) return;
-    if (state == 1) {
+    int offered = 1;
+    if (state == 1 && state_.compare_exchange_strong(offered, 4, std::memory_order_acquire)) {
       task_(context_);
       state_.store(2, std::memory_order_release);
     } else {
@@ -86,6 +87,11 @@ void HelperThread::start(void (*task)(void*), void* context) {
 }
 
 void HelperThread::wait() {
+  int offered = 1;
+  if (state_.compare_exchange_strong(offered, 0, std::memory_order_acq_rel)) {
+    task_(context_);  // not taken: run it here
+    return;
+  }
   while (state_.load(std::memory_order_acquire) != 2) std::this_thread::yield();
   state_.store(0, std::memory_order_release);
 }

@@ -25,13 +25,15 @@ class HelperThread {
  public:
   HelperThread();
   ~HelperThread();
-  // Starts task(context) on the helper; the caller must wait() before starting another.
+  // Offers task(context) to the helper; the caller must wait() before offering another.
   void start(void (*task)(void*), void* context);
+  // Returns once the task has run: on the helper, or here where the helper had not taken it yet (on a busy
+  // machine the helper may not be scheduled for a while: the caller then never waits for it to be).
   void wait();
 
  private:
   void loop();
-  std::atomic<int> state_{0};  // 0 idle, 1 task ready, 2 task done, 3 stop
+  std::atomic<int> state_{0};  // 0 idle, 1 task offered, 4 taken by the helper, 2 task done, 3 stop
   void (*task_)(void*) = nullptr;
   void* context_ = nullptr;
   std::thread thread_;
