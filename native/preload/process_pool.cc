@@ -27,7 +27,7 @@
 
 namespace tp::preload {
 
-thread_local unsigned detail::insideDepth = 0;
+constinit thread_local unsigned detail::insideDepth = 0;
 std::atomic<size_t> detail::routeFrom{SIZE_MAX};
 std::atomic<uint8_t> detail::mallocExtras{0};
 std::atomic<size_t> detail::fastBelow{SIZE_MAX};

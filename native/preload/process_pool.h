@@ -45,7 +45,7 @@ __attribute__((visibility("hidden"))) extern std::atomic<void (*)(void*)> freeEn
 __attribute__((visibility("hidden"))) extern std::atomic<bool> anyShifted;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
 // TLS may, on a thread's first access).
-__attribute__((visibility("hidden"))) extern thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
+__attribute__((visibility("hidden"))) extern constinit thread_local unsigned insideDepth __attribute__((tls_model("initial-exec")));
 }  // namespace detail
 
 // Whether a request of `bytes` may go to the pool: the pool is ready and the request is at least the
