@@ -131,6 +131,11 @@ function named(pid: number): string {
   return `pid ${pid} (${command.length > 60 ? command.slice(0, 57) + '...' : command || '?'})`;
 }
 
+/** The failure of a process that ended while it was being read. */
+function exited(pid: number): LiveStatsError {
+  return new LiveStatsError(pid, 'gone', `pid ${pid}: no such process (it has exited)`);
+}
+
 /** /proc/PID/maps, or the one-line failure that says why it cannot be read. */
 function mapsOf(pid: number): string {
   try {
@@ -159,7 +164,7 @@ function openPage(pid: number, writable: boolean): OpenPage {
   const maps = mapsOf(pid);
   const line = maps.split('\n').find((l) => l.includes(PAGE_NAME));
   if (line === undefined) {
-    if (maps === '') throw new LiveStatsError(pid, 'gone', `pid ${pid}: no such process (it has exited)`);
+    if (maps === '') throw exited(pid);
     if (!maps.includes(LIBRARY_NAME)) {
       throw new LiveStatsError(pid, 'not-under-library', `${named(pid)}: not under tensorpool (its preload library is not loaded: start it with 'tensorpool run -- ...')`);
     }
@@ -170,7 +175,7 @@ function openPage(pid: number, writable: boolean): OpenPage {
     return { fd: fs.openSync(`/proc/${pid}/mem`, writable ? 'r+' : 'r'), base };
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ESRCH') throw new LiveStatsError(pid, 'gone', `pid ${pid}: no such process (it has exited)`);
+    if (code === 'ENOENT' || code === 'ESRCH') throw exited(pid);
     if (code === 'EACCES' || code === 'EPERM') {
       throw new LiveStatsError(
         pid,
@@ -378,7 +383,7 @@ export async function readLiveStats(pid: number, options: ReadOptions = {}): Pro
     return stats;
   } catch (error) {
     if (error instanceof LiveStatsError) throw error;
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new LiveStatsError(pid, 'gone', `pid ${pid}: no such process (it has exited)`);
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw exited(pid);
     throw new LiveStatsError(pid, 'unreadable', `${named(pid)}: its stats page: ${(error as Error).message}`);
   } finally {
     fs.closeSync(open.fd);
