@@ -269,10 +269,12 @@ describe('tensorpool stats: one line for a process it cannot read', () => {
           'setpriv',
           [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--inh-caps=-all', process.execPath, '-e',
             `require(${JSON.stringify(reader)}).readLiveStats(${expected.pid}).then((s) => console.log(JSON.stringify(s.counters)), (e) => { console.log(e.reason + ': ' + e.message); })`],
-          { encoding: 'utf8' },
+          // In tmp: Node 24 looks for a package.json above its working directory, and the clone's may be a
+          // directory only its owner may enter (ERR_INVALID_PACKAGE_CONFIG).
+          { encoding: 'utf8', cwd: tmp },
         );
       const other = as(65533);
-      expect(other.stdout.trim()).toBe(`other-user: pid ${expected.pid}: another user's process (uid 65534): only that user or root may read its pool`);
+      expect(other.stdout.trim(), `status ${other.status}, signal ${other.signal}, stderr: ${other.stderr}`).toBe(`other-user: pid ${expected.pid}: another user's process (uid 65534): only that user or root may read its pool`);
       const own = as(65534);
       expect(own.status, own.stderr).toBe(0);
       expect(JSON.parse(own.stdout)).toMatchObject({ allocs: expected.allocs, releases: expected.releases, liveBlocks: expected.liveBlocks, bytesLive: expected.bytesLive });
