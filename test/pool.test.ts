@@ -438,10 +438,14 @@ describe('page faults', () => {
       // judged as the pool is, by the quietest of three windows: the collector frees the arrays at times of
       // its own, and a window where it held more of them than before carves a block and faults it in once
       // (20,604 faults in one window of a CI run); a pool that faulted every round would show ~98,000 in each.
+      // On a loaded machine (load average 8 on 2 cores) the quietest window of one run took 4,171: one array's
+      // block faulting in (carved for a window where the collector held one more than ever, or given back by
+      // decay after the collector's timing left it idle for 16 marks). Two arrays' pages bound it, a tenth of
+      // what the loop touches.
       const quietest = [fromPlain, ...[0, 1].map(() => measureFaults(() => {
         for (let i = 0; i < 3; i++) plainLoop();
       }))].reduce((a, b) => (b.minor < a.minor ? b : a));
-      expect(quietest.minor).toBeLessThan(200);
+      expect(quietest.minor).toBeLessThan(2 * 4096 + 200);
     } else {
       // glibc's alone: how many of the 98,304 pages fault again depends on when V8's collector frees the
       // arrays, and on glibc's mmap threshold, which rises to 16 MiB once such a block is freed, so that
