@@ -99,8 +99,8 @@ class SizeClassTable {
   std::vector<uint64_t> sizes_;
   // lut_[q] = the first class that holds q * granule + 1 bytes, the smallest request of granule q; the
   // granule is at most the class spacing (the class found at once, or a step on) unless that would make the
-  // table longer than 4Ki entries (8 KiB). At 64Ki the default classes' table took 128 KiB, resident in every
-  // process whose pool was made (python3 -c pass, under `tensorpool run`).
+  // table longer than 4Ki entries (8 KiB): a longer one would be resident in every process whose pool was
+  // made, however little it asks of the pool.
   unsigned granuleShift_ = 0;
   std::vector<uint16_t> lut_;
 };

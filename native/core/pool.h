@@ -49,7 +49,7 @@ struct PoolOptions {
   uint64_t decayMs = kNoDecay;
   static constexpr uint64_t kNoDecay = DecayModel::kNever;
   // Decay's clock: nanoseconds on a monotonic clock; nullptr, os::coarseMonotonicNs() (a tick late at most,
-  // 1-10 ms, and a quarter of the fine clock's cost: decay asks it on every alloc and free). Tests give a
+  // 1-10 ms, and cheaper than the fine clock: decay asks it on every alloc and free). Tests give a
   // synthetic one.
   uint64_t (*clock)() = nullptr;
   // releaseSoon(): what a queued release that turns out not to be one (NotOwned, NotLive) is reported to, by the

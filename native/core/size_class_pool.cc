@@ -235,8 +235,8 @@ BlockHeader* SizeClassPool::take(uint64_t bytes, Source* source) {
     // A plan's request of a size it laid out blocks for, all of them held (a buffer a garbage collector frees
     // late holds one): a block up to twice its class's size before its class grows, a farther one only when
     // it cannot grow. Else it takes a block the plan laid out for a much larger tensor, whose request then grows
-    // one that large instead (examples/process/app.mjs: 3.2 MiB faulted in per run for each 600 KiB input
-    // held). A request of no size of the plan borrows as training laid it out.
+    // one that large instead, faulted in on every run. A request of no size of the plan borrows as training
+    // laid it out.
     for (int lender = firstNonEmpty(first + 1); lender >= 0 && table_.size(lender) <= 2 * table_.size(first);
          lender = firstNonEmpty(static_cast<size_t>(lender) + 1)) {
       if (BlockHeader* header = pop(static_cast<size_t>(lender))) return takeFound(header, bytes, source);

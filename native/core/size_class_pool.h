@@ -46,9 +46,7 @@ enum class Growth : uint8_t {
   // kNearLenders classes (a block up to twice the request) before it grows, and from farther ones only
   // when it cannot grow: a block far larger than the request would waste most of itself, and one that
   // near would otherwise stay free while a new one is carved. A program whose sizes vary from run to run
-  // (an OCR model on six image shapes) otherwise holds a block in every class each shape asks for: the
-  // detection model's default-class pool held 767 MiB above the process's base, 443 MiB with 2 near
-  // lenders and 393 MiB with 4 (ONNX Runtime's arena: 368).
+  // (an OCR model on several image shapes) otherwise holds a block in every class each shape asks for.
   BeforeBorrowing,
   // A trained plan: borrowing is part of what training planned, so it comes first; a class grows only
   // when nothing free fits (where a plan that does not grow goes to the OS).
@@ -56,11 +54,9 @@ enum class Growth : uint8_t {
   // The default classes of the process pool: requests of at least kSpanFrom bytes (up to the largest class)
   // are served from spans of the arena (SpanHeap: best fit, split, coalesced when freed) rather than from
   // blocks of their class, smaller ones as BeforeBorrowing. A free span serves any request it holds, so
-  // memory one size freed serves the next size (an inference service over seven input shapes, its recording
-  // replayed offline: 109 MiB live at most, 189 MiB in blocks of a class per size, 115 MiB in spans; run,
-  // its pool carved 166 MiB before spans, 103 MiB with them). A span handed out is a
-  // block like any other to the rest of the pool, counted as a hit of the request's class (grown when the
-  // arena was carved for it); it is never cacheable by a front cache.
+  // memory one size freed serves the next size, and a program whose shapes vary holds about its live peak.
+  // A span handed out is a block like any other to the rest of the pool, counted as a hit of the request's
+  // class (grown when the arena was carved for it); it is never cacheable by a front cache.
   Spans,
 };
 
@@ -262,9 +258,8 @@ class SizeClassPool {
     uint32_t word;
   };
   // One cache line, which holds the first two words of its sharers as well: the take's availability check
-  // then reads no other line but liveBits_ for most blocks (records numbered by offset, resnet18's
-  // time-shared plan: 1.1 words a block on average, at most 2; a plan over six OCR shapes: 2.3, at most 7),
-  // where a separate array of words cost a time-shared take ~4% of replay speed.
+  // then reads no other line but liveBits_ for most blocks (a block of a time-shared plan has few sharers),
+  // where a separate array of words would cost every time-shared take a second line.
   struct alignas(64) Record {
     BlockHeader* header;     // where the block starts; its contents are valid only while the block is live
     uint32_t classIndex;

@@ -3,8 +3,7 @@
 // each size a program once asked for, spans let a request of one size take memory another size freed: a
 // program whose shapes change (an inference service over several input shapes) or whose tensors of one
 // size peak at another moment than those of the next (torch training) holds about its live peak, not the sum
-// of every size's own peak (torch training of a small CNN: 167 MiB live at most; the default classes'
-// blocks, one class per size, carved 255 MiB, spans 174 MiB).
+// of every size's own peak.
 //
 // Bookkeeping only: the heap never reads or writes the memory it indexes (its caller keeps the spans' headers).
 // Each span remembers the decay epoch it was last freed in and whether it reads as zero.

@@ -4,7 +4,7 @@
 // that count rises 64 MiB above its level at the last one, so that garbage holding malloc'd memory gets
 // freed. A pool's block is not such memory: it was committed when the arena was mapped, and collecting a
 // dropped buffer gives nothing back to the OS. Counted per handle, a loop that allocates and releases
-// 135 MiB of tensors per iteration paid a mark-compact every iteration (`--trace-gc`), most of its time.
+// more than that threshold of tensors per iteration would pay a full collection every iteration.
 //
 // So a released block stays counted: after the handle is detached (V8 subtracts its bytes) the pool adds
 // them back as a credit, and the next handle it makes spends the credit instead of raising the count. The

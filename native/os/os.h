@@ -206,8 +206,8 @@ CHeapBytes cHeapBytes();
 // Monotonic clock in nanoseconds (vDSO; no system call on x86-64).
 uint64_t monotonicNs();
 // The same clock as the kernel last saw it at a tick (CLOCK_MONOTONIC_COARSE): never runs backwards, lags
-// monotonicNs() by at most one tick (coarseResolutionNs(), 1-10 ms), and costs a quarter of it (vDSO, no
-// clock read: 4 ns against 16 on x86-64), for timing periods of milliseconds on every malloc. Its values
+// monotonicNs() by at most one tick (coarseResolutionNs(), 1-10 ms), and costs less (vDSO, no clock
+// read), for timing periods of milliseconds on every malloc. Its values
 // compare only with its own: one taken after a monotonicNs() may be smaller.
 uint64_t coarseMonotonicNs();
 // A tick of coarseMonotonicNs() in nanoseconds (clock_getres; 1 where the system cannot say).

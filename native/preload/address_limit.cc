@@ -1,7 +1,7 @@
 // setrlimit and prlimit, interposed for RLIMIT_AS alone: a program that lowers its own address space limit
 // after start-up (Python's resource.setrlimit, a shell's `ulimit -v`, a sandbox) would find the pool's spare
 // reservation (16 GiB of address space, no memory) already over it, and every later mapping refused: the C
-// library's heap could not grow, and a program glibc runs in 2 GiB failed its first allocations. After the
+// library's heap could not grow, and allocations glibc would serve failed. After the
 // C library has set the limit, the pool gives back what it does not fit (process_pool.h). A limit set from
 // outside (prlimit --pid) is not seen: the pool keeps its reservation then.
 #include <sys/resource.h>

@@ -4,8 +4,8 @@
 // - glibc gives the top of its heap back once more of it is free than its trim threshold, which starts at
 //   128 KiB and rises, each time glibc frees a chunk it had mapped (up to 32 MiB), to twice that chunk (its
 //   mmap threshold to the chunk). The chunks that raised it are now the pool's, so glibc never sees them:
-//   its thresholds follow the pool's blocks instead (a fixed 64 MiB kept up to 64 MiB of free heap that
-//   glibc alone gives back).
+//   its thresholds follow the pool's blocks instead (a fixed threshold would keep free heap that glibc alone
+//   gives back).
 // - glibc alone serves a large request from memory its small ones freed; the pool cannot. So when the pool
 //   takes new memory from the OS, glibc first gives its free pages back (malloc_trim), so that small
 //   objects freed and large buffers written after them are not both resident.

@@ -34,8 +34,8 @@ namespace tp::preload::route {
 static TP_ALWAYS_RUN bool isPowerOfTwo(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 // Aligned blocks of glibc's malloc below the threshold (PyTorch's posix_memalign(64) of every small
-// tensor): glibc's memalign bypasses its thread cache and splits a larger chunk each time (the GRU trace
-// replayed through the library: 125 ns per allocation against tcmalloc's 54). Up to 64 bytes of alignment
+// tensor): glibc's memalign bypasses its thread cache and splits a larger chunk each time, several times the
+// cost of a malloc. Up to 64 bytes of alignment
 // they come from malloc instead, over-allocated by alignment - 16 (malloc's own alignment), and a block
 // that malloc did not return aligned starts further on (by 16, 32 or 48 bytes), the word before it holding
 // kShiftTag | the shift. That word is the chunk's size in glibc's layout, whose top 16 bits a real chunk

@@ -185,10 +185,9 @@ uint64_t monotonicNs() {
 // once the first part has timed out leaves a window, and it is hit: a program that sets a timer of 1 s and
 // waits (test_selectors: an alarm whose handler raises must end a select() of 30 s) has its signal arrive with
 // the end of a first part of 1 s. Before all that, the wait is made once with no timeout: an event loop busy
-// with requests finds one ready and pays no more than that call (three calls a wait, where the program made one,
-// cost 500 ns on a loop of round trips). A signal that comes between that call and the blocking of signals is
-// taken before the wait, as one that came just before the program's call would have been: nothing has been
-// waited for yet. Pre: first = firstPartOf(timeoutNs) != 0.
+// with requests finds one ready and pays no more than that call. A signal that comes between that call and
+// the blocking of signals is taken before the wait, as one that came just before the program's call would
+// have been: nothing has been waited for yet. Pre: first = firstPartOf(timeoutNs) != 0.
 template <typename Wait>
 int waitInTwo(uint64_t first, uint64_t timeoutNs, const sigset_t* mask, Wait wait) {
   const int now = wait(0, mask);

@@ -31,7 +31,7 @@ constexpr uint64_t kMaxGraphConflicts = 8'000'000;
 
 // Pre: input.count > 0, input.interval >= 1, every size > 0 and start < end. input.order and refine are
 // ignored. plan.schedule[t] is tensor t's class and block. With searchMs > 0, when greedy by size ends more
-// than 1% above the most bytes live at once, the planners' best search (issue 5) gets that long to do better.
+// than 1% above the most bytes live at once, the planners' best search gets that long to do better.
 // With `extra` not empty (indices < input.count), the layout is planned over the conflict graph: the pairs
 // whose lifetimes overlap and these. Greedy by size visits, for each tensor, every placed one live beside
 // it: a trace of hundreds of thousands with thousands live throughout (a process recorded from its start
