@@ -1,0 +1,260 @@
+/**
+ * The Node hook's per-run work (issue 54): what marking an iteration and the young-generation collection
+ * (lib/hooks/node.ts, lib/collect.ts) cost each session.run() of short runs. The workload is greedy
+ * generation with a GPT-like decoder built here (bench/decoder-model.ts: 4 layers of width 512, vocabulary
+ * 8192, a key/value cache fed back each run; random weights) by bench/node-hook-app.cjs: a prompt of 8
+ * tokens, then one token a run, --tokens runs a generation, ONNX Runtime on one thread (intra- and inter-op
+ * threads 1: no spin-waits), about 5 ms of CPU a run on a 2-vCPU VM. Configurations:
+ *
+ *   arena                plain node, ONNX Runtime's arena and memory pattern on (its defaults)
+ *   glibc                plain node, the app turns the arena and memory pattern off (the C library serves)
+ *   tensorpool           `tensorpool run -- node app.cjs`: the hook as shipped (arena and memory pattern off,
+ *                        each run marks an iteration and collects young garbage where ArrayBuffers grew)
+ *   tensorpool-marks     the same with TENSORPOOL_COLLECT_AFTER=off: marks, no collection
+ *   tensorpool-no-hooks  `tensorpool run --no-hooks`, the app turning the arena and memory pattern off itself:
+ *                        the pool serves ONNX Runtime as under the hook, with no per-run work
+ *
+ * Instructions are counted by valgrind's cachegrind (`--cache-sim=no`; every thread of the process), per run
+ * (I(B generations) - I(A generations)) / ((B - A) x --tokens), so that start-up, loading the model and exit
+ * cancel out: a count the machine's load does not move. The hook's work is counted on the hollow decoder
+ * (hollowDecoderModel: the decoder's inputs and outputs, the same sizes a run, almost none of its compute),
+ * every configuration, --rounds rounds, --hollow-counted A,B; a run's instructions on the decoder itself
+ * (--full-configs, default tensorpool: valgrind runs the decoder slowly) with --counted A,B. The hook's share
+ * of a decoder run = (hollow tensorpool - hollow tensorpool-no-hooks) / decoder tensorpool, split into marks
+ * (tensorpool-marks - tensorpool-no-hooks) and collection (tensorpool - tensorpool-marks).
+ *
+ * CPU time (process.cpuUsage, user + system, the decoder over --generations generations outside valgrind) is
+ * context only on a shared machine. Configurations run interleaved within a round; ratios and shares are
+ * paired by round: median [95% interval]. Every configuration must generate the same tokens (a checksum).
+ *
+ *   npm run build && npx tsx bench/node-hook.ts [--rounds 3] [--configs LIST] [--full-configs LIST]
+ *       [--tokens 32] [--generations 20] [--counted 1,3] [--hollow-counted 2,12] [--parallel 2]
+ *       [--no-instructions] [--json out.json]
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { runEnvironment } from '../dist/cli/run.js';
+import { median, medianInterval, pairedRatios, type MedianInterval } from '../dist/report/stats.js';
+import { formatInterval, formatTable, round } from '../dist/report/table.js';
+import { DECODER, decoderModel, hollowDecoderModel } from './decoder-model.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
+
+const CONFIGS = ['arena', 'glibc', 'tensorpool', 'tensorpool-marks', 'tensorpool-no-hooks'] as const;
+type ConfigName = (typeof CONFIGS)[number];
+
+const args = benchArgs(1, {
+  rounds: { type: 'string' },
+  configs: { type: 'string' },
+  'full-configs': { type: 'string' },
+  tokens: { type: 'string' },
+  generations: { type: 'string' },
+  counted: { type: 'string' },
+  'hollow-counted': { type: 'string' },
+  parallel: { type: 'string' },
+  'no-instructions': { type: 'boolean' },
+});
+const checks = optionChecks('node-hook', args);
+const fail: (message: string) => never = checks.fail;
+const rounds = checks.integer('rounds', args.quick ? 1 : 3);
+const tokens = checks.integer('tokens', 32, 2);
+const generations = checks.integer('generations', args.quick ? 4 : 20);
+const parallel = checks.integer('parallel', 2);
+function generationPair(name: string, fallback: string): [number, number] {
+  const pair = String(args.values[name] ?? fallback).split(',').map(Number);
+  if (pair.length !== 2 || !pair.every(Number.isSafeInteger) || pair[0] < 0 || pair[1] <= pair[0]) fail(`--${name} takes A,B generations with 0 <= A < B, got ${String(args.values[name])}`);
+  return [pair[0], pair[1]];
+}
+const counted = generationPair('counted', '1,3');
+const hollowCounted = generationPair('hollow-counted', '2,12');
+function configList(name: string, fallback: readonly ConfigName[]): ConfigName[] {
+  const list = String(args.values[name] ?? fallback.join(',')).split(',').filter(Boolean) as ConfigName[];
+  for (const c of list) if (!CONFIGS.includes(c)) fail(`--${name}: unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
+  return list;
+}
+const configs = configList('configs', CONFIGS);
+const fullConfigs = configList('full-configs', ['tensorpool']);
+const instructions = !args.values['no-instructions'];
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-node-hook-bench-'));
+const MODELS = { decoder: path.join(scratch, 'decoder.onnx'), hollow: path.join(scratch, 'hollow-decoder.onnx') };
+type ModelName = keyof typeof MODELS;
+const app = path.join(__dirname, 'node-hook-app.cjs');
+
+/** The environment of `config`'s app: the caller's without any tensorpool, preload or Node option, then the configuration's. */
+function environment(config: ConfigName, model: ModelName, generationCount: number): NodeJS.ProcessEnv {
+  const base: NodeJS.ProcessEnv = {
+    ...process.env,
+    DECODER_MODEL: MODELS[model],
+    DECODER_WIDTH: String(DECODER.width),
+    DECODER_TOKENS: String(tokens),
+    DECODER_GENERATIONS: String(generationCount),
+  };
+  for (const key of ['LD_PRELOAD', 'NODE_OPTIONS', 'DECODER_ARENA']) delete base[key];
+  for (const key of Object.keys(base)) if (key.startsWith('TENSORPOOL_')) delete base[key];
+  switch (config) {
+    case 'arena':
+      return base;
+    case 'glibc':
+      return { ...base, DECODER_ARENA: '0' };
+    case 'tensorpool':
+      return runEnvironment(base);
+    case 'tensorpool-marks':
+      return runEnvironment(base, { TENSORPOOL_COLLECT_AFTER: 'off' });
+    case 'tensorpool-no-hooks':
+      return { ...runEnvironment(base, {}, false), DECODER_ARENA: '0' };
+  }
+}
+
+/** Runs `argv` to its end; resolves with its stdout and stderr, rejects where it failed. */
+function finish(argv: string[], env: NodeJS.ProcessEnv): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve({ stdout, stderr });
+      else reject(new Error(`${argv.slice(0, 4).join(' ')} exited (${code ?? signal}): ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
+    });
+  });
+}
+
+/** CPU time per run of `config` on the decoder outside valgrind (context), and the checksum of its tokens. */
+async function cpuPerRun(config: ConfigName): Promise<{ micros: number; checksum: number }> {
+  const { stdout } = await finish([process.execPath, app], environment(config, 'decoder', generations));
+  const line = stdout.split('\n').find((l) => l.startsWith('{'));
+  if (!line) throw new Error(`the app printed no result: ${stdout.trim().slice(0, 200)}`);
+  const result = JSON.parse(line) as { runs: number; cpuMicros: number; checksum: number };
+  return { micros: result.cpuMicros / result.runs, checksum: result.checksum };
+}
+
+/** Instructions cachegrind counts for `config`'s app on `model` over `generationCount` measured generations (every thread). */
+async function countInstructions(config: ConfigName, model: ModelName, generationCount: number): Promise<number> {
+  const valgrind = ['nice', '-n', '10', 'valgrind', '--tool=cachegrind', '--cache-sim=no', '--cachegrind-out-file=/dev/null'];
+  const { stderr } = await finish([...valgrind, process.execPath, app], environment(config, model, generationCount));
+  const refs = /I\s+refs:\s+([\d,]+)/.exec(stderr);
+  if (!refs) throw new Error(`cachegrind printed no count for ${config}: ${stderr.trim().split('\n').slice(-2).join(' | ')}`);
+  return Number(refs[1].replace(/,/g, ''));
+}
+
+/** Instructions a run of `config` on `model`: the difference of two counts over `pair` generations. */
+async function instructionsPerRun(config: ConfigName, model: ModelName, pair: [number, number]): Promise<number> {
+  const [a, b] = await Promise.all(pair.map((g) => countInstructions(config, model, g)));
+  return (b - a) / ((pair[1] - pair[0]) * tokens);
+}
+
+/** Runs `tasks`, at most `limit` at a time; resolves with their results in order. */
+async function limited<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
+  const results = new Array<T>(tasks.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
+  return results;
+}
+
+interface Sample {
+  cpuMicros: number;
+  checksum: number;
+  hollow: number | null; // instructions a run on the hollow decoder
+}
+
+const count = (n: number) => Math.round(n).toLocaleString('en-US');
+
+async function main(): Promise<void> {
+  const machine = printHeader('the Node hook\'s per-run work: a GPT-like decoder, one session.run() a token, ONNX Runtime on one thread');
+  fs.writeFileSync(MODELS.decoder, decoderModel());
+  fs.writeFileSync(MODELS.hollow, hollowDecoderModel());
+  console.log(`# decoder: ${DECODER.layers} layers, width ${DECODER.width}, vocabulary ${DECODER.vocabulary}; ${tokens} runs a generation; CPU over ${generations} generations; ${rounds} round(s)`);
+  if (instructions) console.log(`# instructions (cachegrind): hollow decoder (I(${hollowCounted[1]}) - I(${hollowCounted[0]})) generations, every configuration and round; decoder (I(${counted[1]}) - I(${counted[0]})) for ${fullConfigs.join(', ')}`);
+  const samples = new Map<ConfigName, Sample[]>(configs.map((c) => [c, []]));
+  for (let r = 0; r < rounds; r++) {
+    // The round's order turns, so that no configuration always runs first.
+    const order = configs.map((_, i) => configs[(i + r) % configs.length]);
+    const cpu = new Map<ConfigName, { micros: number; checksum: number }>();
+    for (const config of order) cpu.set(config, await cpuPerRun(config));
+    const hollow = instructions ? await limited(order.map((config) => () => instructionsPerRun(config, 'hollow', hollowCounted)), Math.max(1, parallel >> 1)) : null;
+    order.forEach((config, i) => {
+      const { micros, checksum } = cpu.get(config)!;
+      samples.get(config)!.push({ cpuMicros: micros, checksum, hollow: hollow ? hollow[i] : null });
+      console.log(`# round ${r + 1} ${config}: decoder ${micros.toFixed(0)} us CPU a run${hollow ? `; hollow decoder ${count(hollow[i])} instructions a run` : ''}`);
+    });
+  }
+  const full = new Map<ConfigName, number>();
+  if (instructions) {
+    const perRun = await limited(fullConfigs.map((config) => () => instructionsPerRun(config, 'decoder', counted)), Math.max(1, parallel >> 1));
+    fullConfigs.forEach((config, i) => {
+      full.set(config, perRun[i]);
+      console.log(`# decoder ${config}: ${count(perRun[i])} instructions a run`);
+    });
+  }
+
+  const reference = samples.get(configs[0])![0].checksum;
+  const series = (config: ConfigName, pick: (s: Sample) => number | null): number[] | null => {
+    const values = samples.get(config)?.map(pick);
+    return values && values.every((v) => v !== null) ? (values as number[]) : null;
+  };
+  const vsArena = (config: ConfigName, pick: (s: Sample) => number | null): MedianInterval | null => {
+    const [x, y] = [series(config, pick), series('arena', pick)];
+    return x && y ? medianInterval(pairedRatios(x, y)) : null;
+  };
+  const results = configs.map((config) => ({
+    config,
+    cpuMicros: median(series(config, (s) => s.cpuMicros)!),
+    cpuVsArena: vsArena(config, (s) => s.cpuMicros),
+    hollow: instructions ? median(series(config, (s) => s.hollow)!) : null,
+    hollowVsArena: vsArena(config, (s) => s.hollow),
+    decoder: full.get(config) ?? null,
+    sameTokens: samples.get(config)!.every((s) => s.checksum === reference),
+  }));
+  console.log(formatTable(
+    ['configuration', 'decoder: instructions a run', 'hollow decoder: instructions a run', 'vs arena', 'decoder: CPU us a run', 'vs arena', 'tokens'],
+    results.map((r) => [
+      r.config,
+      r.decoder === null ? '' : count(r.decoder),
+      r.hollow === null ? '' : count(r.hollow),
+      r.hollowVsArena ? formatInterval(r.hollowVsArena, 3) : '',
+      round(r.cpuMicros, 0),
+      r.cpuVsArena ? formatInterval(r.cpuVsArena, 3) : '',
+      r.sameTokens ? 'same' : 'DIFFER',
+    ]),
+  ));
+  // (a - b) / `of` a run, round by round: the share of a decoder run that a's per-run work over b's is.
+  const share = (a: ConfigName, b: ConfigName, pick: (s: Sample) => number | null, of: (round: number) => number | null): MedianInterval | null => {
+    const [x, y] = [series(a, pick), series(b, pick)];
+    if (!x || !y || x.some((_, r) => of(r) === null)) return null;
+    return medianInterval(x.map((v, r) => (v - y[r]) / of(r)!));
+  };
+  const split = (pick: (s: Sample) => number | null, of: (round: number) => number | null) => ({
+    all: share('tensorpool', 'tensorpool-no-hooks', pick, of),
+    marks: share('tensorpool-marks', 'tensorpool-no-hooks', pick, of),
+    collection: share('tensorpool', 'tensorpool-marks', pick, of),
+  });
+  const decoderRun = full.get('tensorpool') ?? null;
+  const hook = {
+    instructions: split((s) => s.hollow, () => decoderRun),
+    cpu: split((s) => s.cpuMicros, (r) => series('tensorpool', (s) => s.cpuMicros)?.[r] ?? null),
+  };
+  const percent = (i: MedianInterval | null) => (i ? `${formatInterval({ ...i, median: 100 * i.median, low: 100 * i.low, high: 100 * i.high }, 2)} %` : 'n/a');
+  for (const [what, figures] of Object.entries(hook)) {
+    console.log(`# the hook's per-run work, share of a decoder run under tensorpool (${what}): all ${percent(figures.all)}; marks ${percent(figures.marks)}; collection ${percent(figures.collection)}`);
+  }
+  console.log('# medians over rounds; ratios and shares paired by round: median [95% interval]; instructions: cachegrind, every thread; CPU: process.cpuUsage, context only on a shared machine');
+  writeJson(args.json, { machine, decoder: DECODER, tokens, generations, counted, hollowCounted, rounds, results, hook, samples: Object.fromEntries(samples), decoderInstructions: Object.fromEntries(full) });
+}
+
+main()
+  .catch((error) => {
+    console.error(error);
+    process.exitCode = 1;
+  })
+  .finally(() => fs.rmSync(scratch, { recursive: true, force: true }));
