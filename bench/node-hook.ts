@@ -21,7 +21,8 @@
  * every configuration, --rounds rounds, --hollow-counted A,B; a run's instructions on the decoder itself
  * (--full-configs, default tensorpool: valgrind runs the decoder slowly) with --counted A,B. The hook's share
  * of a decoder run = (hollow tensorpool - hollow tensorpool-no-hooks) / decoder tensorpool, split into marks
- * (tensorpool-marks - tensorpool-no-hooks) and collection (tensorpool - tensorpool-marks).
+ * (tensorpool-marks - tensorpool-no-hooks) and collection (tensorpool - tensorpool-marks). Under valgrind the
+ * pool's decay is off (TENSORPOOL_DECAY_MS=off): it is driven by milliseconds, which valgrind stretches.
  *
  * CPU time (process.cpuUsage, user + system, the decoder over --generations generations outside valgrind) is
  * context only on a shared machine. Configurations run interleaved within a round; ratios and shares are
@@ -83,8 +84,14 @@ const MODELS = { decoder: path.join(scratch, 'decoder.onnx'), hollow: path.join(
 type ModelName = keyof typeof MODELS;
 const app = path.join(__dirname, 'node-hook-app.cjs');
 
-/** The environment of `config`'s app: the caller's without any tensorpool, preload or Node option, then the configuration's. */
-function environment(config: ConfigName, model: ModelName, generationCount: number): NodeJS.ProcessEnv {
+/**
+ * The environment of `config`'s app: the caller's without any tensorpool, preload or Node option, then the
+ * configuration's. `underValgrind`: the pool's decay off, which is driven by milliseconds, so
+ * that valgrind's slowing every run down many times would have it give back and fault in again memory that
+ * the same runs keep at their native speed (the hollow decoder under the hook: 3.1M instructions a run with
+ * decay, 2.4M without); decay is the pool's, not the hook's, work.
+ */
+function environment(config: ConfigName, model: ModelName, generationCount: number, underValgrind: boolean): NodeJS.ProcessEnv {
   const base: NodeJS.ProcessEnv = {
     ...process.env,
     DECODER_MODEL: MODELS[model],
@@ -94,17 +101,18 @@ function environment(config: ConfigName, model: ModelName, generationCount: numb
   };
   for (const key of ['LD_PRELOAD', 'NODE_OPTIONS', 'DECODER_ARENA']) delete base[key];
   for (const key of Object.keys(base)) if (key.startsWith('TENSORPOOL_')) delete base[key];
+  const decay: Record<string, string> = underValgrind ? { TENSORPOOL_DECAY_MS: 'off' } : {};
   switch (config) {
     case 'arena':
       return base;
     case 'glibc':
       return { ...base, DECODER_ARENA: '0' };
     case 'tensorpool':
-      return runEnvironment(base);
+      return runEnvironment(base, decay);
     case 'tensorpool-marks':
-      return runEnvironment(base, { TENSORPOOL_COLLECT_AFTER: 'off' });
+      return runEnvironment(base, { ...decay, TENSORPOOL_COLLECT_AFTER: 'off' });
     case 'tensorpool-no-hooks':
-      return { ...runEnvironment(base, {}, false), DECODER_ARENA: '0' };
+      return { ...runEnvironment(base, decay, false), DECODER_ARENA: '0' };
   }
 }
 
@@ -126,7 +134,7 @@ function finish(argv: string[], env: NodeJS.ProcessEnv): Promise<{ stdout: strin
 
 /** CPU time per run of `config` on the decoder outside valgrind (context), and the checksum of its tokens. */
 async function cpuPerRun(config: ConfigName): Promise<{ micros: number; checksum: number }> {
-  const { stdout } = await finish([process.execPath, app], environment(config, 'decoder', generations));
+  const { stdout } = await finish([process.execPath, app], environment(config, 'decoder', generations, false));
   const line = stdout.split('\n').find((l) => l.startsWith('{'));
   if (!line) throw new Error(`the app printed no result: ${stdout.trim().slice(0, 200)}`);
   const result = JSON.parse(line) as { runs: number; cpuMicros: number; checksum: number };
@@ -136,7 +144,7 @@ async function cpuPerRun(config: ConfigName): Promise<{ micros: number; checksum
 /** Instructions cachegrind counts for `config`'s app on `model` over `generationCount` measured generations (every thread). */
 async function countInstructions(config: ConfigName, model: ModelName, generationCount: number): Promise<number> {
   const valgrind = ['nice', '-n', '10', 'valgrind', '--tool=cachegrind', '--cache-sim=no', '--cachegrind-out-file=/dev/null'];
-  const { stderr } = await finish([...valgrind, process.execPath, app], environment(config, model, generationCount));
+  const { stderr } = await finish([...valgrind, process.execPath, app], environment(config, model, generationCount, true));
   const refs = /I\s+refs:\s+([\d,]+)/.exec(stderr);
   if (!refs) throw new Error(`cachegrind printed no count for ${config}: ${stderr.trim().split('\n').slice(-2).join(' | ')}`);
   return Number(refs[1].replace(/,/g, ''));
