@@ -14,23 +14,28 @@
  *   tensorpool-no-hooks  `tensorpool run --no-hooks`, the app turning the arena and memory pattern off itself:
  *                        the pool serves ONNX Runtime as under the hook, with no per-run work
  *
- * Instructions are counted by valgrind's cachegrind (`--cache-sim=no`; every thread of the process), per run
- * (I(B generations) - I(A generations)) / ((B - A) x --tokens), so that start-up, loading the model and exit
- * cancel out: a count the machine's load does not move. The hook's work is counted on the hollow decoder
- * (hollowDecoderModel: the decoder's inputs and outputs, the same sizes a run, almost none of its compute),
- * every configuration, --rounds rounds, --hollow-counted A,B; a run's instructions on the decoder itself
- * (--full-configs, default tensorpool: valgrind runs the decoder slowly) with --counted A,B. The hook's share
- * of a decoder run = (hollow tensorpool - hollow tensorpool-no-hooks) / decoder tensorpool, split into marks
- * (tensorpool-marks - tensorpool-no-hooks) and collection (tensorpool - tensorpool-marks). Under valgrind the
- * pool's decay is off (TENSORPOOL_DECAY_MS=off): it is driven by milliseconds, which valgrind stretches.
+ * Instructions are counted by valgrind: a count the machine's load does not move. The hook's work is what
+ * callgrind counts inside the functions it calls, on the hollow decoder (hollowDecoderModel: the decoder's
+ * inputs and outputs, the same sizes a run, almost none of its compute) over --hollow-generations generations
+ * (and the unmeasured one), under tensorpool and tensorpool-marks: the addon's markIteration (inclusive), V8's
+ * heap statistics and node's memoryUsage (collectIfGrown's reads), and the garbage collections: all of V8's
+ * under tensorpool minus all of V8's under tensorpool-marks (the hook's gc() calls and what they change in
+ * V8's own), divided by the runs. The hook's JavaScript around those calls (a few hundred instructions a run,
+ * JIT code callgrind cannot name) is not in it. Whole-process differences between configurations moved by
+ * hundreds of thousands of instructions a run from one process to the next (JIT code, V8's background
+ * threads), far more than the hook's work, so they are not the measure. A run's instructions on the decoder
+ * itself (the share's denominator; --full-configs, default tensorpool) are cachegrind's (`--cache-sim=no`, every
+ * thread) (I(B generations) - I(A generations)) / ((B - A) x --tokens), --counted A,B: start-up, loading the
+ * model and exit cancel out. Under valgrind the pool's decay is off (TENSORPOOL_DECAY_MS=off): it is driven by
+ * milliseconds, which valgrind stretches.
  *
  * CPU time (process.cpuUsage, user + system, the decoder over --generations generations outside valgrind) is
  * context only on a shared machine. Configurations run interleaved within a round; ratios and shares are
  * paired by round: median [95% interval]. Every configuration must generate the same tokens (a checksum).
  *
  *   npm run build && npx tsx bench/node-hook.ts [--rounds 3] [--configs LIST] [--full-configs LIST]
- *       [--tokens 32] [--generations 20] [--counted 1,3] [--hollow-counted 2,12] [--parallel 2]
- *       [--no-instructions] [--json out.json]
+ *       [--tokens 32] [--generations 20] [--counted 1,3] [--hollow-generations 12] [--no-instructions]
+ *       [--json out.json]
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -53,8 +58,7 @@ const args = benchArgs(1, {
   tokens: { type: 'string' },
   generations: { type: 'string' },
   counted: { type: 'string' },
-  'hollow-counted': { type: 'string' },
-  parallel: { type: 'string' },
+  'hollow-generations': { type: 'string' },
   'no-instructions': { type: 'boolean' },
 });
 const checks = optionChecks('node-hook', args);
@@ -62,14 +66,13 @@ const fail: (message: string) => never = checks.fail;
 const rounds = checks.integer('rounds', args.quick ? 1 : 3);
 const tokens = checks.integer('tokens', 32, 2);
 const generations = checks.integer('generations', args.quick ? 4 : 20);
-const parallel = checks.integer('parallel', 2);
+const hollowGenerations = checks.integer('hollow-generations', args.quick ? 2 : 12);
 function generationPair(name: string, fallback: string): [number, number] {
   const pair = String(args.values[name] ?? fallback).split(',').map(Number);
   if (pair.length !== 2 || !pair.every(Number.isSafeInteger) || pair[0] < 0 || pair[1] <= pair[0]) fail(`--${name} takes A,B generations with 0 <= A < B, got ${String(args.values[name])}`);
   return [pair[0], pair[1]];
 }
 const counted = generationPair('counted', '1,3');
-const hollowCounted = generationPair('hollow-counted', '2,12');
 function configList(name: string, fallback: readonly ConfigName[]): ConfigName[] {
   const list = String(args.values[name] ?? fallback.join(',')).split(',').filter(Boolean) as ConfigName[];
   for (const c of list) if (!CONFIGS.includes(c)) fail(`--${name}: unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
@@ -156,24 +159,39 @@ async function instructionsPerRun(config: ConfigName, model: ModelName, pair: [n
   return (b - a) / ((pair[1] - pair[0]) * tokens);
 }
 
-/** Runs `tasks`, at most `limit` at a time; resolves with their results in order. */
-async function limited<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
-  const results = new Array<T>(tasks.length);
-  let next = 0;
-  const lane = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      results[i] = await tasks[i]();
+/** The functions the hook's per-run work runs in, as callgrind_annotate names them (inclusive counts). */
+const HOOK_FUNCTIONS = {
+  marks: /ProcessPoolObject::MarkIteration>/, // the addon's markIteration, its N-API callback
+  heapStatistics: /node::v8_utils::UpdateHeapStatisticsBuffer\(/, // v8.getHeapStatistics()
+  memoryUsage: /node::MemoryUsage\(/, // process.memoryUsage()
+  hookCollections: /v8::internal::GCExtension::GC\(/, // gc(), which only the hook calls here
+  collections: /v8::internal::Heap::CollectGarbage\(/, // every garbage collection of V8's
+};
+type HookFunction = keyof typeof HOOK_FUNCTIONS;
+
+/** Instructions callgrind counts inside HOOK_FUNCTIONS (inclusive, a run) for `config` on the hollow decoder. */
+async function hookFunctionsPerRun(config: ConfigName): Promise<Record<HookFunction, number>> {
+  const out = path.join(scratch, `callgrind-${config}.out`);
+  const valgrind = ['nice', '-n', '10', 'valgrind', '--tool=callgrind', `--callgrind-out-file=${out}`];
+  await finish([...valgrind, process.execPath, app], environment(config, 'hollow', hollowGenerations, true));
+  const { stdout } = await finish(['callgrind_annotate', '--inclusive=yes', '--threshold=100', out], process.env);
+  const runs = (hollowGenerations + 1) * tokens; // with the unmeasured generation: the hook works in its runs too
+  const counts = {} as Record<HookFunction, number>;
+  for (const [name, pattern] of Object.entries(HOOK_FUNCTIONS) as [HookFunction, RegExp][]) {
+    // A function's inclusive count is on the line of its own symbol; lines of code inlined into it are less.
+    let most = 0;
+    for (const line of stdout.split('\n')) {
+      const m = /^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(?!=>)(.*)$/.exec(line);
+      if (m && pattern.test(m[2])) most = Math.max(most, Number(m[1].replace(/,/g, '')));
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
-  return results;
+    counts[name] = most / runs;
+  }
+  return counts;
 }
 
 interface Sample {
   cpuMicros: number;
   checksum: number;
-  hollow: number | null; // instructions a run on the hollow decoder
 }
 
 const count = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -183,28 +201,28 @@ async function main(): Promise<void> {
   fs.writeFileSync(MODELS.decoder, decoderModel());
   fs.writeFileSync(MODELS.hollow, hollowDecoderModel());
   console.log(`# decoder: ${DECODER.layers} layers, width ${DECODER.width}, vocabulary ${DECODER.vocabulary}; ${tokens} runs a generation; CPU over ${generations} generations; ${rounds} round(s)`);
-  if (instructions) console.log(`# instructions (cachegrind): hollow decoder (I(${hollowCounted[1]}) - I(${hollowCounted[0]})) generations, every configuration and round; decoder (I(${counted[1]}) - I(${counted[0]})) for ${fullConfigs.join(', ')}`);
+  if (instructions) console.log(`# instructions: callgrind in the hook's functions, hollow decoder, ${hollowGenerations} generations; cachegrind, decoder (I(${counted[1]}) - I(${counted[0]})) generations for ${fullConfigs.join(', ')}`);
+  // The valgrind runs are slow (the decoder's hours of valgrind time against seconds natively): they start at
+  // once, beside the CPU rounds, which are context only.
+  const counting = instructions
+    ? Promise.all([
+        Promise.all((['tensorpool', 'tensorpool-marks'] as const).map((config) => hookFunctionsPerRun(config))),
+        Promise.all(fullConfigs.map((config) => instructionsPerRun(config, 'decoder', counted))),
+      ])
+    : null;
   const samples = new Map<ConfigName, Sample[]>(configs.map((c) => [c, []]));
   for (let r = 0; r < rounds; r++) {
     // The round's order turns, so that no configuration always runs first.
     const order = configs.map((_, i) => configs[(i + r) % configs.length]);
-    const cpu = new Map<ConfigName, { micros: number; checksum: number }>();
-    for (const config of order) cpu.set(config, await cpuPerRun(config));
-    const hollow = instructions ? await limited(order.map((config) => () => instructionsPerRun(config, 'hollow', hollowCounted)), Math.max(1, parallel >> 1)) : null;
-    order.forEach((config, i) => {
-      const { micros, checksum } = cpu.get(config)!;
-      samples.get(config)!.push({ cpuMicros: micros, checksum, hollow: hollow ? hollow[i] : null });
-      console.log(`# round ${r + 1} ${config}: decoder ${micros.toFixed(0)} us CPU a run${hollow ? `; hollow decoder ${count(hollow[i])} instructions a run` : ''}`);
-    });
+    for (const config of order) {
+      const { micros, checksum } = await cpuPerRun(config);
+      samples.get(config)!.push({ cpuMicros: micros, checksum });
+      console.log(`# round ${r + 1} ${config}: decoder ${micros.toFixed(0)} us CPU a run`);
+    }
   }
-  const full = new Map<ConfigName, number>();
-  if (instructions) {
-    const perRun = await limited(fullConfigs.map((config) => () => instructionsPerRun(config, 'decoder', counted)), Math.max(1, parallel >> 1));
-    fullConfigs.forEach((config, i) => {
-      full.set(config, perRun[i]);
-      console.log(`# decoder ${config}: ${count(perRun[i])} instructions a run`);
-    });
-  }
+  const counts = counting ? await counting : null;
+  const full = new Map<ConfigName, number>(counts ? fullConfigs.map((config, i) => [config, counts[1][i]]) : []);
+  for (const [config, perRun] of full) console.log(`# decoder ${config}: ${count(perRun)} instructions a run (cachegrind)`);
 
   const reference = samples.get(configs[0])![0].checksum;
   const series = (config: ConfigName, pick: (s: Sample) => number | null): number[] | null => {
@@ -219,45 +237,40 @@ async function main(): Promise<void> {
     config,
     cpuMicros: median(series(config, (s) => s.cpuMicros)!),
     cpuVsArena: vsArena(config, (s) => s.cpuMicros),
-    hollow: instructions ? median(series(config, (s) => s.hollow)!) : null,
-    hollowVsArena: vsArena(config, (s) => s.hollow),
     decoder: full.get(config) ?? null,
     sameTokens: samples.get(config)!.every((s) => s.checksum === reference),
   }));
   console.log(formatTable(
-    ['configuration', 'decoder: instructions a run', 'hollow decoder: instructions a run', 'vs arena', 'decoder: CPU us a run', 'vs arena', 'tokens'],
+    ['configuration', 'decoder: instructions a run', 'decoder: CPU us a run', 'vs arena', 'tokens'],
     results.map((r) => [
       r.config,
       r.decoder === null ? '' : count(r.decoder),
-      r.hollow === null ? '' : count(r.hollow),
-      r.hollowVsArena ? formatInterval(r.hollowVsArena, 3) : '',
       round(r.cpuMicros, 0),
       r.cpuVsArena ? formatInterval(r.cpuVsArena, 3) : '',
       r.sameTokens ? 'same' : 'DIFFER',
     ]),
   ));
-  // (a - b) / `of` a run, round by round: the share of a decoder run that a's per-run work over b's is.
-  const share = (a: ConfigName, b: ConfigName, pick: (s: Sample) => number | null, of: (round: number) => number | null): MedianInterval | null => {
-    const [x, y] = [series(a, pick), series(b, pick)];
-    if (!x || !y || x.some((_, r) => of(r) === null)) return null;
-    return medianInterval(x.map((v, r) => (v - y[r]) / of(r)!));
-  };
-  const split = (pick: (s: Sample) => number | null, of: (round: number) => number | null) => ({
-    all: share('tensorpool', 'tensorpool-no-hooks', pick, of),
-    marks: share('tensorpool-marks', 'tensorpool-no-hooks', pick, of),
-    collection: share('tensorpool', 'tensorpool-marks', pick, of),
-  });
-  const decoderRun = full.get('tensorpool') ?? null;
-  const hook = {
-    instructions: split((s) => s.hollow, () => decoderRun),
-    cpu: split((s) => s.cpuMicros, (r) => series('tensorpool', (s) => s.cpuMicros)?.[r] ?? null),
-  };
-  const percent = (i: MedianInterval | null) => (i ? `${formatInterval({ ...i, median: 100 * i.median, low: 100 * i.low, high: 100 * i.high }, 2)} %` : 'n/a');
-  for (const [what, figures] of Object.entries(hook)) {
-    console.log(`# the hook's per-run work, share of a decoder run under tensorpool (${what}): all ${percent(figures.all)}; marks ${percent(figures.marks)}; collection ${percent(figures.collection)}`);
+  // The hook's work a run, by what it runs, and its share of a decoder run under tensorpool.
+  let hook = null;
+  const decoderRun = full.get('tensorpool');
+  if (counts && decoderRun !== undefined) {
+    const [withCollection, marksOnly] = counts[0];
+    const work = {
+      marks: withCollection.marks,
+      reads: withCollection.heapStatistics + withCollection.memoryUsage,
+      collection: withCollection.collections - marksOnly.collections,
+    };
+    const all = work.marks + work.reads + work.collection;
+    hook = { perRun: { ...work, all }, share: all / decoderRun, functions: { tensorpool: withCollection, 'tensorpool-marks': marksOnly } };
+    const part = (n: number) => `${count(n)} (${((100 * n) / decoderRun).toFixed(2)} %)`;
+    console.log(`# the hook's per-run work, instructions a run (share of a decoder run under tensorpool, ${count(decoderRun)}): all ${part(all)}; marks ${part(work.marks)}; heap statistics and memoryUsage ${part(work.reads)}; collection ${part(work.collection)} (gc() itself ${count(withCollection.hookCollections)}; V8's collections ${count(withCollection.collections)} a run with the hook's, ${count(marksOnly.collections)} without)`);
   }
+  // CPU time (context): (tensorpool - tensorpool-no-hooks) / tensorpool, paired by round.
+  const [withHook, noHooks] = [series('tensorpool', (s) => s.cpuMicros), series('tensorpool-no-hooks', (s) => s.cpuMicros)];
+  const cpuShare = withHook && noHooks ? medianInterval(withHook.map((v, r) => (v - noHooks[r]) / v)) : null;
+  if (cpuShare) console.log(`# CPU time (context): (tensorpool - tensorpool-no-hooks) / tensorpool ${formatInterval({ ...cpuShare, median: 100 * cpuShare.median, low: 100 * cpuShare.low, high: 100 * cpuShare.high }, 2)} %`);
   console.log('# medians over rounds; ratios and shares paired by round: median [95% interval]; instructions: cachegrind, every thread; CPU: process.cpuUsage, context only on a shared machine');
-  writeJson(args.json, { machine, decoder: DECODER, tokens, generations, counted, hollowCounted, rounds, results, hook, samples: Object.fromEntries(samples), decoderInstructions: Object.fromEntries(full) });
+  writeJson(args.json, { machine, decoder: DECODER, tokens, generations, counted, hollowGenerations, rounds, results, hook, cpuShare, samples: Object.fromEntries(samples), decoderInstructions: Object.fromEntries(full) });
 }
 
 main()
