@@ -15,6 +15,8 @@
  */
 import { onnx } from 'onnx-proto';
 
+import { encodeModel, graphBuilder, tensorShape, type GraphBuilder } from './onnx-graph.js';
+
 export interface DecoderShape {
   vocabulary: number;
   width: number;
@@ -22,46 +24,22 @@ export interface DecoderShape {
 }
 export const DECODER: DecoderShape = { vocabulary: 8192, width: 512, layers: 4 };
 
-function weights(count: number, seed: number, scale: number): Uint8Array {
-  const out = new Float32Array(count);
-  let x = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    out[i] = (x / 2 ** 32 - 0.5) * scale;
-  }
-  return new Uint8Array(out.buffer);
-}
-
 export function decoderModel(shape: DecoderShape = DECODER): Uint8Array {
-  return encodeModel(shape, false);
+  return build(shape, false);
 }
 
 export function hollowDecoderModel(shape: DecoderShape = DECODER): Uint8Array {
-  return encodeModel(shape, true);
+  return build(shape, true);
 }
 
-function encodeModel(shape: DecoderShape, hollow: boolean): Uint8Array {
+function build(shape: DecoderShape, hollow: boolean): Uint8Array {
   const { vocabulary, width, layers } = shape;
   const FLOAT = onnx.TensorProto.DataType.FLOAT;
   const INT = onnx.AttributeProto.AttributeType.INT;
-  const initializer: onnx.ITensorProto[] = [];
-  const node: onnx.INodeProto[] = [];
-  let seed = 1;
-  const tensor = (name: string, dims: number[], scale: number) => {
-    initializer.push({ name, dims, dataType: FLOAT, rawData: weights(dims.reduce((a, b) => a * b, 1), seed++, scale) });
-    return name;
-  };
-  const constant = (name: string, dims: number[], values: number[]) => {
-    initializer.push({ name, dims, dataType: FLOAT, floatData: values });
-    return name;
-  };
-  const op = (opType: string, input: string[], output: string, attribute: onnx.IAttributeProto[] = []) => {
-    node.push({ opType, input, output: [output], attribute });
-    return output;
-  };
-  const dims = (d: (number | string)[]) => ({ dim: d.map((x) => (typeof x === 'string' ? { dimParam: x } : { dimValue: x })) });
-  const floats = (name: string, d: (number | string)[]) => ({ name, type: { tensorType: { elemType: FLOAT, shape: dims(d) } } });
-  const input: onnx.IValueInfoProto[] = [{ name: 'input_ids', type: { tensorType: { elemType: onnx.TensorProto.DataType.INT64, shape: dims([1, 'tokens']) } } }];
+  const graph: GraphBuilder = graphBuilder();
+  const { tensor, constant, op } = graph;
+  const floats = (name: string, d: (number | string)[]) => ({ name, type: { tensorType: { elemType: FLOAT, shape: tensorShape(d) } } });
+  const input: onnx.IValueInfoProto[] = [{ name: 'input_ids', type: { tensorType: { elemType: onnx.TensorProto.DataType.INT64, shape: tensorShape([1, 'tokens']) } } }];
   const output: onnx.IValueInfoProto[] = [floats('logits', [1, 'tokens', vocabulary])];
   const concat = (past: string, now: string, out: string) => op('Concat', [past, now], out, [{ name: 'axis', type: INT, i: 1 }]);
   for (let l = 0; l < layers; l++) {
@@ -76,7 +54,7 @@ function encodeModel(shape: DecoderShape, hollow: boolean): Uint8Array {
     }
     const narrow = op('Gather', [tensor('narrow', [vocabulary, 8], 1), 'input_ids'], 'narrow_row');
     op('MatMul', [narrow, tensor('head', [8, vocabulary], 1)], 'logits');
-    return encode(name(hollow), input, output, initializer, node);
+    return encodeModel(hollow ? 'tensorpool-bench-hollow-decoder' : 'tensorpool-bench-decoder', input, output, graph);
   }
   const ones = constant('ones', [width], new Array(width).fill(1));
   const zeros = constant('zeros', [width], new Array(width).fill(0));
@@ -98,15 +76,5 @@ function encodeModel(shape: DecoderShape, hollow: boolean): Uint8Array {
     h = op('Add', [a, op('MatMul', [up, tensor(`down${l}`, [4 * width, width], w / 2)], `down${l}_out`)], `h${l + 1}`);
   }
   op('MatMul', [norm(h, 'final'), tensor('head', [width, vocabulary], w)], 'logits');
-  return encode(name(hollow), input, output, initializer, node);
-}
-
-function name(hollow: boolean): string {
-  return hollow ? 'tensorpool-bench-hollow-decoder' : 'tensorpool-bench-decoder';
-}
-
-function encode(name: string, input: onnx.IValueInfoProto[], output: onnx.IValueInfoProto[], initializer: onnx.ITensorProto[], node: onnx.INodeProto[]): Uint8Array {
-  const graph: onnx.IGraphProto = { name, input, output, initializer, node };
-  const model: onnx.IModelProto = { irVersion: 8, opsetImport: [{ domain: '', version: 17 }], producerName: 'tensorpool benches', graph };
-  return onnx.ModelProto.encode(onnx.ModelProto.create(model)).finish();
+  return encodeModel(hollow ? 'tensorpool-bench-hollow-decoder' : 'tensorpool-bench-decoder', input, output, graph);
 }

@@ -91,8 +91,7 @@ const app = path.join(__dirname, 'node-hook-app.cjs');
  * The environment of `config`'s app: the caller's without any tensorpool, preload or Node option, then the
  * configuration's. `underValgrind`: the pool's decay off, which is driven by milliseconds, so
  * that valgrind's slowing every run down many times would have it give back and fault in again memory that
- * the same runs keep at their native speed (the hollow decoder under the hook: 3.1M instructions a run with
- * decay, 2.4M without); decay is the pool's, not the hook's, work.
+ * the same runs keep at their native speed; decay is the pool's, not the hook's, work.
  */
 function environment(config: ConfigName, model: ModelName, generationCount: number, underValgrind: boolean): NodeJS.ProcessEnv {
   const base: NodeJS.ProcessEnv = {
