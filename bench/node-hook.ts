@@ -20,10 +20,9 @@
  * (and the unmeasured one), under tensorpool and tensorpool-marks: the addon's markIteration (inclusive), V8's
  * heap statistics and node's memoryUsage (collectIfGrown's reads), and the garbage collections: all of V8's
  * under tensorpool minus all of V8's under tensorpool-marks (the hook's gc() calls and what they change in
- * V8's own), divided by the runs. The hook's JavaScript around those calls (a few hundred instructions a run,
- * JIT code callgrind cannot name) is not in it. Whole-process differences between configurations moved by
- * hundreds of thousands of instructions a run from one process to the next (JIT code, V8's background
- * threads), far more than the hook's work, so they are not the measure. A run's instructions on the decoder
+ * V8's own), divided by the runs. The hook's JavaScript around those calls (JIT code, which callgrind cannot
+ * name) is not in it. Whole-process differences between configurations are not the measure: the counts of JIT
+ * code and of V8's background threads move between processes by more than the hook's work. A run's instructions on the decoder
  * itself (the share's denominator; --full-configs, default tensorpool) are cachegrind's (`--cache-sim=no`, every
  * thread) (I(B generations) - I(A generations)) / ((B - A) x --tokens), --counted A,B: start-up, loading the
  * model and exit cancel out. Under valgrind the pool's decay is off (TENSORPOOL_DECAY_MS=off): it is driven by
