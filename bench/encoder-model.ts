@@ -9,6 +9,8 @@
  */
 import { onnx } from 'onnx-proto';
 
+import { encodeModel, graphBuilder, tensorShape } from './onnx-graph.js';
+
 export interface EncoderShape {
   vocabulary: number;
   width: number;
@@ -16,34 +18,11 @@ export interface EncoderShape {
 }
 export const ENCODER: EncoderShape = { vocabulary: 8192, width: 256, layers: 4 };
 
-function weights(count: number, seed: number, scale: number): number[] {
-  const out = new Array<number>(count);
-  let x = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    out[i] = (x / 2 ** 32 - 0.5) * scale;
-  }
-  return out;
-}
-
 export function encoderModel(shape: EncoderShape = ENCODER, output = 'hidden'): Uint8Array {
   const { vocabulary, width, layers } = shape;
   const FLOAT = onnx.TensorProto.DataType.FLOAT;
-  const initializer: onnx.ITensorProto[] = [];
-  const node: onnx.INodeProto[] = [];
-  let seed = 1;
-  const tensor = (name: string, dims: number[], scale: number) => {
-    initializer.push({ name, dims, dataType: FLOAT, floatData: weights(dims.reduce((a, b) => a * b, 1), seed++, scale) });
-    return name;
-  };
-  const constant = (name: string, dims: number[], values: number[]) => {
-    initializer.push({ name, dims, dataType: FLOAT, floatData: values });
-    return name;
-  };
-  const op = (opType: string, input: string[], output: string, attribute: onnx.IAttributeProto[] = []) => {
-    node.push({ opType, input, output: [output], attribute });
-    return output;
-  };
+  const graph = graphBuilder();
+  const { tensor, constant, op } = graph;
   const ones = constant('ones', [width], new Array(width).fill(1));
   const zeros = constant('zeros', [width], new Array(width).fill(0));
   const scale = constant('scale', [], [1 / Math.sqrt(width)]);
@@ -63,14 +42,10 @@ export function encoderModel(shape: EncoderShape = ENCODER, output = 'hidden'): 
     const down = op('MatMul', [up, tensor(`down${l}`, [4 * width, width], w / 2)], `down${l}_out`);
     h = norm(op('Add', [a, down], `ffn${l}`), l === layers - 1 ? output : `h${l + 1}`);
   }
-  const dims = (d: (number | string)[]) => ({ dim: d.map((x) => (typeof x === 'string' ? { dimParam: x } : { dimValue: x })) });
-  const graph: onnx.IGraphProto = {
-    name: 'tensorpool-bench-encoder',
-    input: [{ name: 'input_ids', type: { tensorType: { elemType: onnx.TensorProto.DataType.INT64, shape: dims(['batch', 'sequence']) } } }],
-    output: [{ name: output, type: { tensorType: { elemType: FLOAT, shape: dims(['batch', 'sequence', width]) } } }],
-    initializer,
-    node,
-  };
-  const model: onnx.IModelProto = { irVersion: 8, opsetImport: [{ domain: '', version: 17 }], producerName: 'tensorpool benches', graph };
-  return onnx.ModelProto.encode(onnx.ModelProto.create(model)).finish();
+  return encodeModel(
+    'tensorpool-bench-encoder',
+    [{ name: 'input_ids', type: { tensorType: { elemType: onnx.TensorProto.DataType.INT64, shape: tensorShape(['batch', 'sequence']) } } }],
+    [{ name: output, type: { tensorType: { elemType: FLOAT, shape: tensorShape(['batch', 'sequence', width]) } } }],
+    graph,
+  );
 }
