@@ -34,6 +34,7 @@ export function hollowDecoderModel(shape: DecoderShape = DECODER): Uint8Array {
 
 function build(shape: DecoderShape, hollow: boolean): Uint8Array {
   const { vocabulary, width, layers } = shape;
+  const name = hollow ? 'tensorpool-bench-hollow-decoder' : 'tensorpool-bench-decoder';
   const FLOAT = onnx.TensorProto.DataType.FLOAT;
   const INT = onnx.AttributeProto.AttributeType.INT;
   const graph: GraphBuilder = graphBuilder();
@@ -54,7 +55,7 @@ function build(shape: DecoderShape, hollow: boolean): Uint8Array {
     }
     const narrow = op('Gather', [tensor('narrow', [vocabulary, 8], 1), 'input_ids'], 'narrow_row');
     op('MatMul', [narrow, tensor('head', [8, vocabulary], 1)], 'logits');
-    return encodeModel(hollow ? 'tensorpool-bench-hollow-decoder' : 'tensorpool-bench-decoder', input, output, graph);
+    return encodeModel(name, input, output, graph);
   }
   const ones = constant('ones', [width], new Array(width).fill(1));
   const zeros = constant('zeros', [width], new Array(width).fill(0));
@@ -76,5 +77,5 @@ function build(shape: DecoderShape, hollow: boolean): Uint8Array {
     h = op('Add', [a, op('MatMul', [up, tensor(`down${l}`, [4 * width, width], w / 2)], `down${l}_out`)], `h${l + 1}`);
   }
   op('MatMul', [norm(h, 'final'), tensor('head', [width, vocabulary], w)], 'logits');
-  return encodeModel(hollow ? 'tensorpool-bench-hollow-decoder' : 'tensorpool-bench-decoder', input, output, graph);
+  return encodeModel(name, input, output, graph);
 }

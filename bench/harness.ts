@@ -99,6 +99,12 @@ export function benchTraces(dir: string | undefined): string[] {
   return fs.readdirSync(bundled).filter((f) => f.endsWith('.csv.gz')).map((f) => path.join(bundled, f));
 }
 
+/** The whole program's instruction count in cachegrind's summary (its `I refs` line), or null where there is none. */
+export function cachegrindInstructions(text: string): number | null {
+  const refs = /I\s+refs:\s+([\d,]+)/.exec(text);
+  return refs ? Number(refs[1].replace(/,/g, '')) : null;
+}
+
 /** A trace's short name for tables: its directory for shared traces, else its file name. */
 export function traceLabel(file: string): string {
   return file.endsWith('trace.csv.gz') ? path.basename(path.dirname(file)) : path.basename(file).replace(/\.csv\.gz$/, '');

@@ -45,7 +45,7 @@ import { runEnvironment } from '../dist/cli/run.js';
 import { median, medianInterval, pairedRatios, type MedianInterval } from '../dist/report/stats.js';
 import { formatInterval, formatTable, round } from '../dist/report/table.js';
 import { DECODER, decoderModel, hollowDecoderModel } from './decoder-model.js';
-import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
+import { benchArgs, cachegrindInstructions, optionChecks, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['arena', 'glibc', 'tensorpool', 'tensorpool-marks', 'tensorpool-no-hooks'] as const;
 type ConfigName = (typeof CONFIGS)[number];
@@ -146,9 +146,9 @@ async function cpuPerRun(config: ConfigName): Promise<{ micros: number; checksum
 async function countInstructions(config: ConfigName, model: ModelName, generationCount: number): Promise<number> {
   const valgrind = ['nice', '-n', '10', 'valgrind', '--tool=cachegrind', '--cache-sim=no', '--cachegrind-out-file=/dev/null'];
   const { stderr } = await finish([...valgrind, process.execPath, app], environment(config, model, generationCount, true));
-  const refs = /I\s+refs:\s+([\d,]+)/.exec(stderr);
-  if (!refs) throw new Error(`cachegrind printed no count for ${config}: ${stderr.trim().split('\n').slice(-2).join(' | ')}`);
-  return Number(refs[1].replace(/,/g, ''));
+  const instructions = cachegrindInstructions(stderr);
+  if (instructions === null) throw new Error(`cachegrind printed no count for ${config}: ${stderr.trim().split('\n').slice(-2).join(' | ')}`);
+  return instructions;
 }
 
 /** Instructions a run of `config` on `model`: the difference of two counts over `pair` generations. */

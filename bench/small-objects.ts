@@ -60,7 +60,7 @@ import { preloadLibrary } from '../dist/index.js';
 import { missingMessage, resolveAllocator } from '../dist/replay/allocators.js';
 import { median } from '../dist/report/stats.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
-import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
+import { benchArgs, cachegrindInstructions, optionChecks, printHeader, writeJson } from './harness.js';
 import { measureRun, poolUse, rusageHelper, which, type RunSample } from './program-runs.js';
 
 const args = benchArgs(3, {
@@ -267,10 +267,10 @@ function countInstructions(work: string, command: string[], env: NodeJS.ProcessE
   const run = spawnSync('valgrind', ['--tool=cachegrind', '--cache-sim=no', '--cachegrind-out-file=/dev/null', `--log-file=${log}`, ...command],
     { env, cwd: work, stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 64 << 20 });
   const text = fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '';
-  const refs = /I\s+refs:\s+([\d,]+)/.exec(text);
+  const instructions = cachegrindInstructions(text);
   // No count where the program exec'd another (valgrind follows no exec without --trace-children).
-  if (run.status !== 0 || !refs) throw new Error(`valgrind ${command.join(' ')}: exit ${run.status ?? run.signal}, ${refs ? '' : 'no count; '}${text.trim().split('\n').slice(-2).join(' | ')}`);
-  return Number(refs[1].replace(/,/g, ''));
+  if (run.status !== 0 || instructions === null) throw new Error(`valgrind ${command.join(' ')}: exit ${run.status ?? run.signal}, ${instructions !== null ? '' : 'no count; '}${text.trim().split('\n').slice(-2).join(' | ')}`);
+  return instructions;
 }
 
 interface Result {
