@@ -51,12 +51,11 @@ export function appBenchSettings(
   known: readonly string[],
   defaults: { runs: number; quickRuns: number; warmup: (runs: number) => number; timeoutSeconds: number },
 ) {
-  const { fail, integer } = optionChecks(name, args);
+  const { fail, integer, names } = optionChecks(name, args);
   const runs = integer('runs', args.quick ? defaults.quickRuns : defaults.runs, 2);
   const warmup = integer('warmup', defaults.warmup(runs), 0);
   if (warmup >= runs) fail(`--warmup (${warmup}) must be less than --runs (${runs})`);
-  const configs = String(args.values.configs ?? 'arena,tensorpool').split(',');
-  for (const c of configs) if (!known.includes(c)) fail(`unknown configuration ${JSON.stringify(c)} (known: ${known.join(', ')})`);
+  const configs = names('configs', known, ['arena', 'tensorpool']);
   if (!configs.includes('arena')) fail('the arena is what every ratio is to: keep it in --configs');
   return {
     fail,

@@ -112,9 +112,16 @@ export function traceLabel(file: string): string {
 
 /**
  * A bench's checks of its own options: fail() prints `BENCH bench: message` and ends the process with code 2;
- * integer() reads option `name` as an integer of at least `min` (`fallback` when absent), or fails.
+ * integer() reads option `name` as an integer of at least `min` (`fallback` when absent), or fails; names()
+ * reads it as a comma-separated list of names from `known` (`fallback` when absent), or fails naming them.
  */
-export function optionChecks(bench: string, args: BenchArgs): { fail(message: string): never; integer(name: string, fallback: number, min?: number): number } {
+export interface OptionChecks {
+  fail(message: string): never;
+  integer(name: string, fallback: number, min?: number): number;
+  names<T extends string>(name: string, known: readonly T[], fallback?: readonly T[]): T[];
+}
+
+export function optionChecks(bench: string, args: BenchArgs): OptionChecks {
   const fail = (message: string): never => {
     console.error(`${bench} bench: ${message}`);
     process.exit(2);
@@ -124,7 +131,15 @@ export function optionChecks(bench: string, args: BenchArgs): { fail(message: st
     if (!Number.isSafeInteger(value) || value < min) fail(`--${name} must be an integer >= ${min}, got ${String(args.values[name])}`);
     return value;
   };
-  return { fail, integer };
+  const names = <T extends string>(name: string, known: readonly T[], fallback: readonly T[] = known): T[] => {
+    const value = args.values[name];
+    if (value === undefined) return [...fallback];
+    const list = String(value).split(',').map((s) => s.trim()).filter(Boolean);
+    if (list.length === 0) fail(`--${name} takes one or more of: ${known.join(', ')}`);
+    for (const item of list) if (!known.includes(item as T)) fail(`--${name}: unknown ${JSON.stringify(item)} (known: ${known.join(', ')})`);
+    return list as T[];
+  };
+  return { fail, integer, names };
 }
 
 /**

@@ -72,13 +72,8 @@ function generationPair(name: string, fallback: string): [number, number] {
   return [pair[0], pair[1]];
 }
 const counted = generationPair('counted', '1,3');
-function configList(name: string, fallback: readonly ConfigName[]): ConfigName[] {
-  const list = String(args.values[name] ?? fallback.join(',')).split(',').filter(Boolean) as ConfigName[];
-  for (const c of list) if (!CONFIGS.includes(c)) fail(`--${name}: unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
-  return list;
-}
-const configs = configList('configs', CONFIGS);
-const fullConfigs = configList('full-configs', ['tensorpool']);
+const configs = checks.names('configs', CONFIGS);
+const fullConfigs = checks.names('full-configs', CONFIGS, ['tensorpool']);
 const instructions = !args.values['no-instructions'];
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-node-hook-bench-'));

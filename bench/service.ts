@@ -103,8 +103,7 @@ const workers = integer('workers', 2);
 const concurrency = integer('concurrency', 2 * workers);
 const recordRequests = integer('record-requests', 400);
 const seed = integer('seed', 1, 0);
-const configs = String(args.values.configs ?? CONFIGS.join(',')).split(',') as ConfigName[];
-for (const c of configs) if (!CONFIGS.includes(c)) fail(`unknown configuration ${JSON.stringify(c)} (known: ${CONFIGS.join(', ')})`);
+const configs = checks.names('configs', CONFIGS);
 if (!configs.includes('arena')) fail('the arena is what every ratio is to: keep it in --configs');
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-service-bench-'));

@@ -70,7 +70,7 @@ const args = benchArgs(3, {
   'mimalloc-bench': { type: 'string' },
   library: { type: 'string' },
 });
-const { fail } = optionChecks('small-objects', args);
+const { fail, names } = optionChecks('small-objects', args);
 
 const root = path.resolve(__dirname, '..');
 const PEERS = ['jemalloc', 'mimalloc', 'tcmalloc'] as const;
@@ -107,8 +107,7 @@ const thresholds: (string | undefined)[] = args.values['min-bytes'] === undefine
       return fail((error as Error).message);
     }
   });
-const wantedConfigs = args.values.configs === undefined ? CONFIG_NAMES : String(args.values.configs).split(',').map((s) => s.trim());
-for (const name of wantedConfigs) if (!CONFIG_NAMES.includes(name)) fail(`unknown configuration '${name}' (known: ${CONFIG_NAMES.join(', ')})`);
+const wantedConfigs = names('configs', CONFIG_NAMES);
 const mimallocBench = args.values['mimalloc-bench'] === undefined ? undefined : path.resolve(String(args.values['mimalloc-bench']));
 if (mimallocBench && !fs.existsSync(path.join(mimallocBench, 'bench/cfrac/cfrac.c'))) fail(`--mimalloc-bench: no bench/cfrac/cfrac.c under ${mimallocBench} (a checkout of github.com/daanx/mimalloc-bench)`);
 const churnPairs = args.quick ? 200_000 : 1_000_000;

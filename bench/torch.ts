@@ -34,7 +34,7 @@ import { preloadLibrary, readTrace, train } from '../dist/index.js';
 import { resolveAllocator } from '../dist/replay/allocators.js';
 import { median, medianInterval, pairedRatios, quantile } from '../dist/report/stats.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
 const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool-run', 'tensorpool-run-planned'] as const;
 type ConfigName = (typeof CONFIGS)[number];
@@ -49,19 +49,16 @@ const args = benchArgs(3, {
   python: { type: 'string' },
   script: { type: 'string' },
 });
+const checks = optionChecks('torch', args);
+// Annotated: a call narrows what follows only through a name declared with its type.
+const fail: (message: string) => never = checks.fail;
 const models = String(args.values.models ?? 'cnn,lstm,encoder').split(',');
 const steps = positiveInteger('steps', args.values.steps ?? (args.quick ? '10' : '40'));
 // Rounds are the bench's repetitions: --reps, as every bench calls them (--rounds: the same, its older name).
 const rounds = args.values.rounds !== undefined ? positiveInteger('rounds', args.values.rounds) : args.values.reps !== undefined ? args.reps : args.quick ? 1 : 3;
 const threads = positiveInteger('threads', args.values.threads ?? '2');
-const configs = String(args.values.configs ?? CONFIGS.join(',')).split(',') as ConfigName[];
 const script = path.resolve(String(args.values.script ?? path.join(__dirname, 'torch', 'steps.py')));
 const cli = path.resolve(__dirname, '../dist/cli/main.js');
-
-function fail(message: string): never {
-  console.error(`bench/torch: ${message}`);
-  process.exit(2);
-}
 
 function positiveInteger(name: string, value: string | boolean): number {
   const n = Number(value);
@@ -69,7 +66,7 @@ function positiveInteger(name: string, value: string | boolean): number {
   return n;
 }
 
-for (const c of configs) if (!CONFIGS.includes(c)) fail(`unknown configuration '${c}' (known: ${CONFIGS.join(', ')})`);
+const configs = checks.names('configs', CONFIGS);
 if (!fs.existsSync(script)) fail(`no such script: ${script}`);
 
 /** The first python that imports torch: --python, else python3 on PATH, else the system's. */
