@@ -1,13 +1,15 @@
 /**
  * PyTorch under each process allocator: the slot PyTorch's tuning guide gives jemalloc or tcmalloc
  * (LD_PRELOAD), taken by `tensorpool run`. A real workload (bench/torch/steps.py: cnn and lstm training,
- * encoder inference over six sequence lengths), one process per configuration and round, rounds
+ * encoder inference over six sequence lengths; and, by --models only, as their steps take seconds,
+ * transformer-encoder training: encoder-train, encoder-lm), one process per configuration and round, rounds
  * interleaved:
  *
  *   glibc                    the C library's malloc (torch's default)
  *   jemalloc, mimalloc,      LD_PRELOADed (bench/install-peers.sh)
  *   tcmalloc
  *   tensorpool-run           `tensorpool run` (the preload library on its default classes)
+ *   tensorpool-run-jemalloc  `tensorpool run --with jemalloc` (jemalloc below the threshold)
  *   tensorpool-run-planned   `tensorpool run --plan`, the plan trained (order auto) from a `tensorpool run
  *                            --record` of the same workload
  *
@@ -36,7 +38,7 @@ import { median, medianInterval, pairedRatios, quantile } from '../dist/report/s
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
-const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool-run', 'tensorpool-run-planned'] as const;
+const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool-run', 'tensorpool-run-jemalloc', 'tensorpool-run-planned'] as const;
 type ConfigName = (typeof CONFIGS)[number];
 const PEERS = ['jemalloc', 'mimalloc', 'tcmalloc'] as const;
 
@@ -125,7 +127,7 @@ const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-torch-bench-'));
  *  recording included, starts from it. */
 function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ['LD_PRELOAD', 'TENSORPOOL_PLAN', 'TENSORPOOL_RECORD', 'TENSORPOOL_ADAPTIVE', 'TENSORPOOL_MIN_BYTES']) delete env[name];
+  for (const name of ['LD_PRELOAD', 'TENSORPOOL_PLAN', 'TENSORPOOL_RECORD', 'TENSORPOOL_ADAPTIVE', 'TENSORPOOL_MIN_BYTES', 'TENSORPOOL_WITH']) delete env[name];
   return env;
 }
 
@@ -145,6 +147,11 @@ function command(config: ConfigName, model: string, plan: string | undefined): {
   }
   if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary})`;
   if (config === 'tensorpool-run') return { argv: [process.execPath, cli, 'run', '--', ...workload], env };
+  if (config === 'tensorpool-run-jemalloc') {
+    const jemalloc = resolveAllocator('jemalloc');
+    if (!jemalloc.library) return `${jemalloc.soname} is not installed (bench/install-peers.sh)`;
+    return { argv: [process.execPath, cli, 'run', '--with', 'jemalloc', '--', ...workload], env };
+  }
   if (!plan) return 'no plan (its recording failed)';
   return { argv: [process.execPath, cli, 'run', '--plan', plan, '--', ...workload], env };
 }

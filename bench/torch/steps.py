@@ -7,6 +7,11 @@ models:
   lstm     training: an LSTM language model (vocabulary 2000, hidden 256), Adam, batch 8 of 20 tokens
   encoder  inference: a 4-layer transformer encoder (d 256) on sequences of 17, 128, 64, 200, 9, 96
            tokens in turn (a dynamic shape per step)
+  encoder-train  training: a 6-layer transformer encoder (d 512, 8 heads, feed-forward 2048) under a token
+           embedding (vocabulary 1000) and a per-token classifier, AdamW, batch 4 of 256 tokens
+  encoder-lm     training: a 6-layer transformer encoder (d 256, 8 heads, feed-forward 1024) as a language
+           model over 8000 tokens, AdamW, batch 8 of 256 tokens (its attention maps and logits, 16 and
+           62.5 MiB, are most of the step's memory)
 
 Any script that prints the same JSON line as its last line of stdout can take its place (--script).
 The checksum (the parameters' sum after training, or the last output's sum) shows whether an allocator
@@ -46,6 +51,27 @@ def lstm():
     return training(model, torch.optim.Adam(model.parameters(), lr=1e-3), loss)
 
 
+def token_encoder(vocabulary, d, heads, feed_forward, batch, tokens):
+    """Training of a 6-layer transformer encoder between a token embedding and a per-token classifier over
+    the vocabulary (a language model's head), AdamW, on one batch of random tokens."""
+
+    class TokenEncoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocabulary, d)
+            layer = torch.nn.TransformerEncoderLayer(d, heads, feed_forward, batch_first=True)
+            self.encoder = torch.nn.TransformerEncoder(layer, 6)
+            self.out = torch.nn.Linear(d, vocabulary)
+
+        def forward(self, x):
+            return self.out(self.encoder(self.embed(x)))
+
+    model = TokenEncoder()
+    x, y = torch.randint(0, vocabulary, (batch, tokens)), torch.randint(0, vocabulary, (batch, tokens))
+    loss = lambda: torch.nn.functional.cross_entropy(model(x).reshape(-1, vocabulary), y.reshape(-1))
+    return training(model, torch.optim.AdamW(model.parameters(), lr=1e-4), loss)
+
+
 def training(model, optimizer, loss):
     def step():
         optimizer.zero_grad()
@@ -74,7 +100,13 @@ def encoder():
     return step, lambda: float(state["last"].double().sum())
 
 
-MODELS = {"cnn": cnn, "lstm": lstm, "encoder": encoder}
+MODELS = {
+    "cnn": cnn,
+    "lstm": lstm,
+    "encoder": encoder,
+    "encoder-train": lambda: token_encoder(1000, 512, 8, 2048, 4, 256),
+    "encoder-lm": lambda: token_encoder(8000, 256, 8, 1024, 8, 256),
+}
 
 
 def main():
