@@ -316,20 +316,20 @@ uint64_t poolTrim() {
 }
 
 
-uint64_t defaultReserve() {
+TP_ALWAYS_RUN uint64_t defaultReserve() {
   const uint64_t left = os::addressSpaceLeft() / Pool::kLimitedSpareShare / os::kTrackGranule * os::kTrackGranule;
   return std::min(uint64_t{16} << 30, left);
 }
 
 void queuedFreeFailed(ReleaseStatus status) { invalidFree(status); }
 
-Pool* madePool() { return made(); }
+TP_ALWAYS_RUN Pool* madePool() { return made(); }
 Pool* servingPool() { return makeOrServe(); }
-bool poolReady() { return ready.load(std::memory_order_acquire); }
+TP_ALWAYS_RUN bool poolReady() { return ready.load(std::memory_order_acquire); }
 
-void preparePool(PoolRecipe* given) { recipe = given; }
+TP_ALWAYS_RUN void preparePool(PoolRecipe* given) { recipe = given; }
 
-void startRouting(uint64_t minBytes, bool addressLimited) {
+TP_ALWAYS_RUN void startRouting(uint64_t minBytes, bool addressLimited) {
   ready.store(true, std::memory_order_release);
   detail::routeFrom.store(minBytes, std::memory_order_release);
   setMallocExtra(detail::kAddressLimited, addressLimited);
