@@ -37,10 +37,12 @@
       # runtime (node's) never meets ours. --wrap=malloc: that runtime's allocations are the library's own.
       # --gc-sections drops the functions nothing calls (557 KB of code and constants, 455 KB without them):
       # every program that loads the library holds pages of its code (the kernel maps up to 64 KiB around
-      # each page a program touches; what every program runs lies together, native/preload/always_run.h).
+      # each page a program touches; what every program runs lies together, native/preload/always_run.h, at
+      # the start of the code, native/preload/always_run.ld).
       "cflags": ["-fvisibility=hidden", "-fPIC", "-ffunction-sections", "-fdata-sections"],
       "ldflags": ["-Wl,--no-undefined", "-Wl,--gc-sections", "-static-libstdc++", "-static-libgcc", "-Wl,--wrap=malloc",
-                  "-Wl,--version-script=<(module_root_dir)/native/preload/exports.map", "-Wl,-fini=tp_preload_fini"],
+                  "-Wl,--version-script=<(module_root_dir)/native/preload/exports.map", "-Wl,-fini=tp_preload_fini",
+                  "-Wl,-T,<(module_root_dir)/native/preload/always_run.ld"],
       "libraries": ["-ldl", "-lpthread"]
     }
   ]

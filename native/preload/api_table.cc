@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "always_run.h"
 #include "process_pool.h"
 #include "stats_page.h"
 
@@ -109,7 +110,7 @@ ProcessPoolApi table = {
 
 }  // namespace
 
-void describeProcess(const ProcessSettings& settings) {
+TP_ALWAYS_RUN void describeProcess(const ProcessSettings& settings) {
   table.mode = settings.mode;
   table.minBytes = settings.minBytes;
   table.planPath = settings.planPath.empty() ? nullptr : settings.planPath.c_str();

@@ -9,6 +9,7 @@
 
 #include <atomic>
 
+#include "always_run.h"
 #include "next_symbol.h"
 #include "process_pool.h"
 #include "this_process.h"
@@ -20,7 +21,7 @@ using ExitFn = void (*)(int);
 std::atomic<ExitFn> nextExit{nullptr};
 }  // namespace
 
-void findNextExit() { nextSymbolOnce(nextExit, "_exit"); }
+TP_ALWAYS_RUN void findNextExit() { nextSymbolOnce(nextExit, "_exit"); }
 
 void exitWithoutHandlers(int status) {
   processEndsAt_exit();

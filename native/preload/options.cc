@@ -1,12 +1,12 @@
 #include "options.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "always_run.h"
 #include "core/size_class_pool.h"
+#include "text.h"
 
 namespace tp::preload {
 
@@ -49,13 +49,28 @@ const OptionSpec* findOption(const char* name) {
 
 namespace {
 
+// The decimal digits `text` starts with, as a number, and where they end (*end, set either way); false where
+// they overflow 64 bits. Not strtoull: it and the locale tables it reads would be pages of the C library that
+// every program loading the library then holds.
+TP_ALWAYS_RUN bool readDecimal(const char* text, uint64_t* value, const char** end) {
+  uint64_t n = 0;
+  bool fits = true;
+  for (; *text >= '0' && *text <= '9'; ++text) {
+    const unsigned digit = static_cast<unsigned>(*text - '0');
+    if (n > (UINT64_MAX - digit) / 10) fits = false;
+    n = n * 10 + digit;
+  }
+  *value = n;
+  *end = text;
+  return fits;
+}
+
 // "65536", "64K", "16M", "2G" (binary units; "64KiB" and "64KB" too), from 1 to 2^47.
-bool parseBytes(const char* text, uint64_t* out) {
-  char* end = nullptr;
-  errno = 0;
+TP_ALWAYS_RUN bool parseBytes(const char* text, uint64_t* out) {
+  const char* end = nullptr;
+  uint64_t value = 0;
   if (!text || *text < '0' || *text > '9') return false;
-  const unsigned long long value = strtoull(text, &end, 10);
-  if (errno == ERANGE) return false;
+  if (!readDecimal(text, &value, &end)) return false;
   unsigned shift = 0;
   if (*end == 'K' || *end == 'k') shift = 10, ++end;
   else if (*end == 'M' || *end == 'm') shift = 20, ++end;
@@ -63,66 +78,66 @@ bool parseBytes(const char* text, uint64_t* out) {
   if (shift && (*end == 'i' || *end == 'I')) ++end;
   if (shift && (*end == 'B' || *end == 'b')) ++end;
   if (*end != '\0' || value == 0 || value > (kMaxBytes >> shift)) return false;
-  *out = static_cast<uint64_t>(value) << shift;
+  *out = value << shift;
   return true;
 }
 
 // A decimal number from 0 to 2^32, no suffix.
-bool parseMilliseconds(const char* text, uint64_t* out) {
-  char* end = nullptr;
-  errno = 0;
+TP_ALWAYS_RUN bool parseMilliseconds(const char* text, uint64_t* out) {
+  const char* end = nullptr;
+  uint64_t value = 0;
   if (!text || *text < '0' || *text > '9') return false;
-  const unsigned long long value = strtoull(text, &end, 10);
-  if (errno == ERANGE || *end != '\0' || value > kMaxMs) return false;
+  if (!readDecimal(text, &value, &end) || *end != '\0' || value > kMaxMs) return false;
   *out = value;
   return true;
 }
 
-bool parseSwitch(const char* text, uint64_t* out) {
-  const std::string v = text;
-  if (v == "1" || v == "true" || v == "on") return *out = 1, true;
-  if (v == "0" || v == "false" || v == "off" || v.empty()) return *out = 0, true;
+TP_ALWAYS_RUN bool parseSwitch(const char* text, uint64_t* out) {
+  if (strcmp(text, "1") == 0 || strcmp(text, "true") == 0 || strcmp(text, "on") == 0) return *out = 1, true;
+  if (strcmp(text, "0") == 0 || strcmp(text, "false") == 0 || strcmp(text, "off") == 0 || *text == '\0') return *out = 0, true;
   return false;
 }
 
-bool refused(const OptionSpec& spec, const char* text, const char* what, std::string* error) {
+// The line for a refused value: "NAME=text is not ... (such as EXAMPLE)...", `what` before and `after` after
+// the example (the option's default, or for one with none its smallest, 1), or `what` alone where `after` is
+// null. Out of line and cold: a good value builds no string.
+__attribute__((noinline, cold)) bool refused(const OptionSpec& spec, const char* text, const char* what, const char* after,
+                                             std::string* error) {
   *error = std::string(spec.name) + "=" + text + " " + what;
+  if (after) *error += std::string(spec.fallback ? spec.fallback : "1") + after;
+  return false;
+}
+
+__attribute__((noinline, cold)) bool refusedAlone(const OptionSpec& spec, const char* what, std::string* error) {
+  *error = std::string(spec.name) + what;
   return false;
 }
 
 }  // namespace
 
-bool parseOption(const OptionSpec& spec, const char* text, uint64_t* number, std::string* error) {
-  const std::string example = spec.fallback ? spec.fallback : "1";  // an option with no default: its smallest
+TP_ALWAYS_RUN bool parseOption(const OptionSpec& spec, const char* text, uint64_t* number, std::string* error) {
   switch (spec.kind) {
     case OptionKind::Bytes:
-      return parseBytes(text, number) ||
-             refused(spec, text, ("is not a byte count from 1 to 2^47 (such as " + example + ")").c_str(), error);
+      return parseBytes(text, number) || refused(spec, text, "is not a byte count from 1 to 2^47 (such as ", ")", error);
     case OptionKind::Threshold:
-      if (!parseBytes(text, number)) {
-        return refused(spec, text, ("is not a byte count from 64K to 2^47 (such as " + example + ")").c_str(), error);
-      }
+      if (!parseBytes(text, number)) return refused(spec, text, "is not a byte count from 64K to 2^47 (such as ", ")", error);
       return *number >= kThresholdFloor ||
-             refused(spec, text, "is below the pool's floor, 64K (its span size; smaller requests are the C library's)", error);
+             refused(spec, text, "is below the pool's floor, 64K (its span size; smaller requests are the C library's)", nullptr, error);
     case OptionKind::Count:
-      return parseBytes(text, number) || refused(spec, text, ("is not a count (such as " + example + ")").c_str(), error);
+      return parseBytes(text, number) || refused(spec, text, "is not a count (such as ", ")", error);
     case OptionKind::Milliseconds:
       if (strcmp(text, "off") == 0) return *number = kOff, true;
       return parseMilliseconds(text, number) ||
-             refused(spec, text, ("is not a number of milliseconds (such as " + example + ") or off").c_str(), error);
+             refused(spec, text, "is not a number of milliseconds (such as ", ") or off", error);
     case OptionKind::Switch:
-      if (parseSwitch(text, number)) return true;
-      *error = std::string(spec.name) + " must be 1 or 0";
-      return false;
+      return parseSwitch(text, number) || refusedAlone(spec, " must be 1 or 0", error);
     case OptionKind::Path:
-      if (*text) return true;
-      *error = std::string(spec.name) + " is empty";
-      return false;
+      return *text || refusedAlone(spec, " is empty", error);
   }
   return false;
 }
 
-bool readOptions(Options* out, std::string* error) {
+TP_ALWAYS_RUN bool readOptions(Options* out, std::string* error) {
   Options read;
   for (const OptionSpec& spec : kOptions) {
     const char* given = getenv(spec.name);
@@ -147,16 +162,17 @@ bool readOptions(Options* out, std::string* error) {
   return true;
 }
 
-bool claimRoot() {
-  const long pid = static_cast<long>(getpid());
+TP_ALWAYS_RUN bool claimRoot() {
+  const uint64_t pid = static_cast<uint64_t>(getpid());
   const char* root = getenv("TENSORPOOL_ROOT_PID");
-  char* end = nullptr;
+  const char* end = nullptr;
+  uint64_t value = 0;
   if (root && *root >= '0' && *root <= '9') {
-    const long value = strtol(root, &end, 10);
-    if (*end == '\0') return value == pid;
+    const bool fits = readDecimal(root, &value, &end);
+    if (*end == '\0') return fits && value == pid;
   }
   char text[24];
-  snprintf(text, sizeof text, "%ld", pid);
+  Text(text, sizeof text).add(pid);
   setenv("TENSORPOOL_ROOT_PID", text, 1);
   return true;
 }

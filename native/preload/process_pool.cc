@@ -316,20 +316,25 @@ uint64_t poolTrim() {
 }
 
 
-uint64_t defaultReserve() {
+TP_ALWAYS_RUN uint64_t defaultReserve() {
+  constexpr uint64_t kUnlimited = uint64_t{16} << 30;
+  // Start-up asks: where the address space has no limit (most processes), it calls nothing of os.cc, whose
+  // code lies outside what always runs.
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur == RLIM_INFINITY) return kUnlimited;
   const uint64_t left = os::addressSpaceLeft() / Pool::kLimitedSpareShare / os::kTrackGranule * os::kTrackGranule;
-  return std::min(uint64_t{16} << 30, left);
+  return std::min(kUnlimited, left);
 }
 
 void queuedFreeFailed(ReleaseStatus status) { invalidFree(status); }
 
-Pool* madePool() { return made(); }
+TP_ALWAYS_RUN Pool* madePool() { return made(); }
 Pool* servingPool() { return makeOrServe(); }
-bool poolReady() { return ready.load(std::memory_order_acquire); }
+TP_ALWAYS_RUN bool poolReady() { return ready.load(std::memory_order_acquire); }
 
-void preparePool(PoolRecipe* given) { recipe = given; }
+TP_ALWAYS_RUN void preparePool(PoolRecipe* given) { recipe = given; }
 
-void startRouting(uint64_t minBytes, bool addressLimited) {
+TP_ALWAYS_RUN void startRouting(uint64_t minBytes, bool addressLimited) {
   ready.store(true, std::memory_order_release);
   detail::routeFrom.store(minBytes, std::memory_order_release);
   setMallocExtra(detail::kAddressLimited, addressLimited);

@@ -20,7 +20,9 @@ using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 std::atomic<SigactionFn> nextSigaction{nullptr};
 
 // The sigaction next in the chain (glibc's), found outside any signal handler before one is installed.
-TP_ALWAYS_RUN SigactionFn realSigaction() {
+// Not inlined: the name it looks up then lies with the always-run code's constants (always_run.ld), not
+// with those of the first caller GCC inlined it into.
+TP_ALWAYS_RUN __attribute__((noinline)) SigactionFn realSigaction() {
   const SigactionFn f = nextSymbolOnce(nextSigaction, "sigaction");
   return f ? f : __sigaction;
 }

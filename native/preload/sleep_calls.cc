@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "always_run.h"
 #include "core/pool.h"
 #include "next_symbol.h"
 #include "process_pool.h"
@@ -67,7 +68,7 @@ PselectFn realPselect;
 EpollWaitFn realEpollWait;
 EpollPwaitFn realEpollPwait;
 
-void findSleeps() {
+TP_ALWAYS_RUN void findSleeps() {
   realNanosleep = nextSymbol<NanosleepFn>("nanosleep");
   realClockNanosleep = nextSymbol<ClockNanosleepFn>("clock_nanosleep");
   realSleep = nextSymbol<SleepFn>("sleep");
@@ -273,7 +274,7 @@ int waitOn(uint64_t timeoutNs, const sigset_t* mask, Part part, Whole whole) {
 
 namespace tp::preload::quiet {
 
-void findNextSleeps() { findSleeps(); }
+TP_ALWAYS_RUN void findNextSleeps() { findSleeps(); }
 
 int nanosleep(const struct timespec* request, struct timespec* remaining) {
   const uint64_t ns = request ? nanosecondsOf(*request) : 0;

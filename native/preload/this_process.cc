@@ -20,10 +20,10 @@ ProcessSettings* settings = nullptr;
 std::atomic<bool> recordingWritten{false};
 
 // Whether the calling process is the one the settings describe, and not a vfork child sharing its memory.
-bool thisProcess() { return getpid() == settings->pid; }
+TP_ALWAYS_RUN bool thisProcess() { return getpid() == settings->pid; }
 
 // What a process of the tree does as it ends: its recording, and its counters where --stats asked.
-void processEnds() {
+TP_ALWAYS_RUN void processEnds() {
   writeRecordingOnce();
   Pool* pool = madePool();
   if (settings->stats && thisProcess() && (settings->root || (pool && pool->stats().allocs > 0))) {
@@ -37,7 +37,7 @@ void processEnds() {
 }  // namespace
 
 ProcessSettings* processSettings() { return settings; }
-void adoptSettings(ProcessSettings* adopted) { settings = adopted; }
+TP_ALWAYS_RUN void adoptSettings(ProcessSettings* adopted) { settings = adopted; }
 
 bool nameRecordFile(ProcessSettings& s) {
   Text file(s.recordPath, sizeof s.recordPath);
@@ -75,7 +75,7 @@ void sayOutOfMemory(const char* what) {
   (void)ignored;
 }
 
-void writeRecordingOnce() {
+TP_ALWAYS_RUN void writeRecordingOnce() {
   Pool* pool = madePool();
   if (!settings->record || !thisProcess() || !(settings->root || pool) || recordingWritten.exchange(true)) return;
   char error[256];

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "always_run.h"
 #include "decay_thread.h"
 #include "thread_calls.h"
 #include "next_symbol.h"
@@ -54,7 +55,7 @@ bool knownMain = false;
 
 namespace tp::preload::threads {
 
-void noteMainThread() {
+TP_ALWAYS_RUN void noteMainThread() {
   if (syscall(SYS_gettid) != getpid()) return;
   mainThread = pthread_self();
   knownMain = true;
