@@ -13,7 +13,7 @@ uint64_t DecayModel::periodMs() const {
   return periodMs_ > kNever / kNsPerMs / scale_ ? kNever / kNsPerMs : periodMs_ * scale_;
 }
 
-uint64_t DecayModel::periodNs() const {
+uint64_t DecayModel::scaledPeriodNs() const {
   const uint64_t ms = periodMs();
   return ms > kNever / kNsPerMs ? kNever : ms * kNsPerMs;
 }
@@ -25,9 +25,8 @@ void DecayModel::mark(uint64_t now, bool first) {
 }
 
 bool DecayModel::epochEnded(uint64_t now) const {
-  const uint64_t period = periodNs();
-  const uint64_t marksStopped = std::max(period, longestIteration_ > kNever / 2 ? kNever : 2 * longestIteration_);
-  return now - epochStart_ >= period && (epochMarks_ >= kMarks * scale_ || now - lastMark_ >= marksStopped);
+  const uint64_t marksStopped = std::max(periodNs_, longestIteration_ > kNever / 2 ? kNever : 2 * longestIteration_);
+  return periodPassed(now) && (epochMarks_ >= kMarks * scale_ || now - lastMark_ >= marksStopped);
 }
 
 void DecayModel::startEpoch(uint64_t now, bool rewarmed) {
@@ -38,6 +37,7 @@ void DecayModel::startEpoch(uint64_t now, bool rewarmed) {
     scale_ = std::max<uint64_t>(1, scale_ / 2);
     quietEpochs_ = 0;
   }
+  periodNs_ = scaledPeriodNs();
   epochStart_ = now;
   epochMarks_ = 0;
 }

@@ -25,16 +25,19 @@ class DecayModel {
   static constexpr uint64_t kQuietEpochs = 8;
 
   // An epoch of `periodMs` (kNever: off) starts at `now`.
-  DecayModel(uint64_t periodMs, uint64_t now) : periodMs_(periodMs), epochStart_(now), lastMark_(now) {}
+  DecayModel(uint64_t periodMs, uint64_t now) : periodMs_(periodMs), epochStart_(now), lastMark_(now) { periodNs_ = scaledPeriodNs(); }
 
   bool on() const { return periodMs_ != kNever; }
   // The period now (the configured one times the scale), in milliseconds and nanoseconds (saturating).
   uint64_t periodMs() const;
-  uint64_t periodNs() const;
+  uint64_t periodNs() const { return periodNs_; }
   uint64_t scale() const { return scale_; }
 
   // An iteration mark at `now`; `first`: the program's first (no iteration ended at it).
   void mark(uint64_t now, bool first);
+  // Whether the epoch under way has lasted its period by `now`: what epochEnded() asks first, inline for the
+  // pool's every alloc and release. False while decay is off.
+  bool periodPassed(uint64_t now) const { return now - epochStart_ >= periodNs_; }
   // Whether the epoch under way has ended by `now`. Pre: on().
   bool epochEnded(uint64_t now) const;
   // The next epoch starts at `now`; `rewarmed`: memory given back was handed out again during the one that
@@ -42,7 +45,10 @@ class DecayModel {
   void startEpoch(uint64_t now, bool rewarmed);
 
  private:
+  uint64_t scaledPeriodNs() const;  // periodMs() in nanoseconds (saturating)
+
   uint64_t periodMs_;
+  uint64_t periodNs_ = 0;  // scaledPeriodNs(), kept: the scale changes only when an epoch starts
   uint64_t epochStart_;
   uint64_t lastMark_;
   uint64_t epochMarks_ = 0;

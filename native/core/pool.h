@@ -397,7 +397,11 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   // Lets the lock go, then applies what was queued meanwhile where no other thread takes the lock to.
   void unlockApplyingQueued();
   // Applies the queued releases; `all`: every slot, whatever queued_ says (the child of a fork, alone).
-  void applyQueuedLocked(bool all = false) noexcept;
+  // Inline, the look that finds none queued (every call's lock takes it).
+  void applyQueuedLocked(bool all = false) noexcept {
+    if (all || queued_.load(std::memory_order_acquire) != 0) applyQueuedSlotsLocked(all);
+  }
+  void applyQueuedSlotsLocked(bool all) noexcept;
   // Whether releaseSoon may queue: no recording, no schedule, no offsets arena.
   void updateQueueableLocked();
   Allocation allocFromOs(uint64_t bytes, Route route);
@@ -408,7 +412,11 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
                      int32_t block = -1, bool zeroed = false);
   // Decay's turn on an alloc, a release or a mark: ends the epoch when it is due, then purges a bounded
   // number of due blocks of the serving classes. Never throws (decayStepLocked's std::bad_alloc is dropped).
-  void decayLocked();
+  // Inline, the turn that has nothing to do: the epoch's period not yet passed and nothing due.
+  void decayLocked() {
+    if (decay_.periodPassed(nowLocked()) || (!generations_.empty() && generations_.back()->hasDuePurges())) decayTurnLocked();
+  }
+  void decayTurnLocked();
   void decayStepLocked();
   // Whether the serving classes decay: decayMs set, the pool open, and classes carved on demand
   // (SizeClassPool::decays(); a plan's do not).

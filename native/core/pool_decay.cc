@@ -15,7 +15,7 @@ namespace tp {
 
 // Called with mu_ held, from frees too: best effort, so that a free never fails where memory is short (the
 // spans' decay allocates; a span it was merging is then lost to the heap, SpanHeap::give says how).
-void Pool::decayLocked() {
+void Pool::decayTurnLocked() {
   try {
     decayStepLocked();
   } catch (const std::bad_alloc&) {

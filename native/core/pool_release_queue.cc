@@ -34,8 +34,7 @@ void Pool::unlockApplyingQueued() {
 }
 
 // Throws nothing: it runs in every call's lock, and after the lock is let go.
-void Pool::applyQueuedLocked(bool all) noexcept {
-  if (!all && queued_.load(std::memory_order_acquire) == 0) return;
+void Pool::applyQueuedSlotsLocked(bool all) noexcept {
   uint64_t applied = 0;
   for (auto& slot : queuedReleases_) {
     if (slot.load(std::memory_order_relaxed) == nullptr) continue;
