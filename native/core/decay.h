@@ -36,7 +36,7 @@ class DecayModel {
   // An iteration mark at `now`; `first`: the program's first (no iteration ended at it).
   void mark(uint64_t now, bool first);
   // Whether the epoch under way has lasted its period by `now`: what epochEnded() asks first, inline for the
-  // pool's every alloc and release. False while decay is off.
+  // pool's every alloc and release. Pre: on().
   bool periodPassed(uint64_t now) const { return now - epochStart_ >= periodNs_; }
   // Whether the epoch under way has ended by `now`. Pre: on().
   bool epochEnded(uint64_t now) const;

@@ -412,9 +412,12 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
                      int32_t block = -1, bool zeroed = false);
   // Decay's turn on an alloc, a release or a mark: ends the epoch when it is due, then purges a bounded
   // number of due blocks of the serving classes. Never throws (decayStepLocked's std::bad_alloc is dropped).
-  // Inline, the turn that has nothing to do: the epoch's period not yet passed and nothing due.
+  // Inline, the turn that has nothing to do: decay off, or the epoch's period not yet passed, and nothing due
+  // (the clock is read only where decay is on).
   void decayLocked() {
-    if (decay_.periodPassed(nowLocked()) || (!generations_.empty() && generations_.back()->hasDuePurges())) decayTurnLocked();
+    if ((decay_.on() && decay_.periodPassed(nowLocked())) || (!generations_.empty() && generations_.back()->hasDuePurges())) {
+      decayTurnLocked();
+    }
   }
   void decayTurnLocked();
   void decayStepLocked();
