@@ -5,6 +5,8 @@
 // with errno left set by the failing call; none of them throws and none of them allocates on the C++ heap.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -161,6 +163,12 @@ uint64_t physicalMemoryBytes();
 // Address space the process may still map under its RLIMIT_AS (`ulimit -v`): the soft limit less what is
 // mapped now. UINT64_MAX when unlimited.
 uint64_t addressSpaceLeft();
+// Whether the process has a soft RLIMIT_AS (false where getrlimit fails). Inline: the preload library's
+// start-up asks it, and its code then lies with the caller's (preload/always_run.h).
+inline bool addressSpaceLimited() {
+  struct rlimit limit;
+  return getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+}
 // Address space the process maps now (what RLIMIT_AS counts): /proc/self/statm's size.
 uint64_t addressSpaceUsed();
 

@@ -320,8 +320,7 @@ TP_ALWAYS_RUN uint64_t defaultReserve() {
   constexpr uint64_t kUnlimited = uint64_t{16} << 30;
   // Start-up asks: where the address space has no limit (most processes), it calls nothing of os.cc, whose
   // code lies outside what always runs.
-  struct rlimit limit;
-  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur == RLIM_INFINITY) return kUnlimited;
+  if (!os::addressSpaceLimited()) return kUnlimited;
   const uint64_t left = os::addressSpaceLeft() / Pool::kLimitedSpareShare / os::kTrackGranule * os::kTrackGranule;
   return std::min(kUnlimited, left);
 }

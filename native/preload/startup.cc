@@ -1,6 +1,5 @@
 // The preload library's start-up: its one constructor, and what it does in order. Any bad setting leaves the
 // process on the C library (one line on stderr, once a run), never aborts it.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <string>
@@ -140,8 +139,7 @@ void start() {
   initialiseCHeap();
   configureDecayThread(options.decayThread, options.decayMs == kOff ? PoolOptions::kNoDecay : options.decayMs);
   // 4. Requests of at least the threshold go to the pool from now on.
-  struct rlimit limit;
-  startRouting(options.minBytes, getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY);
+  startRouting(options.minBytes, os::addressSpaceLimited());
 }
 
 __attribute__((constructor)) void startOnLoad() { start(); }
