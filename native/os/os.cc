@@ -468,10 +468,10 @@ static ssize_t readProcFile(const char* path, char* buf, size_t cap) {
 }
 
 uint64_t addressSpaceLeft() {
-  struct rlimit limit;
-  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  const uint64_t limit = addressSpaceLimit();
+  if (limit == UINT64_MAX) return UINT64_MAX;
   const uint64_t mapped = addressSpaceUsed();
-  return limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
+  return limit > mapped ? limit - mapped : 0;
 }
 
 uint64_t addressSpaceUsed() {

@@ -163,11 +163,11 @@ uint64_t physicalMemoryBytes();
 // Address space the process may still map under its RLIMIT_AS (`ulimit -v`): the soft limit less what is
 // mapped now. UINT64_MAX when unlimited.
 uint64_t addressSpaceLeft();
-// Whether the process has a soft RLIMIT_AS (false where getrlimit fails). Inline: the preload library's
-// start-up asks it, and its code then lies with the caller's (preload/always_run.h).
-inline bool addressSpaceLimited() {
+// The soft RLIMIT_AS in bytes (`ulimit -v`); UINT64_MAX when unlimited or where getrlimit fails. Inline: the
+// preload library's start-up asks it, and its code then lies with the caller's (preload/always_run.h).
+inline uint64_t addressSpaceLimit() {
   struct rlimit limit;
-  return getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  return getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ? UINT64_MAX : limit.rlim_cur;
 }
 // Address space the process maps now (what RLIMIT_AS counts): /proc/self/statm's size.
 uint64_t addressSpaceUsed();

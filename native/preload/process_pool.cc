@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -207,13 +206,13 @@ bool poolResizeInPlace(void* p, size_t bytes) {
 }
 
 void fitPoolToAddressSpace() {
-  struct rlimit limit;
-  const bool limited = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  const uint64_t limit = os::addressSpaceLimit();
+  const bool limited = limit != UINT64_MAX;
   setMallocExtra(detail::kAddressLimited, limited);
   if (!limited || !made()) return;  // (a pool made later reserves within the limit: servingPool)
   InternalScope inside;
   const int saved = errno;
-  pool().fitAddressSpace(limit.rlim_cur, os::addressSpaceUsed());
+  pool().fitAddressSpace(limit, os::addressSpaceUsed());
   errno = saved;
 }
 
@@ -320,7 +319,7 @@ TP_ALWAYS_RUN uint64_t defaultReserve() {
   constexpr uint64_t kUnlimited = uint64_t{16} << 30;
   // Start-up asks: where the address space has no limit (most processes), it calls nothing of os.cc, whose
   // code lies outside what always runs.
-  if (!os::addressSpaceLimited()) return kUnlimited;
+  if (os::addressSpaceLimit() == UINT64_MAX) return kUnlimited;
   const uint64_t left = os::addressSpaceLeft() / Pool::kLimitedSpareShare / os::kTrackGranule * os::kTrackGranule;
   return std::min(kUnlimited, left);
 }

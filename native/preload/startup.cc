@@ -139,7 +139,7 @@ void start() {
   initialiseCHeap();
   configureDecayThread(options.decayThread, options.decayMs == kOff ? PoolOptions::kNoDecay : options.decayMs);
   // 4. Requests of at least the threshold go to the pool from now on.
-  startRouting(options.minBytes, os::addressSpaceLimited());
+  startRouting(options.minBytes, os::addressSpaceLimit() != UINT64_MAX);
 }
 
 __attribute__((constructor)) void startOnLoad() { start(); }
