@@ -30,6 +30,7 @@ size_t pageSize() {
 
 std::atomic<std::atomic<detail::TrackLeaf*>*> detail::trackDirectory{nullptr};
 std::atomic<uint8_t> detail::trackedNear[detail::kNearEntries];  // static storage: zero, no constructor runs
+std::atomic<uintptr_t> detail::trackedFrom{UINTPTR_MAX};
 
 namespace {
 using detail::kGranuleShift;
@@ -71,12 +72,20 @@ TrackLeaf* leafOf(uint64_t index, bool make) {
   return leaf;
 }
 
+// detail::trackedFrom at `at` at most (never raised: unmarking leaves it where it was).
+void lowerTrackedFrom(uintptr_t at) {
+  uintptr_t lowest = detail::trackedFrom.load(std::memory_order_acquire);
+  while (at < lowest && !detail::trackedFrom.compare_exchange_weak(lowest, at, std::memory_order_acq_rel, std::memory_order_acquire)) {
+  }
+}
+
 // Marks (or unmarks) the granules of [start, start + bytes). False where a leaf could not be made (marking):
 // the granules marked by then are unmarked again.
 bool markGranules(void* start, size_t bytes, bool on) {
   const uint64_t first = reinterpret_cast<uintptr_t>(start) >> kGranuleShift;
   const uint64_t end = (reinterpret_cast<uintptr_t>(start) + bytes + kTrackGranule - 1) >> kGranuleShift;
   const uint64_t granulesPerLeafShift = kLeafShift - kGranuleShift;
+  if (on) lowerTrackedFrom(first << kGranuleShift);  // before any entry is counted up
   for (uint64_t g = first; g < end && (g >> granulesPerLeafShift) < kTrackLeaves; ++g) {
     TrackLeaf* leaf = leafOf(g >> granulesPerLeafShift, on);
     if (!leaf) {
@@ -191,9 +200,11 @@ void* mapAccounted(size_t bytes, size_t alignment) {
 }
 
 namespace {
-// mapGrowable's range: [4 TiB, 32 TiB) of the 128 TiB a process has (the kernel places mappings top-down from
-// 127 TiB, and a program's own data and heap sit near 0 or 85 TiB).
-constexpr uintptr_t kGrowableFrom = uintptr_t{4} << 40, kGrowableTo = uintptr_t{32} << 40;
+// mapGrowable's range: [96 TiB, 120 TiB) of the 128 TiB a process has (the kernel places mappings top-down from
+// 127 TiB, and a program's own data and heap sit near 0, or near 85 TiB where it is position-independent): above
+// the C library's brk heap either way, so that free() tells its blocks from the pool's by one compare
+// (detail::trackedFrom).
+constexpr uintptr_t kGrowableFrom = uintptr_t{96} << 40, kGrowableTo = uintptr_t{120} << 40;
 constexpr int kGrowableTries = 4;
 }  // namespace
 

@@ -109,14 +109,20 @@ __attribute__((visibility("hidden"))) extern std::atomic<std::atomic<TrackLeaf*>
 constexpr unsigned kNearBits = 20;
 constexpr size_t kNearEntries = size_t{1} << kNearBits;
 __attribute__((visibility("hidden"))) extern std::atomic<uint8_t> trackedNear[kNearEntries];
+// The lowest address any granule was tracked at since trackMappings() (UINTPTR_MAX before): lowered before a
+// granule's entry is counted up, never raised. Below it no pointer is the pool's: free()'s first look, one
+// compare, where the C library's heap lies (its brk heap lies below the tracked mappings, mapGrowable).
+__attribute__((visibility("hidden"))) extern std::atomic<uintptr_t> trackedFrom;
 }  // namespace detail
 // Whether trackMappings() has run: until then no pointer is a tracked mapping.
 inline bool mappingsTracked() { return detail::trackDirectory.load(std::memory_order_acquire) != nullptr; }
-// Whether `p` may lie in a tracked mapping: false means it does not (no tracked granule shares its entry of
-// the folded table); true, that isTrackedMapping must tell. Any p, never followed; lock-free. free()'s first
-// look at every pointer once the pool exists: a shift, a mask and one load.
+// Whether `p` may lie in a tracked mapping: false means it does not (it lies below every granule tracked so
+// far, or no tracked granule shares its entry of the folded table); true, that isTrackedMapping must tell. Any
+// p, never followed; lock-free. free()'s look at every pointer once the pool exists: one compare, then (at or
+// above trackedFrom) a shift, a mask and one load.
 inline bool mayBeTrackedMapping(const void* p) {
   const uint64_t at = reinterpret_cast<uintptr_t>(p);
+  if (at < detail::trackedFrom.load(std::memory_order_acquire)) return false;
   return detail::trackedNear[(at >> detail::kGranuleShift) & (detail::kNearEntries - 1)].load(std::memory_order_acquire) != 0;
 }
 inline bool isTrackedMapping(const void* p) {

@@ -159,7 +159,7 @@ static TP_ALWAYS_RUN __attribute__((noinline, cold)) void mallocTick() {
   mallocsUntilTick = kMallocsPerTick;
   const DecayWatch found = poolDecayTick();
   cHeapTick();
-  // Nothing left to give back: no turns until the pool's next release (the malloc path is then a compare).
+  // Nothing left to give back: no turns until the pool's next release (mallocBelow is then the C library's).
   if (found == DecayWatch::Live || found == DecayWatch::Nothing || found == DecayWatch::Off) poolTicksOff();
 }
 
@@ -183,9 +183,24 @@ TP_ROUTE void* mallocSlow(size_t bytes) {
   return orAgain([bytes] { return allocate(bytes, kAsMalloc); });
 }
 
-// Below fastBelow (the threshold, with nothing else to do), the C library's malloc: a compare and a jump.
+// mallocCounted's turn: the pool's (mallocTick), then the C library's malloc. Out of line: mallocCounted's
+// own path is a countdown and a jump.
+static TP_ALWAYS_RUN __attribute__((noinline, cold)) void* mallocTickThen(size_t bytes) {
+  mallocTick();
+  return next.malloc.load(std::memory_order_relaxed)(bytes);
+}
+
+// Below the threshold while the pool ticks (detail::mallocBelow): this thread's countdown, and the C library's
+// malloc; every kMallocsPerTick-th call the pool's turn first.
+TP_ROUTE void* mallocCounted(size_t bytes) {
+  if (__builtin_expect(--mallocsUntilTick == 0, 0)) return mallocTickThen(bytes);
+  return next.malloc.load(std::memory_order_relaxed)(bytes);
+}
+
+// Below fastBelow (the threshold, unless a limit's retry may be needed), mallocBelow: the C library's malloc,
+// or mallocCounted while the pool ticks. A compare and a jump.
 TP_ROUTE void* malloc(size_t bytes) {
-  if (__builtin_expect(bytes < detail::fastBelow.load(std::memory_order_relaxed), 1)) return next.malloc.load(std::memory_order_relaxed)(bytes);
+  if (__builtin_expect(bytes < detail::fastBelow.load(std::memory_order_relaxed), 1)) return detail::mallocBelow.load(std::memory_order_relaxed)(bytes);
   return mallocSlow(bytes);
 }
 

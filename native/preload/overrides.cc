@@ -27,10 +27,11 @@ using namespace tp::preload;
 #define TP_EXPORT extern "C" __attribute__((visibility("default")))
 #define TP_EXPORT_ALWAYS_RUN TP_EXPORT TP_ALWAYS_RUN
 
-// The malloc family (malloc_route.h). malloc and free are what a program calls most: below the threshold,
-// where the pool has nothing else to do (detail::fastBelow), malloc is a compare and a jump to the next
-// allocator's, and free a jump to the next allocator's until a pointer may need a look (detail::freeEntry):
-// on x86-64 three instructions and one (docs/design.md, "the hot path"); elsewhere the same in C++.
+// The malloc family (malloc_route.h). malloc and free are what a program calls most: below the threshold
+// (detail::fastBelow), malloc is a compare and a jump to the next allocator's (detail::mallocBelow; while the
+// pool ticks, through mallocCounted), and free a jump to the next allocator's until a pointer may need a look
+// (detail::freeEntry): on x86-64 three instructions and one (docs/design.md, "the hot path"); elsewhere the
+// same in C++.
 #if defined(__x86_64__)
 namespace {
 [[gnu::used]] TP_ALWAYS_RUN void* mallocBeyondCompare(size_t bytes) { return route::mallocSlow(bytes); }
@@ -38,12 +39,15 @@ namespace {
 TP_EXPORT_ALWAYS_RUN __attribute__((naked)) void* malloc(size_t) {
   asm("cmp %c[below](%%rip), %%rdi\n\t"
       "jae %c[beyond]\n\t"
-      "jmp *%c[next](%%rip)" ::[below] "i"(&detail::fastBelow), [beyond] "i"(&mallocBeyondCompare), [next] "i"(&next.malloc));
+      "jmp *%c[next](%%rip)" ::[below] "i"(&detail::fastBelow), [beyond] "i"(&mallocBeyondCompare), [next] "i"(&detail::mallocBelow));
 }
 #else
 TP_EXPORT_ALWAYS_RUN void* malloc(size_t bytes) { return route::malloc(bytes); }
 #endif
 TP_EXPORT_ALWAYS_RUN void free(void* p) { detail::freeEntry.load(std::memory_order_relaxed)(p); }
+// detail::mallocBelow's two other values (process_pool.h).
+TP_ALWAYS_RUN void* tp::preload::mallocCounted(size_t bytes) { return route::mallocCounted(bytes); }
+TP_ALWAYS_RUN void* tp::preload::mallocThroughNext(size_t bytes) { return next.malloc.load(std::memory_order_relaxed)(bytes); }
 TP_EXPORT_ALWAYS_RUN void* calloc(size_t count, size_t size) { return route::calloc(count, size); }
 TP_EXPORT_ALWAYS_RUN void* realloc(void* p, size_t bytes) { return route::realloc(p, bytes); }
 TP_EXPORT_ALWAYS_RUN void* reallocarray(void* p, size_t count, size_t size) { return route::reallocarray(p, count, size); }
@@ -58,11 +62,15 @@ TP_EXPORT_ALWAYS_RUN struct mallinfo2 mallinfo2(void) { return route::mallinfo2(
 TP_EXPORT_ALWAYS_RUN struct mallinfo mallinfo(void) { return route::mallinfo(); }
 // free() until then straight to the next allocator's (process_pool.h, detail::freeEntry).
 TP_ALWAYS_RUN void tp::preload::freeWithChecks(void* p) { route::free(p); }
-// Once the pool exists, freeEntry's: on x86-64 seven instructions to the next allocator's free for a pointer no
-// tracked granule lies near (docs/design.md, "the hot path"): the folded table's entry (os::mayBeTrackedMapping)
-// compared in memory, where the compiler would load it into a register first. Once a block was shifted, a
-// pointer aligned to 32 (not null) whose word before it carries kShiftTag in its top 16 bits takes
-// route::nextFree, which tells a shifted block from a chunk of glibc's (nextStart); any other goes on as above.
+// Once the pool exists, freeEntry's (os::mayBeTrackedMapping, laid out for the common case; docs/design.md, "the
+// hot path"): on x86-64 three instructions to the next allocator's free for a pointer below every tracked
+// granule (os::detail::trackedFrom: the C library's brk heap), else seven for one no tracked granule lies near
+// (the folded table's entry compared in memory, where the compiler would load it into a register first);
+// freeOutsidePoolPeer, for an allocator whose blocks all lie in mappings the kernel placed (above the pool's
+// arena: jemalloc's, mimalloc's), the seven alone. Once
+// a block was shifted, a pointer aligned to 32 (not null) whose word before it carries kShiftTag in its top 16
+// bits takes route::nextFree, which tells a shifted block from a chunk of glibc's (nextStart); any other goes
+// on as above.
 #if defined(__x86_64__)
 namespace {
 [[gnu::used]] TP_ALWAYS_RUN void freeMaybeShifted(void* p) { route::nextFree(p); }
@@ -76,12 +84,21 @@ namespace {
   "jne %c[checks]\n\t"
 #define TP_FREE_OPERANDS                                                                                 \
   [granuleShift] "i"(os::detail::kGranuleShift), [nearMask] "i"(os::detail::kNearEntries - 1),           \
-      [near] "i"(&os::detail::trackedNear), [checks] "i"(&freeWithChecks), [next] "i"(&next.free)
+      [near] "i"(&os::detail::trackedNear), [from] "i"(&os::detail::trackedFrom), [checks] "i"(&freeWithChecks), \
+      [next] "i"(&next.free)
 TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePool(void*) {
+  asm("cmp %c[from](%%rip), %%rdi\n\t"
+      "jae 1f\n\t"
+      "jmp *%c[next](%%rip)\n"
+      "1:\n\t" TP_FREE_UNLESS_NEAR_POOL "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS);
+}
+TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolPeer(void*) {
   asm(TP_FREE_UNLESS_NEAR_POOL "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS);
 }
 TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolShifted(void*) {
-  asm(TP_FREE_UNLESS_NEAR_POOL
+  asm("cmp %c[from](%%rip), %%rdi\n\t"
+      "jb 2f\n\t" TP_FREE_UNLESS_NEAR_POOL
+      "2:\n\t"
       "test $31, %%dil\n\t"
       "jnz 1f\n\t"
       "test %%rdi, %%rdi\n\t"
@@ -96,6 +113,7 @@ TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolShifted(vo
 #undef TP_FREE_OPERANDS
 #else
 TP_ALWAYS_RUN void tp::preload::freeOutsidePool(void* p) { route::freeOutsidePool<false>(p); }
+TP_ALWAYS_RUN void tp::preload::freeOutsidePoolPeer(void* p) { route::freeOutsidePool<false>(p); }
 TP_ALWAYS_RUN void tp::preload::freeOutsidePoolShifted(void* p) { route::freeOutsidePool<true>(p); }
 #endif
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc):

@@ -30,6 +30,7 @@ constinit thread_local unsigned detail::insideDepth = 0;
 std::atomic<size_t> detail::routeFrom{SIZE_MAX};
 std::atomic<uint8_t> detail::mallocExtras{0};
 std::atomic<size_t> detail::fastBelow{SIZE_MAX};
+std::atomic<void* (*)(size_t)> detail::mallocBelow{mallocThroughNext};
 std::atomic<void (*)(void*)> detail::freeEntry{freeWithChecks};
 std::atomic<bool> detail::anyShifted{false};
 
@@ -49,14 +50,22 @@ Pool& pool() { return *made(); }  // Pre: the pool was made (its blocks exist, o
 // Whether decay takes turns from the C library's mallocs: the pool decays, and holds memory it could give back.
 std::atomic<bool> decaying{false};
 
+// fastBelow and mallocBelow from mallocExtras, again until they are what it says after the stores: of two
+// threads that change it at once, the one that stores last checks last.
 void updateFastBelow() {
-  const bool extras = detail::mallocExtras.load(std::memory_order_relaxed) != 0;
-  detail::fastBelow.store(extras ? 0 : detail::routeFrom.load(std::memory_order_relaxed), std::memory_order_release);
+  uint8_t extras;
+  do {
+    extras = detail::mallocExtras.load(std::memory_order_seq_cst);
+    const bool ticks = extras & detail::kPoolTicks;
+    detail::mallocBelow.store(ticks ? mallocCounted : next.malloc.load(std::memory_order_acquire), std::memory_order_seq_cst);
+    const bool limited = extras & detail::kAddressLimited;
+    detail::fastBelow.store(limited ? 0 : detail::routeFrom.load(std::memory_order_relaxed), std::memory_order_seq_cst);
+  } while (detail::mallocExtras.load(std::memory_order_seq_cst) != extras);
 }
 
 void setMallocExtra(detail::MallocExtra extra, bool on) {
-  if (on) detail::mallocExtras.fetch_or(extra, std::memory_order_relaxed);
-  else detail::mallocExtras.fetch_and(static_cast<uint8_t>(~extra), std::memory_order_relaxed);
+  if (on) detail::mallocExtras.fetch_or(extra, std::memory_order_seq_cst);
+  else detail::mallocExtras.fetch_and(static_cast<uint8_t>(~extra), std::memory_order_seq_cst);
   updateFastBelow();
 }
 
@@ -347,7 +356,7 @@ TP_ALWAYS_RUN void startRouting(uint64_t minBytes, bool addressLimited) {
 // while another hands out its first shifted block, whichever store comes last in the single total order
 // finds anyShifted set or is the shifted one's own, so freeEntry never ends on freeOutsidePool once it is.
 void freeNeedsChecks() {
-  detail::freeEntry.store(freeOutsidePool, std::memory_order_seq_cst);
+  detail::freeEntry.store(nextIsGlibcMalloc() ? freeOutsidePool : freeOutsidePoolPeer, std::memory_order_seq_cst);
   if (detail::anyShifted.load(std::memory_order_seq_cst)) detail::freeEntry.store(freeOutsidePoolShifted, std::memory_order_seq_cst);
 }
 

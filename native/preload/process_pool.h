@@ -34,13 +34,16 @@ __attribute__((visibility("hidden"))) extern std::atomic<size_t> routeFrom;
 // give it a turn (decay's, poolDecayTick, and glibc's heap held against its free memory, cHeapTick).
 enum MallocExtra : uint8_t { kAddressLimited = 1, kPoolTicks = 2 };
 __attribute__((visibility("hidden"))) extern std::atomic<uint8_t> mallocExtras;
-// The hot path's two words. A malloc of fewer bytes than fastBelow goes straight to the next allocator (one
-// compare): routeFrom while nothing else is to be done (no extras), 0 otherwise. free() calls freeEntry: the next
-// allocator's free until a pointer may need a look (the pool mapped memory, or a shifted aligned block was
-// handed out: anyShifted), from then on, for good, freeOutsidePool (freeOutsidePoolShifted once anyShifted):
-// the pool's memory told apart in a few instructions (os::mayBeTrackedMapping), freeWithChecks for a pointer
-// that may be in it.
+// The hot path's three words. A malloc of fewer bytes than fastBelow goes to mallocBelow (one compare):
+// fastBelow is routeFrom unless an address space limit is set (kAddressLimited: 0, every malloc through the
+// slow path, which may retry); mallocBelow is the next allocator's malloc, or mallocCounted while the pool
+// ticks (kPoolTicks). free() calls freeEntry: the next allocator's free until a pointer may need a look (the
+// pool mapped memory, or a shifted aligned block was handed out: anyShifted), from then on, for good,
+// freeOutsidePool (freeOutsidePoolShifted once anyShifted): the pool's memory told apart in a few instructions
+// (os::mayBeTrackedMapping; one compare below the lowest tracked address), freeWithChecks for a pointer that
+// may be in it.
 __attribute__((visibility("hidden"))) extern std::atomic<size_t> fastBelow;
+__attribute__((visibility("hidden"))) extern std::atomic<void* (*)(size_t)> mallocBelow;
 __attribute__((visibility("hidden"))) extern std::atomic<void (*)(void*)> freeEntry;
 __attribute__((visibility("hidden"))) extern std::atomic<bool> anyShifted;
 // Initial-exec TLS: a preloaded library gets static TLS, and reading it never calls malloc (general-dynamic
@@ -98,8 +101,17 @@ void freeWithChecks(void* p);
 // else a tail call of the next allocator's free (freeOutsidePoolShifted: after nextStart's look for a shift).
 void freeOutsidePool(void* p);
 void freeOutsidePoolShifted(void* p);
-// From now on every free() takes freeOutsidePool, or freeOutsidePoolShifted once anyShifted is set (which
-// the caller that sets it stores first). Pre: before the first pointer that needs it is handed out.
+// freeOutsidePool without its first compare (os::detail::trackedFrom), where the next allocator is not glibc's
+// malloc: its blocks lie in mappings the kernel placed, above the pool's arena, not below in a brk heap.
+void freeOutsidePoolPeer(void* p);
+// mallocBelow while the pool ticks (overrides.cc): the next allocator's malloc, and every kMallocsPerTick-th
+// call on a thread the pool's turn first (malloc_route.h, mallocTick).
+void* mallocCounted(size_t bytes);
+// mallocBelow until start-up routes: the next allocator's malloc, whatever it is by then.
+void* mallocThroughNext(size_t bytes);
+// From now on every free() takes freeOutsidePool (freeOutsidePoolPeer where the next allocator is not glibc's
+// malloc), or freeOutsidePoolShifted once anyShifted is set (which the caller that sets it stores first).
+// Pre: before the first pointer that needs it is handed out.
 void freeNeedsChecks();
 // Decay's turns from the C library's mallocs (kPoolTicks) stop while the pool holds no memory decay could give
 // back, and start again at the pool's next release (malloc's path is then a compare and a jump).

@@ -2,9 +2,10 @@
 // in a process of its own, as tracking is process-wide and aligns every later mapping to a granule.
 //   quiescent  after each way a tracked mapping is made, grown, shrunk, moved and unmapped (mapMemory,
 //              mapAccounted, mapGrowable, extendMapping, unmapTail, remapAccounted, unmapMemory), for every
-//              granule of the mappings and around them: mayBeTrackedMapping(p) is exactly whether any
-//              granule sharing p's entry is tracked (so a block the pool holds is never taken for another's,
-//              and an entry goes back to zero once the pool's granules there are gone).
+//              granule of the mappings and around them: mayBeTrackedMapping(p) is exactly whether p lies at
+//              or above the lowest granule tracked so far (trackedFrom) and any granule sharing p's entry is
+//              tracked (so a block the pool holds is never taken for another's, and an entry goes back to
+//              zero once the pool's granules there are gone); trackedFrom is at or below every mapping made.
 //   threads    two threads map and unmap while a third reads: a granule a thread holds mapped is never
 //              seen as outside the pool, whatever the others do to the entries it shares.
 // Exit 0 when every check held; else the first failed check on stderr and exit 1.
@@ -45,8 +46,10 @@ bool anyTrackedSharing(uintptr_t p) {
 void checkAround(const void* start, size_t bytes) {
   const uintptr_t from = reinterpret_cast<uintptr_t>(start) - 2 * kTrackGranule;
   const uintptr_t to = reinterpret_cast<uintptr_t>(start) + bytes + 2 * kTrackGranule;
+  const uintptr_t trackedFrom = tp::os::detail::trackedFrom.load();
+  CHECK(trackedFrom <= reinterpret_cast<uintptr_t>(start));
   for (uintptr_t p = from; p < to; p += kTrackGranule / 2) {
-    CHECK(tp::os::mayBeTrackedMapping(reinterpret_cast<void*>(p)) == anyTrackedSharing(p));
+    CHECK(tp::os::mayBeTrackedMapping(reinterpret_cast<void*>(p)) == (p >= trackedFrom && anyTrackedSharing(p)));
     if (tp::os::isTrackedMapping(reinterpret_cast<void*>(p))) CHECK(tp::os::mayBeTrackedMapping(reinterpret_cast<void*>(p)));
   }
 }
