@@ -10,11 +10,15 @@
  * Before the timed runs each program runs once under the library with TENSORPOOL_STATS=1, untimed, which also
  * warms the page cache: the `pool` column says whether its process pool was ever made.
  * Targets (issue 34): peak RSS <= 1.10x glibc's at the default threshold; CPU <= 1.02x glibc's where the
- * pool is never made.
+ * pool is never made. --python-tests runs modules of CPython's regression tests instead (`python3 -m test
+ * MODULE`, one process each; Debian's libpython3.11-testsuite), each a program named cpython:MODULE, and
+ * prints the geometric mean of the library's peak RSS ratios over them (issue 54: <= 1.10x).
  *
  *   npm run build && npx tsx bench/programs.ts [--reps 5] [--programs LIST] [--configs LIST] [--scale X]
- *                                              [--min-bytes N] [--library FILE] [--quick] [--json out.json] [--help]
+ *                                              [--min-bytes N] [--library FILE] [--python-tests LIST|default]
+ *                                              [--quick] [--json out.json] [--help]
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -57,6 +61,11 @@ intervals, and whether its output is identical to glibc's. Take /tmp/tp-bench.lo
                     tests' setting, so that thresholds below the floor (64K), which tensorpool run refuses, run too
   --library FILE    the preload library to run as tensorpool (default: this package's build), such as
                     another branch's build/Release/tensorpool-preload.so
+  --python-tests LIST  CPython's regression test modules to run instead of the programs above, comma-separated,
+                    or 'default' (${PYTHON_TEST_MODULES.length} that run in a second or two: PYTHON_TEST_MODULES here); each is
+                    \`python3 -m test MODULE\` (output discarded, the exit status checked), named cpython:MODULE; the
+                    summary adds the geometric mean of the tensorpool rows' peak RSS ratios (needs Debian's
+                    libpython3.11-testsuite); --programs may add others
   --json FILE       write every sample and ratio as JSON
   --help            print this and run nothing`;
 
@@ -164,6 +173,18 @@ function writeText(file: string, bytes: number): void {
 }
 
 const python = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+// Modules of CPython's regression tests that run in a second or two each, in one process (peak RSS 15-50 MB).
+const PYTHON_TEST_MODULES = ['test_base64', 'test_binascii', 'test_bisect', 'test_collections', 'test_csv', 'test_dict', 'test_difflib', 'test_enum',
+  'test_fractions', 'test_functools', 'test_heapq', 'test_json', 'test_re', 'test_string', 'test_struct', 'test_textwrap'];
+
+/** One program per module of CPython's regression tests: `python3 -m test MODULE`, its output discarded. */
+function pythonTestPrograms(modules: string[]): Program[] {
+  return modules.map((module) => ({
+    name: `cpython:${module}`,
+    what: `CPython's regression tests, ${module} (python3 -m test ${module}, one process)`,
+    command: () => ['sh', '-c', 'exec "$0" -m test "$1" > /dev/null', python, module],
+  }));
+}
 const root = path.resolve(__dirname, '..');
 const nativeDir = path.join(root, 'build-native');
 const count = (base: number, scale: number) => String(Math.max(1, Math.round(base * scale)));
@@ -246,7 +267,8 @@ if (process.argv.includes('--help') || process.argv.includes('-h')) {
   console.log(usage(PROGRAMS.map((p) => p.name)));
   process.exit(0);
 }
-const args = benchArgs(5, { programs: { type: 'string' }, configs: { type: 'string' }, scale: { type: 'string' }, 'min-bytes': { type: 'string' }, library: { type: 'string' } });
+const args = benchArgs(5, { programs: { type: 'string' }, configs: { type: 'string' }, scale: { type: 'string' }, 'min-bytes': { type: 'string' }, library: { type: 'string' },
+  'python-tests': { type: 'string' } });
 
 const checks = optionChecks('programs', args);
 // Annotated: a call narrows what follows only through a name declared with its type.
@@ -264,7 +286,15 @@ const scale = args.values.scale !== undefined ? Number(args.values.scale) : args
 if (!(scale > 0 && scale <= 10)) fail(`--scale must be a number in (0, 10], got ${String(args.values.scale)}`);
 const minBytes = args.values['min-bytes'] === undefined ? undefined : minBytesOption(String(args.values['min-bytes']));
 const library = args.values.library === undefined ? preloadLibrary : path.resolve(String(args.values.library));
-const programs = checks.names('programs', PROGRAMS.map((p) => p.name)).map((name) => PROGRAMS.find((p) => p.name === name)!);
+const pythonTestsOption = args.values['python-tests'] === undefined ? undefined : String(args.values['python-tests']);
+const pythonTests = pythonTestsOption === undefined ? [] : pythonTestPrograms(pythonTestsOption === 'default' ? PYTHON_TEST_MODULES : pythonTestsOption.split(',').filter(Boolean));
+if (pythonTests.length && spawnSync(python, ['-c', 'import test.support'], { stdio: 'ignore' }).status !== 0) {
+  fail(`--python-tests: ${python} has no test package (apt-get install libpython3.11-testsuite)`);
+}
+const programs = [
+  ...(pythonTests.length && args.values.programs === undefined ? [] : checks.names('programs', PROGRAMS.map((p) => p.name)).map((name) => PROGRAMS.find((p) => p.name === name)!)),
+  ...pythonTests,
+];
 const wanted = checks.names('configs', CONFIGS);
 if (!wanted.includes('glibc')) wanted.unshift('glibc');
 
@@ -367,6 +397,11 @@ async function main(): Promise<void> {
     const overCpu = never.filter((r) => r.cpu.median > 1.02).map((r) => `${r.program} ${round(r.cpu.median, 3)}x`);
     console.log(`targets: peak RSS <= 1.10x glibc's: ${overRss.length ? `over in ${overRss.join(', ')}` : 'met'}; ` +
       `CPU <= 1.02x where the pool is never made (${never.map((r) => r.program).join(', ') || 'none'}): ${overCpu.length ? `over in ${overCpu.join(', ')}` : 'met'}`);
+    const tests = ours.filter((r) => r.program.startsWith('cpython:'));
+    if (tests.length) {
+      const geomean = Math.exp(tests.reduce((sum, r) => sum + Math.log(r.peakRss.median), 0) / tests.length);
+      console.log(`CPython's tests (${tests.length} modules): peak RSS geometric mean ${round(geomean, 3)}x glibc's (target <= 1.10x: ${geomean <= 1.1 ? 'met' : 'over'})`);
+    }
   }
   writeJson(args.json, { benchmark: 'programs', machine, reps: args.reps, scale, minBytes: minBytes ?? null, library, programs: runnable.map((p) => ({ name: p.name, what: p.what, command: p.command('WORK', scale) })), results });
 }

@@ -7,8 +7,8 @@
 // section, which always_run.ld (the link's INSERT script) places at the start of the code, right after the
 // PLT, with the start-up code (`.text.startup`, where GCC puts what only constructors call) and the
 // runtimes' exit-time destructors, ahead of the rest (GNU ld's default script would start with the cold
-// code). Code a program reaches only once the pool is made is left where it is, and start-up calls none of
-// it (the default classes are built when the pool is made). A function every process runs that is not
+// code). Code a program reaches only once the pool is made follows, as always_run.ld's pool path lists it
+// (start-up calls none of it: the default classes are built when the pool is made). A function every process runs that is not
 // marked can cost a window of its own (docs/benchmarks.md, 'Start-up memory', says how to find them).
 // The C library's atexit and pthread_atfork are not in libc.so: a program links a stub of each from
 // libc_nonshared.a, which ld places at the end of the code, beside _fini, which the dynamic linker calls at
