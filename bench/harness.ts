@@ -112,12 +112,14 @@ export function traceLabel(file: string): string {
 
 /**
  * A bench's checks of its own options: fail() prints `BENCH bench: message` and ends the process with code 2;
- * integer() reads option `name` as an integer of at least `min` (`fallback` when absent), or fails; names()
- * reads it as a comma-separated list of names from `known` (`fallback` when absent), or fails naming them.
+ * integer() reads option `name` as an integer of at least `min` (`fallback` when absent), or fails; list() reads
+ * it as a comma-separated list of one or more items (undefined when absent), or fails saying it `takes` what it
+ * takes; names() reads it as such a list of names from `known` (`fallback` when absent), or fails naming them.
  */
 export interface OptionChecks {
   fail(message: string): never;
   integer(name: string, fallback: number, min?: number): number;
+  list(name: string, takes: string): string[] | undefined;
   names<T extends string>(name: string, known: readonly T[], fallback?: readonly T[]): T[];
 }
 
@@ -131,15 +133,20 @@ export function optionChecks(bench: string, args: BenchArgs): OptionChecks {
     if (!Number.isSafeInteger(value) || value < min) fail(`--${name} must be an integer >= ${min}, got ${String(args.values[name])}`);
     return value;
   };
-  const names = <T extends string>(name: string, known: readonly T[], fallback: readonly T[] = known): T[] => {
+  const list = (name: string, takes: string): string[] | undefined => {
     const value = args.values[name];
-    if (value === undefined) return [...fallback];
-    const list = String(value).split(',').map((s) => s.trim()).filter(Boolean);
-    if (list.length === 0) fail(`--${name} takes one or more of: ${known.join(', ')}`);
-    for (const item of list) if (!known.includes(item as T)) fail(`--${name}: unknown ${JSON.stringify(item)} (known: ${known.join(', ')})`);
-    return list as T[];
+    if (value === undefined) return undefined;
+    const items = String(value).split(',').map((s) => s.trim()).filter(Boolean);
+    if (items.length === 0) fail(`--${name} takes ${takes}`);
+    return items;
   };
-  return { fail, integer, names };
+  const names = <T extends string>(name: string, known: readonly T[], fallback: readonly T[] = known): T[] => {
+    const items = list(name, `one or more of: ${known.join(', ')}`);
+    if (items === undefined) return [...fallback];
+    for (const item of items) if (!known.includes(item as T)) fail(`--${name}: unknown ${JSON.stringify(item)} (known: ${known.join(', ')})`);
+    return items as T[];
+  };
+  return { fail, integer, list, names };
 }
 
 /**

@@ -61,8 +61,8 @@ intervals, and whether its output is identical to glibc's. Take /tmp/tp-bench.lo
                     tests' setting, so that thresholds below the floor (64K), which tensorpool run refuses, run too
   --library FILE    the preload library to run as tensorpool (default: this package's build), such as
                     another branch's build/Release/tensorpool-preload.so
-  --python-tests LIST  CPython's regression test modules to run instead of the programs above, comma-separated,
-                    or 'default' (${PYTHON_TEST_MODULES.length} that run in a second or two: PYTHON_TEST_MODULES here); each is
+  --python-tests LIST  CPython's regression test modules to run instead of the programs above, comma-separated;
+                    'default' stands for ${PYTHON_TEST_MODULES.length} that run in a second or two (PYTHON_TEST_MODULES here); each is
                     \`python3 -m test MODULE\` (output discarded, the exit status checked), named cpython:MODULE; the
                     summary adds the geometric mean of the tensorpool rows' peak RSS ratios (needs Debian's
                     libpython3.11-testsuite); --programs may add others
@@ -286,8 +286,9 @@ const scale = args.values.scale !== undefined ? Number(args.values.scale) : args
 if (!(scale > 0 && scale <= 10)) fail(`--scale must be a number in (0, 10], got ${String(args.values.scale)}`);
 const minBytes = args.values['min-bytes'] === undefined ? undefined : minBytesOption(String(args.values['min-bytes']));
 const library = args.values.library === undefined ? preloadLibrary : path.resolve(String(args.values.library));
-const pythonTestsOption = args.values['python-tests'] === undefined ? undefined : String(args.values['python-tests']);
-const pythonTests = pythonTestsOption === undefined ? [] : pythonTestPrograms(pythonTestsOption === 'default' ? PYTHON_TEST_MODULES : pythonTestsOption.split(',').filter(Boolean));
+const pythonTestModules = checks.list('python-tests', 'default or one or more module names of CPython\'s regression tests, comma-separated') ?? [];
+for (const module of pythonTestModules) if (!/^[A-Za-z_][\w.]*$/.test(module)) fail(`--python-tests: ${JSON.stringify(module)} is not a module name`);
+const pythonTests = pythonTestPrograms([...new Set(pythonTestModules.flatMap((module) => (module === 'default' ? PYTHON_TEST_MODULES : [module])))]);
 if (pythonTests.length && spawnSync(python, ['-c', 'import test.support'], { stdio: 'ignore' }).status !== 0) {
   fail(`--python-tests: ${python} has no test package (apt-get install libpython3.11-testsuite)`);
 }

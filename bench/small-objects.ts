@@ -70,7 +70,7 @@ const args = benchArgs(3, {
   'mimalloc-bench': { type: 'string' },
   library: { type: 'string' },
 });
-const { fail, names } = optionChecks('small-objects', args);
+const { fail, list, names } = optionChecks('small-objects', args);
 
 const root = path.resolve(__dirname, '..');
 const PEERS = ['jemalloc', 'mimalloc', 'tcmalloc'] as const;
@@ -307,7 +307,7 @@ async function main(): Promise<void> {
   try {
     const { programs: prepared, skipped } = preparePrograms(work);
     for (const line of [...skippedConfigs, ...skipped]) console.log(`# skipped: ${line}`);
-    const wantedPrograms = args.values.programs === undefined ? undefined : String(args.values.programs).split(',').map((s) => s.trim());
+    const wantedPrograms = list('programs', 'one or more program names, comma-separated');
     for (const name of wantedPrograms ?? []) if (!prepared.some((p) => p.name === name)) fail(`program '${name}' cannot run here or is unknown (see the skipped lines above; known: churn, churn-pool, churn-medium, glibc-simple, mstress, cfrac, espresso, perl, sqlite3, python3, phases, phases-medium, trim, realloc-same)`);
     const programs = wantedPrograms ? prepared.filter((p) => wantedPrograms.includes(p.name)) : prepared;
     for (const program of programs) {

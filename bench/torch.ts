@@ -54,7 +54,7 @@ const args = benchArgs(3, {
 const checks = optionChecks('torch', args);
 // Annotated: a call narrows what follows only through a name declared with its type.
 const fail: (message: string) => never = checks.fail;
-const models = String(args.values.models ?? 'cnn,lstm,encoder').split(',');
+const models = checks.list('models', 'one or more model names, comma-separated (see --help)') ?? ['cnn', 'lstm', 'encoder'];
 const steps = positiveInteger('steps', args.values.steps ?? (args.quick ? '10' : '40'));
 // Rounds are the bench's repetitions: --reps, as every bench calls them (--rounds: the same, its older name).
 const rounds = args.values.rounds !== undefined ? positiveInteger('rounds', args.values.rounds) : args.values.reps !== undefined ? args.reps : args.quick ? 1 : 3;
