@@ -1115,7 +1115,7 @@ subprocess.run(["true"])
       }
       // A descriptor ready before the period ends the wait with the memory kept, as an event loop busy with
       // requests keeps it; the wait that times out is whole too.
-      const busy = preloaded('waits', { TENSORPOOL_DECAY_MS: '5000' }, 'epoll_wait');
+      const busy = preloaded('waits', { TENSORPOOL_DECAY_MS: '5000' }, 'epoll_wait', '600');
       expect(busy.out).toBe(`ready: 1; resident memory back within 16 MiB of the start: no\ntimed out: 0; after 1 s at least: yes; resident memory back: no\n${atOnce}`);
     });
 

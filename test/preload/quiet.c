@@ -59,9 +59,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t residentBytes(void) {
-  char text[128] = {0};
-  const int fd = open("/proc/self/statm", O_RDONLY);
+/* Resident bytes of process `pid` (0: this one), 0 where /proc cannot say. */
+static uint64_t residentBytesOf(pid_t pid) {
+  char text[128] = {0}, file[64];
+  snprintf(file, sizeof file, "/proc/%d/statm", (int)(pid ? pid : getpid()));
+  const int fd = open(file, O_RDONLY);
   if (fd < 0) return 0;
   const ssize_t n = read(fd, text, sizeof text - 1);
   close(fd);
@@ -69,6 +71,8 @@ static uint64_t residentBytes(void) {
   if (n <= 0 || sscanf(text, "%llu %llu", &size, &resident) != 2) return 0;
   return resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
+
+static uint64_t residentBytes(void) { return residentBytesOf(0); }
 
 /* The Threads: line of /proc/self/status. */
 static int threadCount(void) {
@@ -200,7 +204,12 @@ static int waitBy(const char* call, int fd, int ms) {
   return -1;
 }
 
-static int waits(const char* call) {
+/* A wait by CALL on a pipe that a child writes a byte to once this process's resident memory is back within
+ * 16 MiB of the start (after the blocks were freed), or after `patienceMs` at most: the byte never comes
+ * before memory a wait gave back however late this process gets to its wait; with a patience shorter than the
+ * decay period, it comes while the memory is still held. Then a wait that times out, and one on a byte already
+ * there. */
+static int waits(const char* call, int patienceMs) {
   const uint64_t before = residentBytes();
   int pipeEnds[2];
   if (pipe(pipeEnds) != 0) return perror("pipe"), 1;
@@ -208,7 +217,8 @@ static int waits(const char* call) {
   const pid_t writer = fork();
   if (writer < 0) return perror("fork"), 1;
   if (writer == 0) {
-    sleepMs(600);
+    const pid_t waiter = getppid();
+    for (int waited = 0; waited < patienceMs && residentBytesOf(waiter) >= before + (16 << 20); waited += 10) sleepMs(10);
     _exit(write(pipeEnds[1], "x", 1) == 1 ? 0 : 1);
   }
   const int ready = waitBy(call, pipeEnds[0], 10000);
@@ -440,7 +450,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (!strcmp(what, "single-threads")) return threads();
   if (!strcmp(what, "sleeps")) return sleeps(argc > 2 ? argv[2] : "nanosleep");
-  if (!strcmp(what, "waits")) return waits(argc > 2 ? argv[2] : "poll");
+  if (!strcmp(what, "waits")) return waits(argc > 2 ? argv[2] : "poll", argc > 3 ? atoi(argv[3]) : 8000);
   if (!strcmp(what, "waits-signal")) return waitsSignal(argc > 2 ? argv[2] : "poll");
   pthread_t made;
   if (pthread_create(&made, NULL, briefly, NULL) != 0 || pthread_join(made, NULL) != 0) return printf("no thread\n"), 1;
@@ -454,6 +464,6 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "signals")) return signals();
   if (!strcmp(what, "fork-thread")) return forkThread();
   if (!strcmp(what, "churn")) return churn(seconds);
-  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|sleeps CALL|waits CALL|waits-signal CALL|unshare|main-exit|main-cancel|signals|fork-thread|churn [S]\n");
+  fprintf(stderr, "usage: quiet idle [S]|fork-idle [S]|threads|single-threads|sleeps CALL|waits CALL [PATIENCE_MS]|waits-signal CALL|unshare|main-exit|main-cancel|signals|fork-thread|churn [S]\n");
   return 2;
 }
