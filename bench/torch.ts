@@ -229,6 +229,9 @@ function main(): void {
         p95MsPerStep: quantile([...ms].sort((a, b) => a - b), 0.95),
         faultsPerStep: median(faults),
         peakRssBytes: median(row.runs.map((r) => r.maxRssKiB * 1024)),
+        // Each round's own, in order: a median hides a workload whose peak differs from run to run.
+        peakRssBytesPerRound: row.runs.map((r) => r.maxRssKiB * 1024),
+        steadyFaults: row.runs.map((r) => steady(r.faultsPerStep)),
         checksums: [...new Set(row.runs.map((r) => r.checksum))],
       };
     });
@@ -262,7 +265,9 @@ function main(): void {
                 peers.length ? round(s.msPerStep / bestPeer, 3) : null,
                 pairedCell(s.config),
                 round(s.faultsPerStep, 0),
-                formatBytes(s.peakRssBytes),
+                s.peakRssBytesPerRound.length > 1
+                  ? `${formatBytes(s.peakRssBytes)} (${formatBytes(Math.min(...s.peakRssBytesPerRound))}-${formatBytes(Math.max(...s.peakRssBytesPerRound))})`
+                  : formatBytes(s.peakRssBytes),
                 !glibc ? '–' : s.checksums.length === 1 && glibc.checksums.length === 1 && s.checksums[0] === glibc.checksums[0] ? 'yes' : 'no',
               ],
         ),
@@ -279,7 +284,8 @@ function main(): void {
   }
   console.log('# ms/step: the median step (mean: where steps differ in shape, as encoder\'s do, the mean weighs every shape); x best peer: the');
   console.log('# median over the fastest median of glibc, jemalloc, mimalloc and tcmalloc in this run; paired: each steady step over that');
-  console.log("# peer's step of the same round and number, the median ratio and its 95% distribution-free interval");
+  console.log("# peer's step of the same round and number, the median ratio and its 95% distribution-free interval; peak RSS: the median");
+  console.log('# process\'s, and the lowest and highest of the rounds\' (the JSON has each round\'s)');
   fs.rmSync(scratch, { recursive: true, force: true });
   writeJson(args.json, { script, python, blas, results });
 }
