@@ -16,10 +16,10 @@
  * Each process times its own steps (Python's start-up and the model's construction are not measured); the
  * steady state is the second half of its steps. Per configuration: ms per step (median and p95 over every
  * round's steady steps; the mean weighs every shape of a workload whose steps differ), minor page faults
- * per step (median), peak RSS (median over rounds), each step's time over the fastest peer's step of the same
- * round and number (the median ratio and its 95% interval), and whether the result (the trained parameters' sum,
- * or the last output's) is bit-equal to glibc's. Needs a python3 with torch (Debian: python3-torch);
- * --python names one.
+ * per step (median), peak RSS (median over rounds, and their range), each step's time over the fastest
+ * peer's step of the same round and number (the median ratio and its 95% interval), and whether the result
+ * (the trained parameters' sum, or the last output's) is bit-equal to glibc's. Needs a python3 with torch
+ * (Debian: python3-torch); --python names one.
  *
  *   npm run build && npx tsx bench/torch.ts [--models cnn,lstm,encoder] [--steps 40] [--reps 3]
  *       [--threads 2] [--configs LIST] [--python PATH] [--script FILE] [--json out.json]
@@ -219,19 +219,21 @@ function main(): void {
     }
     const summary = rows.map((row) => {
       if (row.error || row.runs.length === 0) return { config: row.config, error: row.error ?? 'no run' };
-      const ms = row.runs.flatMap((r) => steady(r.msPerStep));
-      const faults = row.runs.flatMap((r) => steady(r.faultsPerStep));
+      // Each round's own, in order (a median hides a workload whose peak differs from run to run), then pooled.
+      const steadyMs = row.runs.map((r) => steady(r.msPerStep));
+      const steadyFaults = row.runs.map((r) => steady(r.faultsPerStep));
+      const peakRssBytesPerRound = row.runs.map((r) => r.maxRssKiB * 1024);
+      const ms = steadyMs.flat();
       return {
         config: row.config,
-        steadyMs: row.runs.map((r) => steady(r.msPerStep)),
+        steadyMs,
         msPerStep: median(ms),
         meanMsPerStep: ms.reduce((a, b) => a + b, 0) / ms.length,
         p95MsPerStep: quantile([...ms].sort((a, b) => a - b), 0.95),
-        faultsPerStep: median(faults),
-        peakRssBytes: median(row.runs.map((r) => r.maxRssKiB * 1024)),
-        // Each round's own, in order: a median hides a workload whose peak differs from run to run.
-        peakRssBytesPerRound: row.runs.map((r) => r.maxRssKiB * 1024),
-        steadyFaults: row.runs.map((r) => steady(r.faultsPerStep)),
+        faultsPerStep: median(steadyFaults.flat()),
+        peakRssBytes: median(peakRssBytesPerRound),
+        peakRssBytesPerRound,
+        steadyFaults,
         checksums: [...new Set(row.runs.map((r) => r.checksum))],
       };
     });
