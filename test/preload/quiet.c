@@ -74,6 +74,10 @@ static uint64_t residentBytesOf(pid_t pid) {
 
 static uint64_t residentBytes(void) { return residentBytesOf(0); }
 
+/* Whether process `pid` (0: this one) holds at most 16 MiB more than `before` (its resident bytes at the start):
+ * what the blocks written and freed held has gone back. */
+static int memoryBack(pid_t pid, uint64_t before) { return residentBytesOf(pid) < before + (16 << 20); }
+
 /* The Threads: line of /proc/self/status. */
 static int threadCount(void) {
   char text[4096] = {0};
@@ -109,7 +113,7 @@ static int idle(int seconds) {
   if (writeAndFree() != 0) return 1;
   int back = 0;
   for (int waited = 0; waited < seconds * 1000 && !back; waited += 20) {
-    back = residentBytes() < before + (16 << 20);
+    back = memoryBack(0, before);
     if (!back) sleepMs(20);
   }
   printf("resident memory back within 16 MiB of the start while quiet: %s\n", back ? "yes" : "no");
@@ -163,7 +167,7 @@ static int sleeps(const char* call) {
   } else {
     sleepBy(call);
   }
-  printf("resident memory back within 16 MiB of the start after the sleep: %s\n", residentBytes() < before + (16 << 20) ? "yes" : "no");
+  printf("resident memory back within 16 MiB of the start after the sleep: %s\n", memoryBack(0, before) ? "yes" : "no");
   return 0;
 }
 
@@ -218,11 +222,11 @@ static int waits(const char* call, int patienceMs) {
   if (writer < 0) return perror("fork"), 1;
   if (writer == 0) {
     const pid_t waiter = getppid();
-    for (int waited = 0; waited < patienceMs && residentBytesOf(waiter) >= before + (16 << 20); waited += 10) sleepMs(10);
+    for (int waited = 0; waited < patienceMs && !memoryBack(waiter, before); waited += 10) sleepMs(10);
     _exit(write(pipeEnds[1], "x", 1) == 1 ? 0 : 1);
   }
   const int ready = waitBy(call, pipeEnds[0], 10000);
-  const int back = residentBytes() < before + (16 << 20);
+  const int back = memoryBack(0, before);
   char byte;
   if (read(pipeEnds[0], &byte, 1) != 1 || waitpid(writer, NULL, 0) != writer) return printf("no byte\n"), 1;
   printf("ready: %d; resident memory back within 16 MiB of the start: %s\n", ready, back ? "yes" : "no");
@@ -231,7 +235,7 @@ static int waits(const char* call, int patienceMs) {
   const int none = waitBy(call, pipeEnds[0], 1000);
   const int lasted = nowMs() - start >= 1000;
   printf("timed out: %d; after 1 s at least: %s; resident memory back: %s\n", none, lasted ? "yes" : "no",
-         residentBytes() < before + (16 << 20) ? "yes" : "no");
+         memoryBack(0, before) ? "yes" : "no");
   if (write(pipeEnds[1], "x", 1) != 1 || writeAndFree() != 0) return 1;
   printf("a byte there before the wait: %d\n", waitBy(call, pipeEnds[0], 10000));
   return 0;
@@ -436,7 +440,7 @@ static int churn(int seconds) {
   for (int i = 0; i < 4; i++) pthread_join(workers[i], NULL);
   int back = 0, after = threadCount();
   for (int waited = 0; waited < 10000 && (!back || after != 1); waited += 20) {
-    back = residentBytes() < before + (16 << 20);
+    back = memoryBack(0, before);
     after = threadCount();
     if (!back || after != 1) sleepMs(20);
   }
