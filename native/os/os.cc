@@ -31,6 +31,8 @@ size_t pageSize() {
 std::atomic<std::atomic<detail::TrackLeaf*>*> detail::trackDirectory{nullptr};
 std::atomic<uint8_t> detail::trackedNear[detail::kNearEntries];  // static storage: zero, no constructor runs
 std::atomic<uintptr_t> detail::trackedFrom{UINTPTR_MAX};
+// In .data beside trackedFrom (zero, it would go to .bss): free() reads both, one page and cache line.
+__attribute__((section(".data.tp_trackedTo"))) std::atomic<uintptr_t> detail::trackedTo{0};
 
 namespace {
 using detail::kGranuleShift;
@@ -72,10 +74,14 @@ TrackLeaf* leafOf(uint64_t index, bool make) {
   return leaf;
 }
 
-// detail::trackedFrom at `at` at most (never raised: unmarking leaves it where it was).
-void lowerTrackedFrom(uintptr_t at) {
+// detail::trackedFrom at `at` at most, and detail::trackedTo at `end` at least (never the other way: unmarking
+// leaves both where they were).
+void widenTrackedBounds(uintptr_t at, uintptr_t end) {
   uintptr_t lowest = detail::trackedFrom.load(std::memory_order_acquire);
   while (at < lowest && !detail::trackedFrom.compare_exchange_weak(lowest, at, std::memory_order_acq_rel, std::memory_order_acquire)) {
+  }
+  uintptr_t highest = detail::trackedTo.load(std::memory_order_acquire);
+  while (end > highest && !detail::trackedTo.compare_exchange_weak(highest, end, std::memory_order_acq_rel, std::memory_order_acquire)) {
   }
 }
 
@@ -85,7 +91,7 @@ bool markGranules(void* start, size_t bytes, bool on) {
   const uint64_t first = reinterpret_cast<uintptr_t>(start) >> kGranuleShift;
   const uint64_t end = (reinterpret_cast<uintptr_t>(start) + bytes + kTrackGranule - 1) >> kGranuleShift;
   const uint64_t granulesPerLeafShift = kLeafShift - kGranuleShift;
-  if (on) lowerTrackedFrom(first << kGranuleShift);  // before any entry is counted up
+  if (on) widenTrackedBounds(first << kGranuleShift, end << kGranuleShift);  // before any entry is counted up
   for (uint64_t g = first; g < end && (g >> granulesPerLeafShift) < kTrackLeaves; ++g) {
     TrackLeaf* leaf = leafOf(g >> granulesPerLeafShift, on);
     if (!leaf) {
@@ -136,6 +142,80 @@ void* mapAligned(size_t bytes, size_t alignment) {
 
 // A tracked mapping owns whole granules, so that no other mapping shares a granule with it.
 size_t trackedLength(size_t bytes) { return (bytes + kTrackGranule - 1) & ~(kTrackGranule - 1); }
+
+// Where tracked mappings go: [96 TiB, 120 TiB) of the 128 TiB a process has. The kernel places mappings
+// top-down from 127 TiB, and a program's own data and heap sit near 0, or near 85 TiB where it is
+// position-independent: the range lies above the C library's brk heap and below the mappings the kernel
+// places (the C library's thread arenas and mapped chunks, a --with allocator's memory), so that free() tells
+// either from the pool's by one compare (detail::trackedFrom, detail::trackedTo).
+constexpr uintptr_t kPlacedFrom = uintptr_t{96} << 40, kPlacedTo = uintptr_t{120} << 40;
+// The origin, drawn once in [100 TiB, 116 TiB): mapGrowable's reservation starts there and grows up; every
+// other tracked mapping is placed below it, at the highest free granules (first fit, top-down, as the kernel
+// places its own), so that the growable one keeps the address space past its end.
+constexpr uintptr_t kOriginFrom = uintptr_t{100} << 40, kOriginTo = uintptr_t{116} << 40;
+constexpr int kPlacementTries = 4;
+std::atomic<uintptr_t> origin{0};             // 0 until drawn
+std::atomic<bool> placementRefused{false};    // a kernel before 4.17 (MAP_FIXED_NOREPLACE taken as a hint)
+
+uintptr_t placementOrigin() {
+  uintptr_t drawn = origin.load(std::memory_order_acquire);
+  if (drawn) return drawn;
+  const uintptr_t mine = kOriginFrom + (randomSeed() % ((kOriginTo - kOriginFrom) / kTrackGranule)) * kTrackGranule;
+  return origin.compare_exchange_strong(drawn, mine, std::memory_order_acq_rel) ? mine : drawn;
+}
+
+// Whether granule g (an address >> kGranuleShift) is tracked now.
+bool granuleTracked(uint64_t g) {
+  const TrackLeaf* leaf = leafOf(g >> (kLeafShift - kGranuleShift), false);
+  const uint64_t within = g & (kLeafGranules - 1);
+  return leaf && ((leaf->words[within >> 6].load(std::memory_order_acquire) >> (within & 63)) & 1);
+}
+
+// An unaccounted reservation of exactly [at, at + bytes), where no mapping is there: `at`; else nullptr
+// (errno EEXIST where another mapping is there).
+void* reserveAt(uintptr_t at, size_t bytes) {
+  void* start = mmap(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (start == MAP_FAILED) return nullptr;
+  if (start != reinterpret_cast<void*>(at)) {  // a kernel before 4.17: a hint, taken elsewhere
+    munmap(start, bytes);
+    placementRefused.store(true, std::memory_order_relaxed);
+    errno = EINVAL;
+    return nullptr;
+  }
+  return start;
+}
+
+// A reservation of `bytes` (whole granules) aligned to `alignment` (a multiple of kTrackGranule) below the
+// origin, at the highest granules no tracked mapping holds; nullptr where none is found or the kernel refuses
+// (the caller then lets the kernel place it). Not marked yet. Two threads may pick the same granules: one is
+// refused (EEXIST) and looks further down, as it does past another's mapping there.
+void* mapPlaced(size_t bytes, size_t alignment) {
+  if (placementRefused.load(std::memory_order_relaxed) || bytes > kOriginFrom - kPlacedFrom) return nullptr;
+  const uint64_t span = bytes >> kGranuleShift, lowest = kPlacedFrom >> kGranuleShift;
+  const uint64_t step = alignment >> kGranuleShift;
+  uint64_t untracked = 0;  // granules no tracked mapping holds, counted down from the last one that does
+  int tries = 0;
+  for (uint64_t g = placementOrigin() >> kGranuleShift; g > lowest;) {
+    --g;
+    if (granuleTracked(g)) {
+      untracked = 0;
+      continue;
+    }
+    if (++untracked < span || g % step != 0) continue;
+    void* start = reserveAt(g << kGranuleShift, bytes);
+    if (start) return start;
+    if (errno != EEXIST || ++tries == kPlacementTries) return nullptr;
+    untracked = 0;  // a mapping not tracked there, or another thread's: look below these granules
+  }
+  return nullptr;
+}
+
+// A tracked mapping's reservation: placed where it can be (mapPlaced), else where the kernel places it.
+void* mapTracked(size_t bytes, size_t alignment) {
+  void* start = mapPlaced(bytes, alignment);
+  return start ? start : mapAligned(bytes, alignment);
+}
 }  // namespace
 
 bool trackMappings() {
@@ -179,7 +259,7 @@ void* mapRange(size_t bytes, size_t alignment, size_t accounted) {
     bytes = trackedLength(bytes);
     if (alignment < kTrackGranule) alignment = kTrackGranule;
   }
-  void* start = mapAligned(bytes, alignment);
+  void* start = tracked ? mapTracked(bytes, alignment) : mapAligned(bytes, alignment);
   if (!start) return nullptr;
   if (accounted && mmap(start, accounted, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
     const int refused = errno;
@@ -199,15 +279,6 @@ void* mapAccounted(size_t bytes, size_t alignment) {
   return mapRange(bytes, alignment, (bytes + pageSize() - 1) & ~(pageSize() - 1));
 }
 
-namespace {
-// mapGrowable's range: [96 TiB, 120 TiB) of the 128 TiB a process has (the kernel places mappings top-down from
-// 127 TiB, and a program's own data and heap sit near 0, or near 85 TiB where it is position-independent): above
-// the C library's brk heap either way, so that free() tells its blocks from the pool's by one compare
-// (detail::trackedFrom).
-constexpr uintptr_t kGrowableFrom = uintptr_t{96} << 40, kGrowableTo = uintptr_t{120} << 40;
-constexpr int kGrowableTries = 4;
-}  // namespace
-
 void* mapGrowable(size_t bytes) {
   if (!trackDirectory.load(std::memory_order_acquire)) return mapMemory(bytes, kTrackGranule);
   if (injectedFailure(Call::Map)) {
@@ -215,19 +286,15 @@ void* mapGrowable(size_t bytes) {
     return nullptr;
   }
   bytes = trackedLength(bytes);
-  const uintptr_t granules = (kGrowableTo - kGrowableFrom) / kTrackGranule;
-  for (int attempt = 0; attempt < kGrowableTries && bytes < kGrowableTo - kGrowableFrom; ++attempt) {
-    const uintptr_t at = kGrowableFrom + (randomSeed() % granules) * kTrackGranule;
-    if (at + bytes > kGrowableTo) continue;
-    void* start = mmap(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-    if (start == MAP_FAILED) {
+  // At the origin; where another mapping is there, at a random granule above it.
+  const uintptr_t from = placementOrigin(), granules = (kPlacedTo - from) / kTrackGranule;
+  for (int attempt = 0; attempt < kPlacementTries && bytes < kPlacedTo - from && !placementRefused.load(std::memory_order_relaxed); ++attempt) {
+    const uintptr_t at = attempt == 0 ? from : from + (randomSeed() % granules) * kTrackGranule;
+    if (at + bytes > kPlacedTo) continue;
+    void* start = reserveAt(at, bytes);
+    if (!start) {
       if (errno == EEXIST) continue;
-      break;  // ENOMEM (RLIMIT_AS): anywhere else would be refused as well, but mapAligned says so
-    }
-    if (start != reinterpret_cast<void*>(at)) {  // a kernel before 4.17: a hint, taken elsewhere
-      munmap(start, bytes);
-      break;
+      break;  // ENOMEM (RLIMIT_AS): anywhere else would be refused as well, but mapMemory says so
     }
     if (!markGranules(start, bytes, true)) return unmapRefused(start, bytes);
     bytesMapped.fetch_add(bytes, std::memory_order_relaxed);
@@ -341,7 +408,7 @@ void* remapTracked(char* start, size_t oldBytes, size_t newBytes) {
     if (newBytes < oldBytes) releaseTail(start + newBytes, std::min(oldBytes, newSpan) - newBytes);
     return start;
   }
-  char* moved = static_cast<char*>(mapAligned(newSpan, kTrackGranule));
+  char* moved = static_cast<char*>(mapTracked(newSpan, kTrackGranule));
   if (!moved) return nullptr;
   if (mmap(moved + oldBytes, newBytes - oldBytes, kReadWrite, kAnonymous, -1, 0) == MAP_FAILED) {
     const int refused = errno;

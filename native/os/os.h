@@ -63,9 +63,10 @@ int unmapTail(void* start, size_t bytes, size_t keep);
 //       the overcommit policy refuses) and leaves the old range exactly as it was.
 void* remapAccounted(void* start, size_t oldBytes, size_t newBytes);
 
-// mapMemory for a reservation that is to grow in place (extendMapping): placed, where the kernel agrees, at a
-// random granule of an address range its own placement leaves alone (it maps top-down from below the stack,
-// and the program's heap grows up from its data), so that the address space past its end stays free; else
+// mapMemory for a reservation that is to grow in place (extendMapping): placed, where the kernel agrees, at the
+// origin of the tracked mappings' range (a granule drawn at random once in an address range the kernel's own
+// placement leaves alone: it maps top-down from below the stack, and the program's heap grows up from its
+// data), the other tracked mappings lying below it, so that the address space past its end stays free; else
 // where mapMemory would place it. Pre and post as mapMemory's, with `alignment` kTrackGranule.
 void* mapGrowable(size_t bytes);
 // Grows a mapping made by mapMemory or mapGrowable in place, while tracking is on: the granules
@@ -82,7 +83,8 @@ uint64_t mappedBytes();
 // Tracking of this layer's mappings, for the process allocator (native/preload): free() must tell our
 // memory from the C library's for any pointer, on every call, without a lock or a system call.
 // Once tracking is on, mapMemory aligns every mapping to kTrackGranule and reserves whole granules (the
-// tail stays untouched, so it costs address space, not memory), and marks them in a process-wide table: for
+// tail stays untouched, so it costs address space, not memory), places them together (the highest free
+// granules below mapGrowable's origin, where the kernel agrees), and marks them in a process-wide table: for
 // each GiB of the 47-bit user space, a bitmap of its granules, made the first time a mapping there is tracked
 // (64 bytes each, in pages mapped as needed), found from a directory of 1 MiB of address space (faulted in
 // only where written or read). Under an RLIMIT_AS the table costs the program little of its address space.
@@ -109,20 +111,24 @@ __attribute__((visibility("hidden"))) extern std::atomic<std::atomic<TrackLeaf*>
 constexpr unsigned kNearBits = 20;
 constexpr size_t kNearEntries = size_t{1} << kNearBits;
 __attribute__((visibility("hidden"))) extern std::atomic<uint8_t> trackedNear[kNearEntries];
-// The lowest address any granule was tracked at since trackMappings() (UINTPTR_MAX before): lowered before a
-// granule's entry is counted up, never raised. Below it no pointer is the pool's: free()'s first look, one
-// compare, where the C library's heap lies (its brk heap lies below the tracked mappings, mapGrowable).
+// The lowest address any granule was tracked at since trackMappings() (UINTPTR_MAX before), and the end of the
+// highest (0 before): widened before a granule's entry is counted up, never narrowed. Outside them no pointer
+// is the pool's: free()'s first look, one compare, where the C library's brk heap lies (below the tracked
+// mappings) or where the kernel places mappings (above them: tracked mappings are placed in [96 TiB, 120 TiB)
+// where the kernel agrees, mapMemory).
 __attribute__((visibility("hidden"))) extern std::atomic<uintptr_t> trackedFrom;
+__attribute__((visibility("hidden"))) extern std::atomic<uintptr_t> trackedTo;
 }  // namespace detail
 // Whether trackMappings() has run: until then no pointer is a tracked mapping.
 inline bool mappingsTracked() { return detail::trackDirectory.load(std::memory_order_acquire) != nullptr; }
-// Whether `p` may lie in a tracked mapping: false means it does not (it lies below every granule tracked so
-// far, or no tracked granule shares its entry of the folded table); true, that isTrackedMapping must tell. Any
-// p, never followed; lock-free. free()'s look at every pointer once the pool exists: one compare, then (at or
-// above trackedFrom) a shift, a mask and one load.
+// Whether `p` may lie in a tracked mapping: false means it does not (it lies below or above every granule
+// tracked so far, or no tracked granule shares its entry of the folded table); true, that isTrackedMapping must
+// tell. Any p, never followed; lock-free. free()'s look at every pointer once the pool exists: two compares,
+// then (between trackedFrom and trackedTo) a shift, a mask and one load.
 inline bool mayBeTrackedMapping(const void* p) {
   const uint64_t at = reinterpret_cast<uintptr_t>(p);
   if (at < detail::trackedFrom.load(std::memory_order_acquire)) return false;
+  if (at >= detail::trackedTo.load(std::memory_order_acquire)) return false;
   return detail::trackedNear[(at >> detail::kGranuleShift) & (detail::kNearEntries - 1)].load(std::memory_order_acquire) != 0;
 }
 inline bool isTrackedMapping(const void* p) {

@@ -64,13 +64,13 @@ TP_EXPORT_ALWAYS_RUN struct mallinfo mallinfo(void) { return route::mallinfo(); 
 TP_ALWAYS_RUN void tp::preload::freeWithChecks(void* p) { route::free(p); }
 // Once the pool exists, freeEntry's (os::mayBeTrackedMapping, laid out for the common case; docs/design.md, "the
 // hot path"): on x86-64 three instructions to the next allocator's free for a pointer below every tracked
-// granule (os::detail::trackedFrom: the C library's brk heap), else seven for one no tracked granule lies near
-// (the folded table's entry compared in memory, where the compiler would load it into a register first);
-// freeOutsidePoolPeer, for an allocator whose blocks all lie in mappings the kernel placed (above the pool's
-// arena: jemalloc's, mimalloc's), the seven alone. Once
-// a block was shifted, a pointer aligned to 32 (not null) whose word before it carries kShiftTag in its top 16
-// bits takes route::nextFree, which tells a shifted block from a chunk of glibc's (nextStart); any other goes
-// on as above.
+// granule (os::detail::trackedFrom: the C library's brk heap), five for one above them all (trackedTo: glibc's
+// thread arenas and mapped chunks), else eleven for one no tracked granule lies near (the folded table's entry
+// compared in memory, where the compiler would load it into a register first); freeOutsidePoolAbove, for an
+// allocator whose blocks lie in mappings the kernel placed (above the pool's: jemalloc's, mimalloc's), compares
+// with trackedTo first. Once a block was shifted, a pointer aligned to 32 (not null) whose word before it
+// carries kShiftTag in its top 16 bits takes route::nextFree, which tells a shifted block from a chunk of
+// glibc's (nextStart); any other goes on as above.
 #if defined(__x86_64__)
 namespace {
 [[gnu::used]] TP_ALWAYS_RUN void freeMaybeShifted(void* p) { route::nextFree(p); }
@@ -84,20 +84,29 @@ namespace {
   "jne %c[checks]\n\t"
 #define TP_FREE_OPERANDS                                                                                 \
   [granuleShift] "i"(os::detail::kGranuleShift), [nearMask] "i"(os::detail::kNearEntries - 1),           \
-      [near] "i"(&os::detail::trackedNear), [from] "i"(&os::detail::trackedFrom), [checks] "i"(&freeWithChecks), \
-      [next] "i"(&next.free)
+      [near] "i"(&os::detail::trackedNear), [from] "i"(&os::detail::trackedFrom),                        \
+      [to] "i"(&os::detail::trackedTo), [checks] "i"(&freeWithChecks), [next] "i"(&next.free)
 TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePool(void*) {
   asm("cmp %c[from](%%rip), %%rdi\n\t"
-      "jae 1f\n\t"
-      "jmp *%c[next](%%rip)\n"
-      "1:\n\t" TP_FREE_UNLESS_NEAR_POOL "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS);
+      "jb 1f\n\t"
+      "cmp %c[to](%%rip), %%rdi\n\t"
+      "jae 1f\n\t" TP_FREE_UNLESS_NEAR_POOL
+      "1:\n\t"
+      "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS);
 }
-TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolPeer(void*) {
-  asm(TP_FREE_UNLESS_NEAR_POOL "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS);
+TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolAbove(void*) {
+  asm("cmp %c[to](%%rip), %%rdi\n\t"
+      "jae 1f\n\t"
+      "cmp %c[from](%%rip), %%rdi\n\t"
+      "jb 1f\n\t" TP_FREE_UNLESS_NEAR_POOL
+      "1:\n\t"
+      "jmp *%c[next](%%rip)" ::TP_FREE_OPERANDS);
 }
 TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolShifted(void*) {
   asm("cmp %c[from](%%rip), %%rdi\n\t"
-      "jb 2f\n\t" TP_FREE_UNLESS_NEAR_POOL
+      "jb 2f\n\t"
+      "cmp %c[to](%%rip), %%rdi\n\t"
+      "jae 2f\n\t" TP_FREE_UNLESS_NEAR_POOL
       "2:\n\t"
       "test $31, %%dil\n\t"
       "jnz 1f\n\t"
@@ -113,7 +122,7 @@ TP_ALWAYS_RUN __attribute__((naked)) void tp::preload::freeOutsidePoolShifted(vo
 #undef TP_FREE_OPERANDS
 #else
 TP_ALWAYS_RUN void tp::preload::freeOutsidePool(void* p) { route::freeOutsidePool<false>(p); }
-TP_ALWAYS_RUN void tp::preload::freeOutsidePoolPeer(void* p) { route::freeOutsidePool<false>(p); }
+TP_ALWAYS_RUN void tp::preload::freeOutsidePoolAbove(void* p) { route::freeOutsidePool<false>(p); }
 TP_ALWAYS_RUN void tp::preload::freeOutsidePoolShifted(void* p) { route::freeOutsidePool<true>(p); }
 #endif
 // The library's own C++ runtime (libstdc++, linked in statically) allocates through this (-Wl,--wrap=malloc):

@@ -352,11 +352,26 @@ TP_ALWAYS_RUN void startRouting(uint64_t minBytes, bool addressLimited) {
   }
 }
 
+namespace {
+// Whether the next allocator's blocks lie above the pool's memory, so that free() compares with trackedTo first:
+// glibc's main arena lies below it (its brk heap; its thread arenas above take the second compare), the others'
+// blocks wherever each maps them.
+bool nextBlocksAbovePool() {
+  if (nextIsGlibcMalloc()) return false;
+  const int saved = errno;
+  void* probe = next.malloc.load(std::memory_order_relaxed)(64);
+  const bool above = reinterpret_cast<uintptr_t>(probe) >= os::detail::trackedTo.load(std::memory_order_acquire);
+  next.free.load(std::memory_order_relaxed)(probe);
+  errno = saved;
+  return above;
+}
+}  // namespace
+
 // Sequentially consistent, with anyShifted's store before the call: where the pool is made on one thread
 // while another hands out its first shifted block, whichever store comes last in the single total order
 // finds anyShifted set or is the shifted one's own, so freeEntry never ends on freeOutsidePool once it is.
 void freeNeedsChecks() {
-  detail::freeEntry.store(nextIsGlibcMalloc() ? freeOutsidePool : freeOutsidePoolPeer, std::memory_order_seq_cst);
+  detail::freeEntry.store(nextBlocksAbovePool() ? freeOutsidePoolAbove : freeOutsidePool, std::memory_order_seq_cst);
   if (detail::anyShifted.load(std::memory_order_seq_cst)) detail::freeEntry.store(freeOutsidePoolShifted, std::memory_order_seq_cst);
 }
 

@@ -40,7 +40,7 @@ __attribute__((visibility("hidden"))) extern std::atomic<uint8_t> mallocExtras;
 // ticks (kPoolTicks). free() calls freeEntry: the next allocator's free until a pointer may need a look (the
 // pool mapped memory, or a shifted aligned block was handed out: anyShifted), from then on, for good,
 // freeOutsidePool (freeOutsidePoolShifted once anyShifted): the pool's memory told apart in a few instructions
-// (os::mayBeTrackedMapping; one compare below the lowest tracked address), freeWithChecks for a pointer that
+// (os::mayBeTrackedMapping; one or two compares outside the tracked addresses), freeWithChecks for a pointer that
 // may be in it.
 __attribute__((visibility("hidden"))) extern std::atomic<size_t> fastBelow;
 __attribute__((visibility("hidden"))) extern std::atomic<void* (*)(size_t)> mallocBelow;
@@ -101,17 +101,19 @@ void freeWithChecks(void* p);
 // else a tail call of the next allocator's free (freeOutsidePoolShifted: after nextStart's look for a shift).
 void freeOutsidePool(void* p);
 void freeOutsidePoolShifted(void* p);
-// freeOutsidePool without its first compare (os::detail::trackedFrom), where the next allocator is not glibc's
-// malloc: its blocks lie in mappings the kernel placed, above the pool's arena, not below in a brk heap.
-void freeOutsidePoolPeer(void* p);
+// freeOutsidePool with its compares the other way round (os::detail::trackedTo first), where the next
+// allocator's blocks lie above the pool's memory (jemalloc's: mappings the kernel placed top-down), not below it
+// (glibc's brk heap, tcmalloc's, mimalloc's segments at its own hint addresses).
+void freeOutsidePoolAbove(void* p);
 // mallocBelow while the pool ticks (overrides.cc): the next allocator's malloc, and every kMallocsPerTick-th
 // call on a thread the pool's turn first (malloc_route.h, mallocTick).
 void* mallocCounted(size_t bytes);
 // mallocBelow until start-up routes: the next allocator's malloc, whatever it is by then.
 void* mallocThroughNext(size_t bytes);
-// From now on every free() takes freeOutsidePool (freeOutsidePoolPeer where the next allocator is not glibc's
-// malloc), or freeOutsidePoolShifted once anyShifted is set (which the caller that sets it stores first).
-// Pre: before the first pointer that needs it is handed out.
+// From now on every free() takes freeOutsidePool (freeOutsidePoolAbove where the next allocator is not glibc's
+// malloc and a block of its own, made and freed here, lies above the pool's memory), or freeOutsidePoolShifted
+// once anyShifted is set (which the caller that sets it stores first).
+// Pre: before the first pointer that needs it is handed out; the pool's memory mapped (os::detail::trackedTo).
 void freeNeedsChecks();
 // Decay's turns from the C library's mallocs (kPoolTicks) stop while the pool holds no memory decay could give
 // back, and start again at the pool's next release (malloc's path is then a compare and a jump).

@@ -3,14 +3,20 @@
 //   quiescent  after each way a tracked mapping is made, grown, shrunk, moved and unmapped (mapMemory,
 //              mapAccounted, mapGrowable, extendMapping, unmapTail, remapAccounted, unmapMemory), for every
 //              granule of the mappings and around them: mayBeTrackedMapping(p) is exactly whether p lies at
-//              or above the lowest granule tracked so far (trackedFrom) and any granule sharing p's entry is
-//              tracked (so a block the pool holds is never taken for another's, and an entry goes back to
-//              zero once the pool's granules there are gone); trackedFrom is at or below every mapping made.
+//              or above the lowest granule tracked so far (trackedFrom), below the end of the highest
+//              (trackedTo), and any granule sharing p's entry is tracked (so a block the pool holds is never
+//              taken for another's, and an entry goes back to zero once the pool's granules there are gone);
+//              trackedFrom and trackedTo hold every mapping made between them.
+//   placed     tracked mappings lie together in [96 TiB, 120 TiB) where the kernel agrees (MAP_FIXED_NOREPLACE):
+//              the growable one at the origin, the others below it, so that both free()'s compares hold the
+//              pool's memory between them; granules given back are taken again (mappings made and unmapped in
+//              turn do not wander down the range), and a mapping not ours in the way is stepped over.
 //   threads    two threads map and unmap while a third reads: a granule a thread holds mapped is never
 //              seen as outside the pool, whatever the others do to the entries it shares.
 // Exit 0 when every check held; else the first failed check on stderr and exit 1.
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdint>
@@ -46,10 +52,11 @@ bool anyTrackedSharing(uintptr_t p) {
 void checkAround(const void* start, size_t bytes) {
   const uintptr_t from = reinterpret_cast<uintptr_t>(start) - 2 * kTrackGranule;
   const uintptr_t to = reinterpret_cast<uintptr_t>(start) + bytes + 2 * kTrackGranule;
-  const uintptr_t trackedFrom = tp::os::detail::trackedFrom.load();
+  const uintptr_t trackedFrom = tp::os::detail::trackedFrom.load(), trackedTo = tp::os::detail::trackedTo.load();
   CHECK(trackedFrom <= reinterpret_cast<uintptr_t>(start));
+  CHECK(trackedTo >= reinterpret_cast<uintptr_t>(start) + bytes);
   for (uintptr_t p = from; p < to; p += kTrackGranule / 2) {
-    CHECK(tp::os::mayBeTrackedMapping(reinterpret_cast<void*>(p)) == (p >= trackedFrom && anyTrackedSharing(p)));
+    CHECK(tp::os::mayBeTrackedMapping(reinterpret_cast<void*>(p)) == (p >= trackedFrom && p < trackedTo && anyTrackedSharing(p)));
     if (tp::os::isTrackedMapping(reinterpret_cast<void*>(p))) CHECK(tp::os::mayBeTrackedMapping(reinterpret_cast<void*>(p)));
   }
 }
@@ -93,6 +100,38 @@ void quiescent() {
   checkAround(growable, 4 * kTrackGranule);
 }
 
+void placed() {
+  constexpr uintptr_t kFrom = uintptr_t{96} << 40, kTo = uintptr_t{120} << 40;
+  const size_t page = tp::os::pageSize();
+  auto inRange = [&](const void* p, size_t bytes) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+    return at >= kFrom && at + bytes <= kTo;
+  };
+  char* growable = static_cast<char*>(tp::os::mapGrowable(4 * kTrackGranule));
+  CHECK(growable != nullptr && inRange(growable, 4 * kTrackGranule));
+  char* below = static_cast<char*>(tp::os::mapMemory(3 * kTrackGranule, page));
+  CHECK(below != nullptr && inRange(below, 3 * kTrackGranule) && below + 3 * kTrackGranule <= growable);
+  // Made and unmapped in turn, with one held throughout: the lowest granule ever tracked stays put.
+  void* first = tp::os::mapAccounted(5 * kTrackGranule, page);
+  CHECK(first != nullptr && tp::os::unmapMemory(first, 5 * kTrackGranule) == 0);
+  const uintptr_t lowest = tp::os::detail::trackedFrom.load();
+  for (int i = 0; i < 1000; ++i) {
+    void* again = tp::os::mapAccounted(1 + (i % 5) * kTrackGranule, page);
+    CHECK(again != nullptr && inRange(again, kTrackGranule));
+    CHECK(tp::os::unmapMemory(again, 1 + (i % 5) * kTrackGranule) == 0);
+  }
+  CHECK(tp::os::detail::trackedFrom.load() == lowest);
+  // A mapping of someone else's just below ours: the next is placed elsewhere in the range, not over it.
+  const uintptr_t under = lowest - kTrackGranule;
+  void* foreign = mmap(reinterpret_cast<void*>(under), kTrackGranule, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  CHECK(foreign == reinterpret_cast<void*>(under));
+  void* past = tp::os::mapMemory(6 * kTrackGranule, page);
+  CHECK(past != nullptr && inRange(past, 6 * kTrackGranule) && !tp::os::isTrackedMapping(foreign));
+  CHECK(tp::os::detail::trackedTo.load() >= reinterpret_cast<uintptr_t>(growable) + 4 * kTrackGranule);
+  CHECK(tp::os::unmapMemory(past, 6 * kTrackGranule) == 0 && munmap(foreign, kTrackGranule) == 0);
+  CHECK(tp::os::unmapMemory(below, 3 * kTrackGranule) == 0 && tp::os::unmapMemory(growable, 4 * kTrackGranule) == 0);
+}
+
 void threads() {
   std::atomic<bool> stop{false};
   std::atomic<bool> wrong{false};
@@ -128,6 +167,7 @@ void threads() {
 
 int main() {
   CHECK(tp::os::trackMappings());
+  placed();
   quiescent();
   threads();
   puts("tracked-near: ok");
