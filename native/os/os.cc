@@ -164,11 +164,11 @@ uintptr_t placementOrigin() {
   return origin.compare_exchange_strong(drawn, mine, std::memory_order_acq_rel) ? mine : drawn;
 }
 
-// Whether granule g (an address >> kGranuleShift) is tracked now.
-bool granuleTracked(uint64_t g) {
+// The word of the exact table that holds granule g (an address >> kGranuleShift): its granules' bits, bit
+// (g & 63) g's; 0 where no leaf is made there.
+uint64_t trackedWord(uint64_t g) {
   const TrackLeaf* leaf = leafOf(g >> (kLeafShift - kGranuleShift), false);
-  const uint64_t within = g & (kLeafGranules - 1);
-  return leaf && ((leaf->words[within >> 6].load(std::memory_order_acquire) >> (within & 63)) & 1);
+  return leaf ? leaf->words[(g & (kLeafGranules - 1)) >> 6].load(std::memory_order_acquire) : 0;
 }
 
 // An unaccounted reservation of exactly [at, at + bytes), where no mapping is there: `at`; else nullptr
@@ -198,7 +198,13 @@ void* mapPlaced(size_t bytes, size_t alignment) {
   int tries = 0;
   for (uint64_t g = placementOrigin() >> kGranuleShift; g > lowest;) {
     --g;
-    if (granuleTracked(g)) {
+    const uint64_t word = trackedWord(g);
+    if ((g & 63) == 63 && word == ~uint64_t{0}) {  // 64 tracked granules: one step past them
+      g -= 63;
+      untracked = 0;
+      continue;
+    }
+    if ((word >> (g & 63)) & 1) {
       untracked = 0;
       continue;
     }

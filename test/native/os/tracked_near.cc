@@ -121,6 +121,12 @@ void placed() {
     CHECK(tp::os::unmapMemory(again, 1 + (i % 5) * kTrackGranule) == 0);
   }
   CHECK(tp::os::detail::trackedFrom.load() == lowest);
+  // Below a wide one (whole words of the exact table tracked), still in the range.
+  char* wide = static_cast<char*>(tp::os::mapMemory(200 * kTrackGranule, page));
+  CHECK(wide != nullptr && inRange(wide, 200 * kTrackGranule));
+  char* next = static_cast<char*>(tp::os::mapMemory(kTrackGranule, page));
+  CHECK(next != nullptr && inRange(next, kTrackGranule));
+  CHECK(tp::os::unmapMemory(next, kTrackGranule) == 0 && tp::os::unmapMemory(wide, 200 * kTrackGranule) == 0);
   // A mapping of someone else's just below ours: the next is placed elsewhere in the range, not over it.
   const uintptr_t under = lowest - kTrackGranule;
   void* foreign = mmap(reinterpret_cast<void*>(under), kTrackGranule, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
