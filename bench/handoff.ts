@@ -21,16 +21,13 @@ import path from 'node:path';
 import { preloadLibrary } from '../dist/index.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
-import { benchArgs, buildBenchHelpers, printHeader, writeJson } from './harness.js';
+import { benchArgs, buildBenchHelpers, optionChecks, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(5, { operations: { type: 'string' }, threads: { type: 'string' }, library: { type: 'string' } });
 const library = args.values.library === undefined ? preloadLibrary : path.resolve(String(args.values.library));
-const operations = Number(args.values.operations ?? 1000000);
-const threadCounts = String(args.values.threads ?? '2,16,64').split(',').map(Number);
-if (!Number.isInteger(operations) || operations < 1 || threadCounts.some((t) => !Number.isInteger(t) || t < 1)) {
-  console.error('--operations takes a positive integer, --threads a comma-separated list of them');
-  process.exit(2);
-}
+const checks = optionChecks('handoff', args);
+const operations = checks.integer('operations', 1000000);
+const threadCounts = checks.integers('threads', [2, 16, 64]);
 if (!fs.existsSync(library)) {
   console.error(`no preload library at ${library}${args.values.library === undefined ? ': npm run build' : ''}`);
   process.exit(2);

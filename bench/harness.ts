@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
+import { bytesOption } from '../dist/cli/common.js';
 import { describeMachine, machineInfo, type MachineInfo } from '../dist/report/machine.js';
 
 export interface BenchArgs {
@@ -114,13 +115,17 @@ export function traceLabel(file: string): string {
  * A bench's checks of its own options: fail() prints `BENCH bench: message` and ends the process with code 2;
  * integer() reads option `name` as an integer of at least `min` (`fallback` when absent), or fails; list() reads
  * it as a comma-separated list of one or more items (undefined when absent), or fails saying it `takes` what it
- * takes; names() reads it as such a list of names from `known` (`fallback` when absent), or fails naming them.
+ * takes; names() reads it as such a list of names from `known` (`fallback` when absent), or fails naming them;
+ * integers() as a list of integers of at least `min`, sizes() as a list of byte counts (4096, 64K, 1M: the
+ * CLI's grammar), each `fallback` when absent (sizes(): undefined where there is none), or fails.
  */
 export interface OptionChecks {
   fail(message: string): never;
   integer(name: string, fallback: number, min?: number): number;
   list(name: string, takes: string): string[] | undefined;
   names<T extends string>(name: string, known: readonly T[], fallback?: readonly T[]): T[];
+  integers(name: string, fallback: readonly number[], min?: number): number[];
+  sizes(name: string, fallback?: readonly number[]): number[] | undefined;
 }
 
 export function optionChecks(bench: string, args: BenchArgs): OptionChecks {
@@ -146,7 +151,27 @@ export function optionChecks(bench: string, args: BenchArgs): OptionChecks {
     for (const item of items) if (!known.includes(item as T)) fail(`--${name}: unknown ${JSON.stringify(item)} (known: ${known.join(', ')})`);
     return items as T[];
   };
-  return { fail, integer, list, names };
+  const integers = (name: string, fallback: readonly number[], min = 1): number[] => {
+    const takes = `a comma-separated list of integers >= ${min}`;
+    const items = list(name, takes);
+    if (items === undefined) return [...fallback];
+    return items.map((item) => {
+      const value = Number(item);
+      return Number.isSafeInteger(value) && value >= min ? value : fail(`--${name} takes ${takes}, got ${JSON.stringify(item)}`);
+    });
+  };
+  const sizes = (name: string, fallback?: readonly number[]): number[] | undefined => {
+    const items = list(name, 'a comma-separated list of byte counts such as 4096, 64K or 1M');
+    if (items === undefined) return fallback && [...fallback];
+    return items.map((item) => {
+      try {
+        return bytesOption(item, `--${name}`);
+      } catch (error) {
+        return fail((error as Error).message);
+      }
+    });
+  };
+  return { fail, integer, list, names, integers, sizes };
 }
 
 /**

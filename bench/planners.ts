@@ -11,7 +11,7 @@ import path from 'node:path';
 
 import { STRATEGIES, planOffsets, readProblem, type Strategy } from '../dist/index.js';
 import { formatTable, round } from '../dist/report/table.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(1, {
   'time-limit': { type: 'string' },
@@ -19,11 +19,10 @@ const args = benchArgs(1, {
   strategies: { type: 'string' },
   only: { type: 'string' },
 });
-const machine = printHeader('planners: height / lower bound / best known, per strategy');
-const timeLimitMs = Number(args.values['time-limit'] ?? 10000);
-const openLimitMs = Number(args.values['open-limit'] ?? 60000);
-const strategies = ((args.values.strategies as string | undefined)?.split(',') ?? [...STRATEGIES]) as Strategy[];
-const only = (args.values.only as string | undefined)?.split(',');
+const checks = optionChecks('planners', args);
+const timeLimitMs = checks.integer('time-limit', 10000);
+const openLimitMs = checks.integer('open-limit', 60000);
+const strategies: Strategy[] = checks.names('strategies', STRATEGIES);
 const data = path.resolve(__dirname, '../../shared/bench-data');
 
 interface Instance {
@@ -47,9 +46,11 @@ for (const trace of ['resnet18_train', 'transformer_train']) {
   instances.push({ suite: 'trace', name: trace, file: path.resolve(data, `../traces/${trace}/problem.csv.gz`), bestKnown: null, proven: false });
 }
 
+const only = checks.names('only', instances.map((i) => i.name));
+const machine = printHeader('planners: height / lower bound / best known, per strategy');
 const rows = [];
 const results = [];
-for (const instance of instances.filter((i) => !only || only.includes(i.name))) {
+for (const instance of instances.filter((i) => only.includes(i.name))) {
   const problem = readProblem(instance.file);
   for (const strategy of strategies) {
     const limit = strategy === 'best' && instance.suite === 'challenging' && !instance.proven ? openLimitMs : timeLimitMs;

@@ -17,13 +17,14 @@ import { preloadLibrary, replay, type AllocatorResult, type ReplayReport } from 
 import { pairedTime } from '../dist/replay/replay.js';
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
-import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
+import { benchArgs, benchTraces, optionChecks, printHeader, traceLabel, writeJson } from './harness.js';
 
 const args = benchArgs(20, { traces: { type: 'string' }, starts: { type: 'string' }, thresholds: { type: 'string' } });
+const checks = optionChecks('preload', args);
+const starts = checks.integer('starts', 30);
+const thresholds = checks.sizes('thresholds', [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20])!;
 const machine = printHeader('preload: the process allocator against the peers and the ideal floor');
 const traces = benchTraces(args.values.traces as string | undefined);
-const starts = Number(args.values.starts ?? 30);
-const thresholds = String(args.values.thresholds ?? '4K,16K,64K,256K,1M').split(',');
 
 /** Wall time of `node -e 0`, ms, with and without the library, alternating, `starts` times each. */
 function startup(): { plainMs: number; preloadedMs: number } {
@@ -78,8 +79,8 @@ async function main(): Promise<void> {
   // Set as the tests' TENSORPOOL_TEST_MIN_BYTES: TENSORPOOL_MIN_BYTES refuses those below the pool's floor (64K).
   const sweep: (string | number)[][] = [];
   for (const threshold of thresholds) {
-    process.env.TENSORPOOL_TEST_MIN_BYTES = threshold;
-    const row: (string | number)[] = [threshold];
+    process.env.TENSORPOOL_TEST_MIN_BYTES = String(threshold);
+    const row: (string | number)[] = [formatBytes(threshold)];
     for (const trace of traces) {
       const report = await replay(trace, { reps: args.reps, allocators: ['tensorpool-preload', 'ideal'] });
       const [ours, ideal] = ['tensorpool-preload', 'ideal'].map((name) => report.results.find((r) => r.allocator === name)!);

@@ -54,7 +54,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { bytesOption } from '../dist/cli/common.js';
 import { runEnvironment } from '../dist/cli/run.js';
 import { preloadLibrary } from '../dist/index.js';
 import { missingMessage, resolveAllocator } from '../dist/replay/allocators.js';
@@ -70,7 +69,7 @@ const args = benchArgs(3, {
   'mimalloc-bench': { type: 'string' },
   library: { type: 'string' },
 });
-const { fail, list, names } = optionChecks('small-objects', args);
+const { fail, list, names, sizes } = optionChecks('small-objects', args);
 
 const root = path.resolve(__dirname, '..');
 const PEERS = ['jemalloc', 'mimalloc', 'tcmalloc'] as const;
@@ -98,15 +97,7 @@ interface Program {
 }
 
 const library = args.values.library === undefined ? preloadLibrary : path.resolve(String(args.values.library));
-const thresholds: (string | undefined)[] = args.values['min-bytes'] === undefined
-  ? [undefined]
-  : String(args.values['min-bytes']).split(',').map((value) => {
-    try {
-      return String(bytesOption(value.trim(), '--min-bytes'));
-    } catch (error) {
-      return fail((error as Error).message);
-    }
-  });
+const thresholds: (string | undefined)[] = sizes('min-bytes')?.map(String) ?? [undefined];
 const wantedConfigs = names('configs', CONFIG_NAMES);
 const mimallocBench = args.values['mimalloc-bench'] === undefined ? undefined : path.resolve(String(args.values['mimalloc-bench']));
 if (mimallocBench && !fs.existsSync(path.join(mimallocBench, 'bench/cfrac/cfrac.c'))) fail(`--mimalloc-bench: no bench/cfrac/cfrac.c under ${mimallocBench} (a checkout of github.com/daanx/mimalloc-bench)`);

@@ -19,16 +19,10 @@ import { native, type NativeReplayer, type TouchMode } from '../dist/native.js';
 import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatInterval, formatTable, round } from '../dist/report/table.js';
 import { median, medianInterval, pairedRatios } from '../dist/report/stats.js';
-import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
+import { benchArgs, benchTraces, optionChecks, printHeader, traceLabel, writeJson } from './harness.js';
 
 const args = benchArgs(2000, { traces: { type: 'string' }, touch: { type: 'string' } });
-const touches = String(args.values.touch ?? 'none,pages').split(',') as TouchMode[];
-for (const t of touches) {
-  if (!['none', 'pages', 'full'].includes(t)) {
-    console.error(`time-shared bench: --touch takes none, pages or full (a list), got ${JSON.stringify(t)}`);
-    process.exit(2);
-  }
-}
+const touches = optionChecks('time-shared', args).names<TouchMode>('touch', ['none', 'pages', 'full'], ['none', 'pages']);
 const machine = printHeader('time-shared: serving a time-shared plan against a size-class plan (native loop)');
 const ocr = path.resolve(__dirname, '../test/fixtures/traces/ocr_det_infer');
 const files = args.positionals.length
