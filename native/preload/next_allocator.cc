@@ -72,11 +72,12 @@ constexpr const char* kBaseVersion = "GLIBC_2.17";
 constexpr const char* kBaseVersion = nullptr;
 #endif
 
-// The object defining `f` (nullptr when none does).
+// The object whose code holds `f` (nullptr when none does): _dl_find_object, lock-free, a search of the loaded
+// objects' ranges. Not dladdr1, which walks the object's whole symbol table for the nearest symbol as well
+// (jemalloc's: about 45,000 instructions a call, in every process the library starts in beside it).
 TP_ALWAYS_RUN const link_map* objectOf(void* f) {
-  Dl_info info;
-  link_map* object = nullptr;
-  return dladdr1(f, &info, reinterpret_cast<void**>(&object), RTLD_DL_LINKMAP) ? object : nullptr;
+  dl_find_object found;
+  return _dl_find_object(f, &found) == 0 ? found.dlfo_link_map : nullptr;
 }
 
 // The definition the program's own reference would bind to, after this library's: the first object that
