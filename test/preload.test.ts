@@ -472,6 +472,29 @@ subprocess.run(["true"])
     expect(codeSpan(code, everyProgram)).toBeLessThanOrEqual(32 * 1024);
   });
 
+  it('maps no page of its code past the always-run code in a program that never makes the pool', () => {
+    // The kernel maps up to 64 KiB of the code around each page of it a program runs (fault-around): a function
+    // every program runs that is not TP_ALWAYS_RUN costs a window of resident memory past the always-run code
+    // (always_run.h), in every process. always_run.ld marks where that code ends; nothing more than a window
+    // past it may be mapped.
+    const symbols = spawnSync('nm', [preloadLibrary], { encoding: 'utf8' });
+    expect(symbols.status, symbols.stderr).toBe(0);
+    const linked = (name: string) => parseInt(new RegExp(`^([0-9a-f]+) [tT] ${name}$`, 'm').exec(symbols.stdout)?.[1] ?? 'NaN', 16);
+    const alwaysRunEnd = linked('tensorpool_always_run_end');
+    expect(alwaysRunEnd).toBeGreaterThan(0);
+    const program = path.join(tmp, 'code-pages');
+    const built = spawnSync('cc', ['-O1', '-w', '-o', program, path.resolve(__dirname, 'preload/code-pages.c'), '-ldl'], { encoding: 'utf8' });
+    expect(built.status, built.stderr).toBe(0);
+    const library = fs.realpathSync(preloadLibrary);
+    const r = spawnSync(program, [library], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: library } });
+    expect(r.status, r.stderr).toBe(0);
+    const base = parseInt(/^malloc (0x[0-9a-f]+)$/m.exec(r.stdout)![1], 16) - linked('malloc');
+    const pages = [...r.stdout.matchAll(/^page (0x[0-9a-f]+)$/gm)].map((m) => parseInt(m[1], 16));
+    expect(pages.length).toBeGreaterThan(0);
+    const limit = base + alwaysRunEnd + 64 * 1024;
+    expect(pages.filter((p) => p >= limit).map((p) => `0x${(p - base).toString(16)}`)).toEqual([]);
+  });
+
   it('keeps the code a short program runs once it makes the pool together, after the always-run code: within 160 KiB of malloc', () => {
     // Spread over the library's code, what python3 -c pass runs of it held all 412 KiB of the code resident
     // (always_run.ld's pool path; scripts/pool-path-sections.ts lists it anew after a rename).

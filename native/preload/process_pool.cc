@@ -52,7 +52,7 @@ std::atomic<bool> decaying{false};
 
 // fastBelow and mallocBelow from mallocExtras, again until they are what it says after the stores: of two
 // threads that change it at once, the one that stores last checks last.
-void updateFastBelow() {
+TP_ALWAYS_RUN void updateFastBelow() {
   uint8_t extras;
   do {
     extras = detail::mallocExtras.load(std::memory_order_seq_cst);
@@ -63,7 +63,7 @@ void updateFastBelow() {
   } while (detail::mallocExtras.load(std::memory_order_seq_cst) != extras);
 }
 
-void setMallocExtra(detail::MallocExtra extra, bool on) {
+TP_ALWAYS_RUN void setMallocExtra(detail::MallocExtra extra, bool on) {
   if (on) detail::mallocExtras.fetch_or(extra, std::memory_order_seq_cst);
   else detail::mallocExtras.fetch_and(static_cast<uint8_t>(~extra), std::memory_order_seq_cst);
   updateFastBelow();

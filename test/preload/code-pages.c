@@ -1,0 +1,35 @@
+// Which pages of the preload library's code this process has mapped (test/preload.test.ts): after a malloc,
+// a free and stdio, as a program that never makes the pool. Prints "malloc ADDRESS" (where malloc runs, the
+// library's) and one "page ADDRESS" per page of the library's executable mapping present in /proc/self/pagemap.
+//   usage: LD_PRELOAD=LIBRARY code-pages LIBRARY
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  void* block = malloc(100);
+  free(block);
+  printf("malloc %p\n", dlsym(RTLD_DEFAULT, "malloc"));
+  FILE* maps = fopen("/proc/self/maps", "r");
+  int pagemap = open("/proc/self/pagemap", O_RDONLY);
+  if (!maps || pagemap < 0) return 1;
+  const long page = sysconf(_SC_PAGESIZE);
+  char line[4096];
+  while (fgets(line, sizeof line, maps)) {
+    unsigned long start, end;
+    char perms[8], file[4096] = "";
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095s", &start, &end, perms, file) < 3) continue;
+    if (strcmp(file, argv[1]) != 0 || perms[2] != 'x') continue;
+    for (unsigned long at = start; at < end; at += page) {
+      uint64_t entry = 0;
+      if (pread(pagemap, &entry, sizeof entry, (at / page) * sizeof entry) == sizeof entry && (entry >> 63)) printf("page %#lx\n", at);
+    }
+  }
+  return 0;
+}
