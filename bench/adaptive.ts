@@ -20,7 +20,7 @@ import { native } from '../dist/native.js';
 import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatBytes, formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
-import { benchArgs, benchTraces, printHeader, traceLabel, writeJson } from './harness.js';
+import { benchArgs, benchTraces, optionChecks, printHeader, traceLabel, writeJson } from './harness.js';
 
 const args = benchArgs(5, { traces: { type: 'string' }, iterations: { type: 'string' }, touch: { type: 'string' } });
 const iterations = Number(args.values.iterations ?? (args.quick ? 8 : 12));
@@ -28,7 +28,10 @@ if (!Number.isInteger(iterations) || iterations < 4) {
   console.error(`--iterations must be an integer of at least 4, got ${String(args.values.iterations)}`);
   process.exit(2);
 }
-const touch = (args.values.touch as 'none' | 'pages' | 'full' | undefined) ?? 'pages';
+const checks = optionChecks('adaptive', args);
+const touches = checks.names('touch', ['none', 'pages', 'full'] as const, ['pages']);
+if (touches.length !== 1) checks.fail('--touch takes one of none, pages, full');
+const touch = touches[0];
 const machine = printHeader('adaptive: a live pool records, trains and switches; next to glibc malloc');
 
 /** One adaptive pool's iteration. */

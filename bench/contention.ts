@@ -15,11 +15,11 @@ import { preloadLibrary } from '../dist/index.js';
 import { findLibrary } from '../dist/replay/allocators.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(5, { pairs: { type: 'string' } });
+const pairs = String(optionChecks('contention', args).integer('pairs', 200000));
 const machine = printHeader('contention: malloc + free from 1, 2 and 4 threads');
-const pairs = String(Number(args.values.pairs ?? 200000));
 const root = path.resolve(__dirname, '..');
 const program = path.join(root, 'build-native/tp_contention');
 if (!fs.existsSync(program)) {
