@@ -28,10 +28,7 @@ if (!Number.isInteger(iterations) || iterations < 4) {
   console.error(`--iterations must be an integer of at least 4, got ${String(args.values.iterations)}`);
   process.exit(2);
 }
-const checks = optionChecks('adaptive', args);
-const touches = checks.names('touch', ['none', 'pages', 'full'] as const, ['pages']);
-if (touches.length !== 1) checks.fail('--touch takes one of none, pages, full');
-const touch = touches[0];
+const touch = optionChecks('adaptive', args).choice('touch', ['none', 'pages', 'full'] as const, 'pages');
 const machine = printHeader('adaptive: a live pool records, trains and switches; next to glibc malloc');
 
 /** One adaptive pool's iteration. */

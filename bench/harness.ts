@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { bytesOption } from '../dist/cli/common.js';
+import { bytesOption, oneOf } from '../dist/cli/common.js';
 import { describeMachine, machineInfo, type MachineInfo } from '../dist/report/machine.js';
 
 export interface BenchArgs {
@@ -117,7 +117,8 @@ export function traceLabel(file: string): string {
  * it as a comma-separated list of one or more items (undefined when absent), or fails saying it `takes` what it
  * takes; names() reads it as such a list of names from `known` (`fallback` when absent), or fails naming them;
  * integers() as a list of integers of at least `min`, sizes() as a list of byte counts (4096, 64K, 1M: the
- * CLI's grammar), each `fallback` when absent (sizes(): undefined where there is none), or fails.
+ * CLI's grammar), each `fallback` when absent (sizes(): undefined where there is none), or fails; choice() as
+ * one name from `known` (the CLI's oneOf), or fails.
  */
 export interface OptionChecks {
   fail(message: string): never;
@@ -126,6 +127,7 @@ export interface OptionChecks {
   names<T extends string>(name: string, known: readonly T[], fallback?: readonly T[]): T[];
   integers(name: string, fallback: readonly number[], min?: number): number[];
   sizes(name: string, fallback?: readonly number[]): number[] | undefined;
+  choice<T extends string>(name: string, known: readonly T[], fallback: T): T;
 }
 
 export function optionChecks(bench: string, args: BenchArgs): OptionChecks {
@@ -160,18 +162,24 @@ export function optionChecks(bench: string, args: BenchArgs): OptionChecks {
       return Number.isSafeInteger(value) && value >= min ? value : fail(`--${name} takes ${takes}, got ${JSON.stringify(item)}`);
     });
   };
+  // One of the CLI's readers (lib/cli/common.ts), its refusal as the bench's.
+  const read = <R>(reader: () => R): R => {
+    try {
+      return reader();
+    } catch (error) {
+      return fail((error as Error).message);
+    }
+  };
   const sizes = (name: string, fallback?: readonly number[]): number[] | undefined => {
     const items = list(name, 'a comma-separated list of byte counts such as 4096, 64K or 1M');
     if (items === undefined) return fallback && [...fallback];
-    return items.map((item) => {
-      try {
-        return bytesOption(item, `--${name}`);
-      } catch (error) {
-        return fail((error as Error).message);
-      }
-    });
+    return items.map((item) => read(() => bytesOption(item, `--${name}`)));
   };
-  return { fail, integer, list, names, integers, sizes };
+  const choice = <T extends string>(name: string, known: readonly T[], fallback: T): T => {
+    const value = args.values[name];
+    return read(() => oneOf(value === undefined ? undefined : String(value), `--${name}`, known, fallback));
+  };
+  return { fail, integer, list, names, integers, sizes, choice };
 }
 
 /**

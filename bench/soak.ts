@@ -39,7 +39,7 @@ import { toNativePlan } from '../dist/plan/plan-spec.js';
 import { nativePoolOf } from '../dist/pool/pool.js';
 import { formatTable, round } from '../dist/report/table.js';
 import { median } from '../dist/report/stats.js';
-import { benchArgs, printHeader, writeJson } from './harness.js';
+import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
 const args = benchArgs(1, {
   ops: { type: 'string' },
@@ -53,7 +53,7 @@ const ops = Number(args.values.ops ?? 1e8);
 const threads = Number(args.values.threads ?? 4);
 const workers = Number(args.values.workers ?? 2);
 const replan = Number(args.values.replan ?? 1e7);
-const driver = String(args.values.driver ?? 'node');
+const driver = optionChecks('soak', args).choice('driver', ['node', 'native'] as const, 'node');
 const replanWindow = Number(args.values.window ?? 1e6);
 for (const [flag, value, min] of [['--ops', ops, 1], ['--threads', threads, 1], ['--workers', workers, 0], ['--replan', replan, 1], ['--window', replanWindow, 1]] as const) {
   const integer = flag === '--threads' || flag === '--workers' || flag === '--window';
@@ -61,10 +61,6 @@ for (const [flag, value, min] of [['--ops', ops, 1], ['--threads', threads, 1], 
     console.error(`${flag} must be ${min === 0 ? 'a non-negative' : 'a positive'} ${integer ? 'integer' : 'number'}, got ${String(args.values[flag.slice(2)])}`);
     process.exit(2);
   }
-}
-if (driver !== 'node' && driver !== 'native') {
-  console.error(`--driver must be node or native, got ${driver}`);
-  process.exit(2);
 }
 // The replays and the switch preparation each hold a libuv thread: the pool must have room for all of them,
 // and its size is read once, at its first use, so this process starts again with it set.
