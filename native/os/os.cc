@@ -171,16 +171,17 @@ uint64_t trackedWord(uint64_t g) {
   return leaf ? leaf->words[(g & (kLeafGranules - 1)) >> 6].load(std::memory_order_acquire) : 0;
 }
 
-// An unaccounted reservation of exactly [at, at + bytes), where no mapping is there: `at`; else nullptr
-// (errno EEXIST where another mapping is there).
+// An unaccounted reservation of exactly [at, at + bytes), where no mapping is there: `at`; else nullptr with
+// errno (EEXIST where another mapping is there, or where a kernel before 4.17 took MAP_FIXED_NOREPLACE as a hint
+// and mapped elsewhere: placementRefused is then set; ENOMEM under RLIMIT_AS).
 void* reserveAt(uintptr_t at, size_t bytes) {
   void* start = mmap(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
   if (start == MAP_FAILED) return nullptr;
-  if (start != reinterpret_cast<void*>(at)) {  // a kernel before 4.17: a hint, taken elsewhere
+  if (start != reinterpret_cast<void*>(at)) {
     munmap(start, bytes);
     placementRefused.store(true, std::memory_order_relaxed);
-    errno = EINVAL;
+    errno = EEXIST;
     return nullptr;
   }
   return start;
@@ -211,7 +212,7 @@ void* mapPlaced(size_t bytes, size_t alignment) {
     if (++untracked < span || g % step != 0) continue;
     void* start = reserveAt(g << kGranuleShift, bytes);
     if (start) return start;
-    if (errno != EEXIST || ++tries == kPlacementTries) return nullptr;
+    if (errno != EEXIST || placementRefused.load(std::memory_order_relaxed) || ++tries == kPlacementTries) return nullptr;
     untracked = 0;  // a mapping not tracked there, or another thread's: look below these granules
   }
   return nullptr;
@@ -346,17 +347,11 @@ bool mapGrowth(char* start, size_t oldBytes, size_t newBytes) {
   return false;
 }
 
-// The granules [start + oldSpan, start + newSpan) just past a tracked mapping, reserved and marked where no
-// mapping is there (MAP_FIXED_NOREPLACE; a kernel before 4.17 takes it as a hint and maps elsewhere, which is
-// given back): true, the mapping's reservation then reaches start + newSpan.
+// The granules [start + oldSpan, start + newSpan) just past a tracked mapping, reserved (reserveAt) and marked
+// where no mapping is there: true, the mapping's reservation then reaches start + newSpan; else false with errno.
 bool reserveAbove(char* start, size_t oldSpan, size_t newSpan) {
-  void* above = mmap(start + oldSpan, newSpan - oldSpan, kReadWrite, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-  if (above == MAP_FAILED) return false;
-  if (above != start + oldSpan) {
-    munmap(above, newSpan - oldSpan);
-    errno = EEXIST;
-    return false;
-  }
+  void* above = reserveAt(reinterpret_cast<uintptr_t>(start + oldSpan), newSpan - oldSpan);
+  if (!above) return false;
   if (!markGranules(above, newSpan - oldSpan, true)) return unmapRefused(above, newSpan - oldSpan) != nullptr;
   return true;
 }

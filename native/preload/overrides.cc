@@ -67,8 +67,8 @@ TP_ALWAYS_RUN void tp::preload::freeWithChecks(void* p) { route::free(p); }
 // granule (os::detail::trackedFrom: the C library's brk heap), five for one above them all (trackedTo: glibc's
 // thread arenas and mapped chunks), else eleven for one no tracked granule lies near (the folded table's entry
 // compared in memory, where the compiler would load it into a register first); freeOutsidePoolAbove, for an
-// allocator whose blocks lie in mappings the kernel placed (above the pool's: jemalloc's, mimalloc's), compares
-// with trackedTo first. Once a block was shifted, a pointer aligned to 32 (not null) whose word before it
+// allocator whose blocks lie above the pool's memory (jemalloc's, in mappings the kernel placed), compares with
+// trackedTo first. Once a block was shifted, a pointer aligned to 32 (not null) whose word before it
 // carries kShiftTag in its top 16 bits takes route::nextFree, which tells a shifted block from a chunk of
 // glibc's (nextStart); any other goes on as above.
 #if defined(__x86_64__)
