@@ -113,7 +113,11 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
     if (header) counters_.scheduleHits++; else counters_.scheduleMisses++;
   }
   const bool scheduled = header != nullptr;
-  if (!header) header = serving.take(bytes, &source);
+  if (!header) {
+    const uint64_t grownBefore = serving.grownBytes();
+    header = serving.take(bytes, &source);
+    purgeForGrowthLocked(serving.grownBytes() - grownBefore, bytes);
+  }
   if (!header) {
     return allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
   }

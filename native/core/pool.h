@@ -433,6 +433,15 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   // block left until decay. Not where
   // the pool does not decay, nor where the serving classes have a schedule (a plan's memory).
   void purgeForMappingLocked(uint64_t mappedBytes);
+  // The serving arena grew by `grownBytes` for a request of `bytes` (or a span realloc grew to `bytes` more)
+  // that no free memory of the pool's held. Where the arena's resident memory (its live blocks and the free
+  // memory decay has not given back yet) then exceeds the most ever live by more than an eighth
+  // (kGrowthSlackDivisor), its free spans give back that excess, at most `grownBytes`
+  // (PurgeReason::ArenaGrew): a program whose buffers keep growing (a dict's table, a vector) holds about
+  // what glibc, which unmaps a mapped chunk at free, would, and a loop that reuses its memory every
+  // iteration, whose arena stays within that bound, gives back nothing. Not where spansGiveBackLocked() is false.
+  void purgeForGrowthLocked(uint64_t grownBytes, uint64_t bytes);
+  static constexpr uint64_t kGrowthSlackDivisor = 8;
   static constexpr uint64_t kPurgeForMappingStep = uint64_t{1} << 20;
   // Whether free spans give their pages back before decay does: not where the pool does not decay, nor where
   // the serving classes have a schedule (a plan's memory).

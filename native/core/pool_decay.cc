@@ -67,6 +67,15 @@ void Pool::purgeForMappingLocked(uint64_t mappedBytes) {
   purgeLocked({PurgeReason::MappedBeside, owed});
 }
 
+void Pool::purgeForGrowthLocked(uint64_t grownBytes, uint64_t bytes) {
+  if (grownBytes == 0 || !spansGiveBackLocked()) return;
+  // The request is not counted live yet: counted() adds it once the block is served.
+  const uint64_t live = counters_.bytesLive - counters_.osLiveBytes + bytes;
+  const uint64_t peak = std::max(counters_.peakBytesLive, counters_.bytesLive + bytes);
+  const uint64_t resident = live + generations_.back()->idleBytes(), bound = peak + peak / kGrowthSlackDivisor;
+  if (resident > bound) purgeLocked({PurgeReason::ArenaGrew, std::min(grownBytes, resident - bound)});
+}
+
 bool Pool::tryPurgeSpansFor(uint64_t bytes) {
   if (!mu_.try_lock()) return false;
   const Locked lock(*this, std::adopt_lock);

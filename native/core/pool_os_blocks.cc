@@ -78,7 +78,10 @@ bool Pool::resizeInPlace(const void* data, uint64_t bytes) {
     if (header->requested < mappedFrom_ && bytes >= mappedFrom_) return false;
     // A span (the process pool's default classes) grows into free memory just after it, where there is some.
     SizeClassPool* generation = header->span ? generationLocked(header->arenaId) : nullptr;
-    if (!generation || !generation->growSpan(header, bytes)) return false;
+    if (!generation) return false;
+    const uint64_t grownBefore = generation->grownBytes();
+    if (!generation->growSpan(header, bytes)) return false;
+    purgeForGrowthLocked(generation->grownBytes() - grownBefore, bytes - header->requested);
   }
   if (bytes < header->capacity / 2) return false;
   counters_.bytesLive = counters_.bytesLive - header->requested + bytes;

@@ -37,6 +37,7 @@ uint64_t purge(SizeClassPool& classes, const PurgeRequest& request, PurgeCounts*
         probePurge(request.reason, counts->bytes - before);
         break;
       case PurgeReason::HeapBeside:
+      case PurgeReason::ArenaGrew:
         classes.purgeSpanBytes(std::min(request.bytes, request.maxBytes), &counts->blocks, &counts->bytes);
         probePurge(request.reason, counts->bytes - before);
         break;

@@ -19,14 +19,16 @@ enum class PurgeReason : uint8_t {
   HeapBeside,    // memory beside the pool grew by `bytes` (the C library's heap): that much of the free spans,
                  // and no more (purgeSpanBytes)
   Moved,         // `block`, just given back by realloc, which moved its contents elsewhere (purgeGiven)
+  ArenaGrew,     // the arena grew for a request no free memory of the pool's held, past what the most ever live
+                 // needs: `bytes` of the free spans, as HeapBeside (purgeSpanBytes)
 };
 
 struct PurgeRequest {
   PurgeReason reason;
-  uint64_t bytes = 0;             // MappedBeside, HeapBeside: how much
+  uint64_t bytes = 0;             // MappedBeside, HeapBeside, ArenaGrew: how much
   BlockHeader* block = nullptr;   // Moved: which
   // Bounds on one turn's work (a MADV_DONTNEED of 64 MiB takes ~1 ms): Decay's blocks and bytes, the bytes of
-  // MappedBeside and HeapBeside. All and Moved are not bounded.
+  // MappedBeside, HeapBeside and ArenaGrew. All and Moved are not bounded.
   uint64_t maxBlocks = kBlocksPerTurn;
   uint64_t maxBytes = kBytesPerTurn;
   static constexpr uint64_t kBlocksPerTurn = 64;

@@ -184,6 +184,7 @@ class SizeClassPool {
   uint64_t uncarveFreeTail();
   bool timeShared() const { return shared_; }
   uint64_t outstandingBlocks() const { return outstanding_; }  // live + deferred
+  uint64_t grownBytes() const { return grownBytes_; }  // carved by growth so far (strides), never less
   static uint64_t strideOf(uint64_t classSize) { return kHeaderBytes + roundUp(classSize, kBlockAlign); }
   // Usable bytes of a block of class `cls` (after its header).
   uint64_t capacityOf(size_t cls) const { return strideOf(table_.size(cls)) - kHeaderBytes; }

@@ -243,6 +243,8 @@ TEST(memory_decay_gave_back_is_not_merged_into_a_resident_span_and_trim_counts_i
   Allocation a = pool->alloc(kBytes), b = pool->alloc(kBytes), wall = pool->alloc(kBytes);
   std::memset(a.data, 1, kBytes);
   std::memset(b.data, 2, kBytes);
+  // The small block the calls below reuse, carved before a is free (growth beside a free span gives it back).
+  CHECK(pool->release(pool->alloc(1000).data) == ReleaseStatus::Ok);
   CHECK(pool->release(a.data) == ReleaseStatus::Ok);
   // Epochs end (and due spans are given back) on the pool's calls once 50 ms have passed: a's span, idle.
   for (int call = 0; call < 2000 && pool->stats().purgedBlocks == 0; ++call) {
@@ -966,4 +968,60 @@ TEST(memory_beside_the_pool_growing_gives_back_as_much_of_a_free_span_and_no_mor
   std::memset(kept.data, 1, 8 * kMiB);
   CHECK(keeping->release(kept.data) == ReleaseStatus::Ok);
   CHECK(keeping->tryPurgeSpansFor(4 * kMiB) && keeping->stats().purgedBytes == 0);
+}
+
+TEST(a_buffer_growing_by_doubling_leaves_little_of_what_it_freed_resident_and_a_steady_loop_gives_back_nothing) {
+  // A program whose buffer grows by doubling (a dict's table, a vector): each new one is larger than all it freed
+  // before, which glibc would have mapped and unmapped. The arena grows for each; past an eighth over the most
+  // ever live, its free spans give back as much as it grew, so that it does not hold both.
+  constexpr uint64_t kMiB = 1 << 20;
+  const uint64_t page = os::pageSize();
+  auto pool = spanPool(60000);  // no epoch ends during the test: only growth gives anything back
+  std::vector<std::pair<void*, uint64_t>> freed;
+  Allocation buffer = pool->alloc(64 << 10);
+  CHECK(buffer.status == AllocStatus::Ok);
+  std::memset(buffer.data, 1, 64 << 10);
+  for (uint64_t bytes = 128 << 10; bytes <= 16 * kMiB; bytes *= 2) {
+    Allocation next = pool->alloc(bytes);
+    CHECK(next.status == AllocStatus::Ok);
+    std::memcpy(next.data, buffer.data, bytes / 2);
+    std::memset(static_cast<char*>(next.data) + bytes / 2, 1, bytes / 2);
+    CHECK(pool->release(buffer.data) == ReleaseStatus::Ok);
+    freed.emplace_back(buffer.data, bytes / 2);
+    buffer = next;
+  }
+  for (uint64_t i = 0; i < 16 * kMiB; ++i) CHECK(static_cast<const unsigned char*>(buffer.data)[i] == 1);
+  // What the older buffers still hold (the kernel's count; nearly 16 MiB without this) beside the live one: no more
+  // than an eighth over the most ever live (the last copy's two buffers, 24 MiB), to a span's rounding.
+  uint64_t residentFreed = 0;
+  for (const auto& [data, bytes] : freed) residentFreed += residentPages(data, bytes) * page;
+  const uint64_t peak = pool->stats().peakBytesLive;
+  CHECK(pool->stats().purgedBytes > 0 && residentFreed + 16 * kMiB <= peak + peak / 8 + (64 << 10));
+  CHECK(pool->release(buffer.data) == ReleaseStatus::Ok);
+  // A loop whose arena has stopped growing gives back nothing, however much is free between its iterations.
+  for (int step = 0; step < 3; ++step) {  // warm-up: the loop's own layout
+    Allocation a = pool->alloc(12 * kMiB), b = pool->alloc(12 * kMiB);
+    CHECK(a.status == AllocStatus::Ok && b.status == AllocStatus::Ok);
+    CHECK(pool->release(b.data) == ReleaseStatus::Ok && pool->release(a.data) == ReleaseStatus::Ok);
+  }
+  const uint64_t carved = pool->stats().arenaBytes, purged = pool->stats().purgedBytes;
+  for (int step = 0; step < 20; ++step) {
+    Allocation a = pool->alloc(12 * kMiB), b = pool->alloc(12 * kMiB), c = pool->alloc(3 * kMiB);
+    CHECK(a.status == AllocStatus::Ok && b.status == AllocStatus::Ok && c.status == AllocStatus::Ok);
+    std::memset(a.data, step, 12 * kMiB);
+    std::memset(b.data, step, 12 * kMiB);
+    std::memset(c.data, step, 3 * kMiB);
+    CHECK(pool->release(b.data) == ReleaseStatus::Ok && pool->release(c.data) == ReleaseStatus::Ok);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+  }
+  CHECK(pool->stats().arenaBytes == carved && pool->stats().purgedBytes == purged);
+  // A pool that never decays keeps its free spans resident, as it was told.
+  auto keeping = spanPool(PoolOptions::kNoDecay);
+  Allocation kept = keeping->alloc(kMiB);
+  CHECK(kept.status == AllocStatus::Ok);
+  std::memset(kept.data, 1, kMiB);
+  CHECK(keeping->release(kept.data) == ReleaseStatus::Ok);
+  Allocation grown = keeping->alloc(4 * kMiB);
+  CHECK(grown.status == AllocStatus::Ok && keeping->stats().purgedBytes == 0);
+  CHECK(keeping->release(grown.data) == ReleaseStatus::Ok);
 }
