@@ -7,5 +7,8 @@
 set -eu
 case "${1-}" in -h|--help) exec sh "$(dirname "$0")/usage.sh" "$0" ;; esac
 cd "$(dirname "$0")/.."
-[ -f build/Makefile ] || node-gyp configure
+# Configured again where binding.gyp or the source list changed since (a file added to native/sources.json).
+if [ ! -f build/Makefile ] || [ binding.gyp -nt build/Makefile ] || [ native/sources.json -nt build/Makefile ]; then
+  node-gyp configure
+fi
 node-gyp build --jobs max
