@@ -5,7 +5,7 @@
  * read, grown (realloc copies it out) and freed like any block. At exit it prints the usable sizes the blocks
  * had when made (25 and 41 exactly from the bootstrap; glibc rounds them up to 40 and 56) and whether their
  * bytes stayed intact through realloc.
- * Built by test/preload.test.ts with the system's C compiler (cc -shared); nothing of it enters the library.
+ * Built by test/preload-semantics.test.ts with the system's C compiler (cc -shared); nothing of it enters the library.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -1,6 +1,6 @@
 /*
  * What a program that goes quiet, or counts its threads, sees: one line of answers a task, so that
- * test/preload.test.ts can run it with and without the preload library and compare. Each task but
+ * test/preload-quiet.test.ts can run it with and without the preload library and compare. Each task but
  * single-threads starts by making a thread and joining it, as a program that has used threads has.
  *   quiet idle [S]    64 blocks of 2 MiB written and freed, then no call into the allocator for up to S
  *                     seconds (10): whether the resident memory fell back to within 16 MiB of where it was

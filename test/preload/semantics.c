@@ -1,5 +1,5 @@
 /*
- * The malloc family's answers, printed one a line, so that test/preload.test.ts can run this program with
+ * The malloc family's answers, printed one a line, so that test/preload-semantics.test.ts can run this program with
  * and without the preload library and compare: the library must answer as glibc does.
  *   semantics oom        requests larger than the machine can commit (twice RAM + swap, and 64 TiB), through
  *                        every entry point: NULL and the errno, or "served"
