@@ -433,8 +433,8 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   // block left until decay. Not where
   // the pool does not decay, nor where the serving classes have a schedule (a plan's memory).
   void purgeForMappingLocked(uint64_t mappedBytes);
-  // The serving arena grew by `grownBytes` for a request of `bytes` (or a span realloc grew to `bytes` more)
-  // that no free memory of the pool's held. Where the arena's resident memory (its live blocks and the free
+  // The serving arena grew by `grownBytes` for a request of `bytes` that no free memory of the pool's held (for a
+  // span realloc grew in place past the arena's end, `bytes` is what the realloc adds). Where the arena's resident memory (its live blocks and the free
   // memory decay has not given back yet) then exceeds the most ever live by more than an eighth
   // (kGrowthSlackDivisor), its free spans give back that excess, at most `grownBytes`
   // (PurgeReason::ArenaGrew): a program whose buffers keep growing (a dict's table, a vector) holds about
