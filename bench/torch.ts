@@ -12,6 +12,7 @@
  *   tensorpool-run-jemalloc  `tensorpool run --with jemalloc` (jemalloc below the threshold)
  *   tensorpool-run-planned   `tensorpool run --plan`, the plan trained (order auto) from a `tensorpool run
  *                            --record` of the same workload
+ *   tensorpool-run-planned-jemalloc  `tensorpool run --plan --with jemalloc`, the same plan
  *
  * Each process times its own steps (Python's start-up and the model's construction are not measured); the
  * steady state is the second half of its steps. Per configuration: ms per step (median and p95 over every
@@ -38,7 +39,7 @@ import { median, medianInterval, pairedRatios, quantile } from '../dist/report/s
 import { formatBytes, formatInterval, formatTable, round } from '../dist/report/table.js';
 import { benchArgs, optionChecks, printHeader, writeJson } from './harness.js';
 
-const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool-run', 'tensorpool-run-jemalloc', 'tensorpool-run-planned'] as const;
+const CONFIGS = ['glibc', 'jemalloc', 'mimalloc', 'tcmalloc', 'tensorpool-run', 'tensorpool-run-jemalloc', 'tensorpool-run-planned', 'tensorpool-run-planned-jemalloc'] as const;
 type ConfigName = (typeof CONFIGS)[number];
 const PEERS = ['jemalloc', 'mimalloc', 'tcmalloc'] as const;
 
@@ -146,14 +147,14 @@ function command(config: ConfigName, model: string, plan: string | undefined): {
     return { argv: workload, env: { ...env, LD_PRELOAD: spec.library } };
   }
   if (!fs.existsSync(preloadLibrary)) return `the preload library is not built (${preloadLibrary})`;
-  if (config === 'tensorpool-run') return { argv: [process.execPath, cli, 'run', '--', ...workload], env };
-  if (config === 'tensorpool-run-jemalloc') {
+  const withJemalloc = config.endsWith('-jemalloc') ? ['--with', 'jemalloc'] : [];
+  if (withJemalloc.length) {
     const jemalloc = resolveAllocator('jemalloc');
     if (!jemalloc.library) return `${jemalloc.soname} is not installed (bench/install-peers.sh)`;
-    return { argv: [process.execPath, cli, 'run', '--with', 'jemalloc', '--', ...workload], env };
   }
+  if (config === 'tensorpool-run' || config === 'tensorpool-run-jemalloc') return { argv: [process.execPath, cli, 'run', ...withJemalloc, '--', ...workload], env };
   if (!plan) return 'no plan (its recording failed)';
-  return { argv: [process.execPath, cli, 'run', '--plan', plan, '--', ...workload], env };
+  return { argv: [process.execPath, cli, 'run', '--plan', plan, ...withJemalloc, '--', ...workload], env };
 }
 
 function runWorkload(argv: string[], env: NodeJS.ProcessEnv): StepReport {
@@ -199,7 +200,7 @@ function main(): void {
   console.log(`# BLAS: ${blas.kind}${blas.libraries.length ? ` (${blas.libraries.join(', ')})` : ''}${blas.build ? `; torch built with ${blas.build}` : ''}`);
   const results = [];
   for (const model of models) {
-    const plan = configs.includes('tensorpool-run-planned') ? planFor(model) : undefined;
+    const plan = configs.some((c) => c.startsWith('tensorpool-run-planned')) ? planFor(model) : undefined;
     const rows: Row[] = configs.map((config) => ({ config, runs: [] }));
     for (let round = 0; round < rounds; round++) {
       for (const row of rows) {
