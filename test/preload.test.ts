@@ -380,7 +380,7 @@ subprocess.run(["true"])
     }
   });
 
-  it('a recording replaces the file only once complete: a program killed before exit leaves the previous one whole', () => {
+  it('a recording replaces the file only once complete, and keeps the one it replaces as .old: a program killed before exit leaves the previous one whole', () => {
     const file = path.join(tmp, 'kept.csv');
     const record = (code: string) =>
       spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', env: { ...process.env, LD_PRELOAD: preloadLibrary, TENSORPOOL_RECORD: file }, timeout: 30_000 });
@@ -391,10 +391,15 @@ subprocess.run(["true"])
     const killed = record("new Float32Array(100000); process.kill(process.pid, 'SIGKILL')");
     expect(killed.signal).toBe('SIGKILL');
     expect(fs.readFileSync(file, 'utf8')).toBe(previous);
-    // A later run's recording replaces an earlier run's, the larger or not; no temporary file is left.
+    // A later run's recording replaces an earlier run's, the larger or not, which stays as kept.csv.old (one
+    // generation); no temporary file is left.
     expect(record('new Float32Array(100000)').status).toBe(0);
     expect(readTrace(file).sizes.filter((s) => s === 400_000)).toHaveLength(1);
-    expect(fs.readdirSync(tmp).filter((f) => f.startsWith('kept.csv.'))).toEqual([]);
+    expect(fs.readFileSync(`${file}.old`, 'utf8')).toBe(previous);
+    expect(record('new Float32Array(100000); new Float32Array(100000)').status).toBe(0);
+    expect(readTrace(file).sizes.filter((s) => s === 400_000)).toHaveLength(2);
+    expect(readTrace(`${file}.old`).sizes.filter((s) => s === 400_000)).toHaveLength(1);
+    expect(fs.readdirSync(tmp).filter((f) => f.startsWith('kept.csv.'))).toEqual(['kept.csv.old']);
   });
 
   // Each program allocates ten blocks of 400,000 bytes, then is sent SIGINT, as Ctrl-C would: Node without a

@@ -34,10 +34,8 @@ bool failed(const char* why, char* error, size_t capacity) {
   return false;
 }
 
-// Whether the file at `fd` starts with a recording of `run` of at least `length` bytes.
-bool holdsLargerOfRun(int fd, const char* run, uint64_t length) {
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < length) return false;
+// Whether the file at `fd` starts with a recording of `run` (its "# run: <run>" line).
+bool ofRun(int fd, const char* run) {
   char head[1024];
   const ssize_t n = pread(fd, head, sizeof head - 1, 0);
   if (n <= 0) return false;
@@ -46,6 +44,28 @@ bool holdsLargerOfRun(int fd, const char* run, uint64_t length) {
   Text text(line, sizeof line);
   text.add("\n# run: ").add(run).add("\n");
   return !text.overflowed() && strstr(head, line) != nullptr;
+}
+
+// Whether the file at `fd` holds a recording of `run` of at least `length` bytes.
+bool holdsLargerOfRun(int fd, const char* run, uint64_t length) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= length && ofRun(fd, run);
+}
+
+// The file at `path` becomes `path`.old as well (a second name, made under a temporary one and renamed over any
+// older .old), so that the rename over `path` that follows leaves it there. Best effort: where no link can be
+// made (a file system without them, a full directory), the previous file is only replaced, as before.
+void keepAsOld(const char* path) {
+  char old[PATH_MAX + 8];
+  char linking[PATH_MAX + 40];
+  Text oldName(old, sizeof old);
+  oldName.add(path).add(".old");
+  Text linkingName(linking, sizeof linking);
+  linkingName.add(path).add(".old.tmp.").add(static_cast<uint64_t>(getpid()));
+  if (oldName.overflowed() || linkingName.overflowed()) return;
+  unlink(linking);
+  if (link(path, linking) != 0) return;
+  if (rename(linking, old) != 0) unlink(linking);
 }
 
 }  // namespace
@@ -89,7 +109,9 @@ bool commitRecordFile(RecordFile* file, const char* run, char* error, size_t cap
   if (flock(dir, LOCK_EX) == 0) {
     const int held = open(file->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     const bool keep = held >= 0 && holdsLargerOfRun(held, run, static_cast<uint64_t>(written.st_size));
+    const bool earlierRun = held >= 0 && !ofRun(held, run);
     if (held >= 0) close(held);
+    if (!keep && earlierRun) keepAsOld(file->path);
     if (keep) {
       unlink(file->temporary);
     } else if (rename(file->temporary, file->path) != 0) {

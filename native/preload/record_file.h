@@ -28,9 +28,11 @@ bool openRecordFile(const char* path, RecordFile* file, char* error, size_t capa
 
 // Closes the temporary file and renames it over the path, unless the file there already holds a recording
 // of the same `run` (its "# run: <run>" line) at least as long: every process of a tree writes to one file
-// (where the name has no %p), which keeps the run's largest recording. Processes that end together take
-// turns (a lock on the directory). The temporary file is gone afterwards either way. False, with a reason in
-// error[capacity], when the file could not be replaced.
+// (where the name has no %p), which keeps the run's largest recording. A file there from anything else (an
+// earlier run's recording) is kept as <path>.old, one generation, so that a run of the wrong command never
+// costs the recording before it. Processes that end together take turns (a lock on the directory). The
+// temporary file is gone afterwards either way. False, with a reason in error[capacity], when the file could
+// not be replaced.
 bool commitRecordFile(RecordFile* file, const char* run, char* error, size_t capacity);
 
 // Closes and removes the temporary file of a recording that could not be written whole.
