@@ -24,13 +24,19 @@ export function traceFixture(name: string, file: 'trace.csv.gz' | 'trace.json.gz
 
 /** Runs the compiled CLI (npm test builds dist/ first). */
 export function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 600_000 });
+  return runWith({}, ...args);
+}
+
+/** run(), with `env` added to this process's environment. */
+export function runWith(env: NodeJS.ProcessEnv, ...args: string[]) {
+  const result = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 600_000, env: { ...process.env, ...env } });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 /** A user error: exit code 2, one clear line on stderr, no stack trace. */
 export function expectUsageError(result: ReturnType<typeof run>, message: RegExp): void {
   expect(result.code).toBe(2);
+  expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
   expect(result.stderr).toMatch(/^tensorpool: /);
   expect(result.stderr).toMatch(message);
   expect(result.stderr).not.toMatch(/\n\s+at /);

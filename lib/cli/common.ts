@@ -71,6 +71,11 @@ function parseError(error: unknown, options: Options, usage: string): CliError {
     else if (/does not take an argument/.test(message)) what = `${named} takes no value`;
     else if (/ambiguous/.test(message)) what = `${named} needs a value; one that starts with '-' is written ${named}=-VALUE`;
   }
+  return usageError(what, usage);
+}
+
+/** A usage error of one line: what is wrong, then where the command's options are listed. */
+export function usageError(what: string, usage: string): CliError {
   return new CliError(`${what} ('${commandOf(usage)} --help' lists its options)`);
 }
 
@@ -90,7 +95,7 @@ export function parseCommand(argv: string[], options: Options, usage: string, ou
   const flags: Record<string, boolean> = {};
   for (const [key, value] of Object.entries(parsed.values)) {
     if (typeof value === 'boolean') flags[key] = value;
-    else if (value === '') throw new CliError(`--${key} needs a value, got an empty string\n\n${usage}`);
+    else if (value === '') throw usageError(`--${key} needs a value, got an empty string`, usage);
     else values[key] = value as string | undefined;
   }
   for (const name of outputs) if (values[name] !== undefined) checkOutputFile(values[name]!, `--${name}`);
@@ -185,7 +190,7 @@ export function writeJsonFile(path: string | undefined, value: unknown): void {
 /** Exactly one positional argument (the trace or problem file). */
 export function onePositional(positionals: string[], what: string, usage: string): string {
   if (positionals.length !== 1) {
-    throw new CliError(`expected one ${what}, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}\n\n${usage}`);
+    throw usageError(`expected one ${what}, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}`, usage);
   }
   return positionals[0];
 }

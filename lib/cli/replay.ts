@@ -12,7 +12,7 @@ import { replayVerdict } from '../report/verdict.js';
 import { writeFileAtomic } from '../io/files.js';
 import { readTrace } from '../trace/read.js';
 import type { Trace } from '../trace/trace.js';
-import { CliError, integerOption, oneOf, onePositional, parseCommand, withExamples, writeJsonFile, type Command, type Example } from './common.js';
+import { CliError, integerOption, oneOf, onePositional, parseCommand, usageError, withExamples, writeJsonFile, type Command, type Example } from './common.js';
 import { progressBar } from './progress.js';
 
 const DEFAULT_REPS = 20;
@@ -286,7 +286,7 @@ export const benchCommand: Command = {
   async run(argv) {
     const { values, flags, positionals } = parseCommand(argv, { ...replayOptions, trace: { type: 'string' } }, benchUsage, ['json', 'report']);
     if (flags.help) return void console.log(withExamples(benchUsage, benchExamples));
-    if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${benchUsage}`);
+    if (positionals.length) throw usageError(`unexpected argument '${positionals[0]}'`, benchUsage);
     const name = values.trace ?? DEFAULT_TRACE;
     const tracePath = bundledTrace(name) ?? name;
     await runReplay(tracePath, values);

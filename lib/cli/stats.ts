@@ -1,6 +1,6 @@
 import { formatBytes, formatTable } from '../report/table.js';
 import { commandOf, livePids, LiveStatsError, readLiveStats, type LiveStats, type LiveStatsFailure, type SizeRow } from '../process/live-stats.js';
-import { CliError, parseCommand, withExamples, type Command, type Example } from './common.js';
+import { CliError, parseCommand, usageError, withExamples, type Command, type Example } from './common.js';
 
 const usage = `usage: tensorpool stats [PID] [--watch SECONDS] [--json] [--by-size]
 
@@ -128,7 +128,7 @@ function parseSeconds(value: string | undefined): number | null {
 
 function parsePid(positionals: string[]): number | null {
   if (positionals.length === 0) return null;
-  if (positionals.length > 1) throw new CliError(`expected at most one PID, got ${positionals.join(' ')}\n\n${usage}`);
+  if (positionals.length > 1) throw usageError(`expected at most one PID, got ${positionals.join(' ')}`, usage);
   const pid = Number(positionals[0]);
   if (!/^\d+$/.test(positionals[0]) || !Number.isSafeInteger(pid) || pid < 1) throw new CliError(`PID must be a process id (a positive integer), got ${JSON.stringify(positionals[0])}`);
   return pid;

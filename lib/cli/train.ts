@@ -4,7 +4,7 @@ import type { Trace } from '../trace/trace.js';
 import { AUTO_INTERVALS, SMALL_AUTO_INTERVALS, isTimeShared, SHARE_GAIN, SHARE_LAYOUT_MS, train, type SpansChoice, type TrainCandidate, type TrainOrder } from '../plan/train.js';
 import type { PlanServe } from '../plan/plan-spec.js';
 import { formatBytes, formatTable, round } from '../report/table.js';
-import { CliError, bytesOption, oneOf, parseCommand, withExamples, writeJsonFile, type Command, type Example } from './common.js';
+import { CliError, bytesOption, oneOf, parseCommand, usageError, withExamples, writeJsonFile, type Command, type Example } from './common.js';
 import { startHeartbeat } from './heartbeat.js';
 
 const usage = `usage: tensorpool train <trace>... [-o plan.json] [--interval auto|BYTES] [--order alloc-time|size-desc|auto]
@@ -100,7 +100,7 @@ export const trainCommand: Command = {
       ['output', 'json'],
     );
     if (flags.help) return void console.log(withExamples(usage, examples));
-    if (positionals.length === 0) throw new CliError(`expected one or more trace files, got none\n\n${usage}`);
+    if (positionals.length === 0) throw usageError('expected one or more trace files, got none', usage);
     const interval = values.interval === undefined || values.interval === 'auto' ? 'auto' : intervalOption(values.interval);
     const order = oneOf<TrainOrder | 'auto'>(values.order, '--order', ['alloc-time', 'size-desc', 'auto'], 'alloc-time');
     const share = { auto: 'auto', on: true, off: false }[oneOf(values.share, '--share', ['auto', 'on', 'off'], 'auto')] as boolean | 'auto';
