@@ -21,7 +21,8 @@ export type TensorPoolErrorCode =
   | 'ERR_TP_BUSY'
   | 'ERR_TP_NOT_SHARED'
   | 'ERR_TP_NOT_OWNER'
-  | 'ERR_TP_WRITE';
+  | 'ERR_TP_WRITE'
+  | 'ERR_TP_NO_ADDON';
 
 /** The errors tensorpool throws: `code` says which (TensorPoolErrorCode), the message what was wrong. */
 export class TensorPoolError extends Error {

@@ -5,6 +5,8 @@
  */
 import path from 'node:path';
 
+import { TensorPoolError } from './errors.js';
+
 /** The process's memory (memoryUsage()), in bytes. */
 export interface MemoryUsage {
   /** Resident set size now. */
@@ -401,6 +403,28 @@ export const packageRoot = path.join(__dirname, '..');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const loadBinding: (dir: string) => unknown = require('node-gyp-build');
 
-// TENSORPOOL_ADDON names a specific build to load instead (the sanitizer run uses an ASan build).
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- a path known only at run time
-export const native = (process.env.TENSORPOOL_ADDON ? require(process.env.TENSORPOOL_ADDON) : loadBinding(packageRoot)) as NativeAddon;
+/**
+ * The addon, or where it cannot be loaded (a clone not built yet, a platform without a prebuild) an object whose
+ * every use throws ERR_TP_NO_ADDON, saying why in one line: importing tensorpool still works, and the CLI
+ * answers with that line instead of a stack trace. TENSORPOOL_ADDON names a specific build to load instead (the
+ * sanitizer run uses an ASan build).
+ */
+function loadAddon(): NativeAddon {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- a path known only at run time
+    return (process.env.TENSORPOOL_ADDON ? require(process.env.TENSORPOOL_ADDON) : loadBinding(packageRoot)) as NativeAddon;
+  } catch (error) {
+    const reason = String((error as Error)?.message ?? error).split('\n')[0];
+    const missing = new TensorPoolError(
+      'ERR_TP_NO_ADDON',
+      `the native addon could not be loaded (${reason}): from a clone, build it with npm run build:addon; the npm package ships prebuilds for Linux x64 (glibc) only`,
+    );
+    return new Proxy({} as NativeAddon, {
+      get() {
+        throw missing;
+      },
+    });
+  }
+}
+
+export const native = loadAddon();

@@ -6,7 +6,7 @@ import path from 'node:path';
 
 import { writeFileAtomic } from '../lib/io/files.js';
 import { Plan, type TensorPoolError } from '../lib/index.js';
-import { expectUsageError, fixture, run, traceFixture } from './helpers.js';
+import { expectUsageError, fixture, run, runWith, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-cli-'));
 
@@ -105,6 +105,17 @@ describe('mistakes: did you mean, ranges', () => {
     const r = run('train', traceFixture('transformer_train', 'trace.csv.gz'), '--interval', '64', '--share', 'off');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/trained on\s+the whole trace, order alloc-time, interval 64$/m);
+  });
+});
+
+describe('a clone whose addon is not built', () => {
+  it('answers --help, and every command that needs the addon with one line saying how to build it', () => {
+    const unbuilt = { TENSORPOOL_ADDON: path.join(os.tmpdir(), 'tp-no-such-addon', 'tensorpool.node') };
+    const help = runWith(unbuilt, '--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^usage: tensorpool <command>/);
+    expectUsageError(runWith(unbuilt, 'train', traceFixture('resnet18_train', 'trace.csv.gz')), /the native addon could not be loaded .*npm run build:addon/);
+    expectUsageError(runWith(unbuilt, 'run', '--', 'true'), /the native addon could not be loaded/);
   });
 });
 
