@@ -7,7 +7,7 @@ import path from 'node:path';
 import { preloadLibrary, processPool, readTrace, replay, train } from '../lib/index.js';
 import { median } from '../lib/report/stats.js';
 import { TraceBuilder } from '../lib/trace/trace.js';
-import { expectUsageError, run, traceFixture } from './helpers.js';
+import { expectUsageError, run, runWith, traceFixture } from './helpers.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tp-preload-'));
 const child = path.resolve(__dirname, 'preload/child.js');
@@ -690,6 +690,29 @@ subprocess.run(["true"])
     expectUsageError(run('run', '--record', path.join(tmp, 'no/dir/x.csv'), '--', 'true'), /--record .*does not exist or is not writable/);
     expectUsageError(run('run', '--record', '/dev/null', '--', 'true'), /--record \/dev\/null: not a regular file/);
     expectUsageError(run('run', '--plan', '/dev/zero', '--', 'true'), /--plan \/dev\/zero: not a regular file/);
+  });
+
+  it("tensorpool run: takes the caller's TENSORPOOL_ settings, checked as the library reads them; its options win; one mode at a time", () => {
+    const allocate = [process.execPath, '-e', 'globalThis.kept = [Buffer.alloc(256 << 10), Buffer.alloc(2 << 20)]'];
+    const threshold = (r: ReturnType<typeof run>) => /requests >= (\d+) B/.exec(r.stderr)?.[1];
+    const fromEnvironment = runWith({ TENSORPOOL_MIN_BYTES: '1M' }, 'run', '--stats', '--', ...allocate);
+    expect(fromEnvironment.code).toBe(0);
+    expect(threshold(fromEnvironment)).toBe(String(1 << 20));
+    expect(threshold(runWith({ TENSORPOOL_MIN_BYTES: '1M' }, 'run', '--stats', '--min-bytes', '128K', '--', ...allocate))).toBe(String(128 << 10));
+    expect(threshold(runWith({ TENSORPOOL_STATS: '1', TENSORPOOL_MIN_BYTES: '' }, 'run', '--', ...allocate))).toBe(String(64 << 10));
+    expectUsageError(runWith({ TENSORPOOL_MIN_BYTES: 'lots' }, 'run', '--', 'true'), /^tensorpool: TENSORPOOL_MIN_BYTES=lots is not a byte count/);
+    expectUsageError(runWith({ TENSORPOOL_DECAY_MS: '-5' }, 'run', '--', 'true'), /TENSORPOOL_DECAY_MS=-5 is not a number of milliseconds/);
+    expectUsageError(runWith({ TENSORPOOL_COLLECT_AFTER: 'soon' }, 'run', '--', 'true'), /TENSORPOOL_COLLECT_AFTER must be a byte count/);
+    expectUsageError(runWith({ TENSORPOOL_WITH: 'jemallok' }, 'run', '--', 'true'), /TENSORPOOL_WITH must be one of .*did you mean jemalloc/);
+    expectUsageError(runWith({ TENSORPOOL_HOOKS: 'yes' }, 'run', '--', 'true'), /TENSORPOOL_HOOKS must be 0 or 1/);
+    // A recording to keep: no mix of modes overwrites it.
+    const kept = path.join(tmp, 'kept.csv');
+    fs.writeFileSync(kept, 'op,id,size,stream\n');
+    const plan = path.join(tmp, 'modes.plan.json');
+    fs.writeFileSync(plan, JSON.stringify({ format: 'tensorpool-plan', version: 1, interval: 4096, classes: [{ size: 4096, blocks: 1 }] }));
+    expectUsageError(runWith({ TENSORPOOL_RECORD: kept }, 'run', '--plan', plan, '--', 'true'), /--plan and TENSORPOOL_RECORD \(in the environment\) ask for two modes/);
+    expectUsageError(run('run', '--record', kept, '--adaptive', '--', 'true'), /--record and --adaptive ask for two modes/);
+    expect(fs.readFileSync(kept, 'utf8')).toBe('op,id,size,stream\n');
   });
 
   it('replay: the tensorpool-preload allocator serves the trace through malloc without faulting its tensors in again', async () => {

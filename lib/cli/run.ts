@@ -4,7 +4,7 @@ import path from 'node:path';
 import { native, packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
-import { bytesOption, CliError, parseCommand, withExamples, type Command, type Example } from './common.js';
+import { bytesOption, CliError, parseCommand, usageError, withExamples, type Command, type Example } from './common.js';
 import { callerEnvironment, callerState, execCommand } from './exec.js';
 import { didYouMean } from './suggest.js';
 import { PEERS, findLibrary } from '../replay/allocators.js';
@@ -31,11 +31,11 @@ whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise w
                    library serves
   --record FILE    record the pool-routed allocations and write them to FILE (tensorpool CSV, the
                    allocating thread as the stream) at exit, through a temporary file renamed over it:
-                   a previous FILE stays whole until the new one is complete (SIGINT or SIGTERM
-                   ending the program writes it too; SIGKILL writes nothing). FILE must be a
-                   regular file or a new name. Where the
+                   a previous FILE stays whole until the new one is complete, then stays as
+                   FILE.old (SIGINT or SIGTERM ending the program writes it too; SIGKILL writes
+                   nothing). FILE must be a regular file or a new name. Where the
                    command starts others (npm, a shell), FILE keeps the run's largest recording; with
-                   %p in FILE each process that used the pool writes its own file, %p its pid
+                   %p in FILE each process writes its own file (empty where it made no pool), %p its pid
   --adaptive       in Node, processPool() records, trains (on a worker thread) and switches at its
                    markIteration() calls: a plan of the input shapes seen so far, extended when a new
                    one appears, shrunk when one no longer does
@@ -63,7 +63,7 @@ whose trim and mmap thresholds rise with the pool's blocks as glibc's own rise w
                    own, about 64 MiB later (TENSORPOOL_COLLECT_AFTER; default 4M; off: never). Also the
                    default of a PooledSession's collectAfter option
   --stats          print the pool's counters on stderr at exit (also from the processes the command
-                   starts whose pool served something)
+                   starts; one that made no pool says so)
   --no-hooks       leave the runtimes alone (also TENSORPOOL_HOOKS=0). By default Node processes get a hook
                    (NODE_OPTIONS --require): onnxruntime-node sessions run with ONNX Runtime's arena and
                    memory pattern off unless the app set them, the pool's free memory goes back to the OS
@@ -111,24 +111,35 @@ function environmentHelp(): string {
     const set = [o.flag ? `set by ${o.flag}` : '', o.fallback !== null ? `default ${o.fallback}` : ''].filter(Boolean).join('; ');
     return `  ${o.name}\n      ${o.help}${set ? ` (${set})` : ''}`;
   });
-  return ['Environment (what the options above set; with the library in LD_PRELOAD, set them by hand):', ...lines].join('\n');
+  const runs = [
+    ['TENSORPOOL_WITH', 'the allocator below the threshold (--with; read by tensorpool run)'],
+    ['TENSORPOOL_HOOKS', '0: no runtime hooks (--no-hooks; read by tensorpool run)'],
+    ['TENSORPOOL_COLLECT_AFTER', "the Node hook's collection threshold (set by --collect-after; default 4M)"],
+  ].map(([name, help]) => `  ${name}\n      ${help}`);
+  return [
+    'Environment (what the options above set; with the library in LD_PRELOAD, set them by hand). tensorpool run',
+    'also takes them from its own environment, checked, its options winning; inside another run (a command of',
+    "one, TENSORPOOL_ROOT_PID set) only its options count:",
+    ...lines,
+    ...runs,
+  ].join('\n');
 }
 
 /**
  * The shared library `--with` names: a peer by name, found by its usual soname (one line naming its Debian
  * package where it is missing), or a path to one.
  */
-export function nextAllocatorLibrary(given: string): string {
+export function nextAllocatorLibrary(given: string, source = '--with'): string {
   const names = Object.keys(PEERS);
   if (given in PEERS) {
     const peer = PEERS[given as keyof typeof PEERS];
     const library = findLibrary(peer.soname);
-    if (!library) throw new CliError(`--with ${given}: ${peer.soname} is not installed (on Debian: apt-get install ${peer.package})`);
+    if (!library) throw new CliError(`${source} ${given}: ${peer.soname} is not installed (on Debian: apt-get install ${peer.package})`);
     return library;
   }
-  if (!given.includes('/')) throw new CliError(`--with must be one of ${names.join(', ')} or the path of an allocator's shared library, got ${JSON.stringify(given)}${didYouMean(given, names)}`);
+  if (!given.includes('/')) throw new CliError(`${source} must be one of ${names.join(', ')} or the path of an allocator's shared library, got ${JSON.stringify(given)}${didYouMean(given, names)}`);
   const stat = fs.statSync(given, { throwIfNoEntry: false });
-  if (!stat?.isFile()) throw new CliError(`--with ${given}: ${stat ? 'not a regular file' : 'no such file'} (the path of an allocator's shared library)`);
+  if (!stat?.isFile()) throw new CliError(`${source} ${given}: ${stat ? 'not a regular file' : 'no such file'} (the path of an allocator's shared library)`);
   const head = Buffer.alloc(4);
   const fd = fs.openSync(given, 'r');
   try {
@@ -136,7 +147,7 @@ export function nextAllocatorLibrary(given: string): string {
   } finally {
     fs.closeSync(fd);
   }
-  if (!head.equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) throw new CliError(`--with ${given}: not a shared library (no ELF header)`);
+  if (!head.equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) throw new CliError(`${source} ${given}: not a shared library (no ELF header)`);
   return path.resolve(given);
 }
 
@@ -209,6 +220,86 @@ function nodeWithPermissions(command: string[]): boolean {
   return command.slice(1).some((option) => NODE_PERMISSION.test(option));
 }
 
+/** A setting for the preload library: its value, and where it came from (an option, or the variable itself). */
+interface Setting {
+  source: string;
+  value: string;
+}
+
+/** The modes, one at a time: a plan, a recording, adaptive. */
+const MODES = [{ name: 'TENSORPOOL_PLAN' }, { name: 'TENSORPOOL_RECORD' }, { name: 'TENSORPOOL_ADAPTIVE' }] as const;
+
+/**
+ * The TENSORPOOL_ variables the caller set itself, by name: those of the preload library's table, and
+ * TENSORPOOL_COLLECT_AFTER (the Node hook's). None inside another run (TENSORPOOL_ROOT_PID names a process of
+ * this tree other than this one): a run started by a command of another run is a run of its own, as its options say.
+ */
+function callerSettings(env: NodeJS.ProcessEnv): Record<string, Setting> {
+  const root = env.TENSORPOOL_ROOT_PID;
+  if (root !== undefined && root !== String(process.pid)) return {};
+  const out: Record<string, Setting> = {};
+  for (const name of [...native.preloadOptions().map((o) => o.name), 'TENSORPOOL_COLLECT_AFTER']) {
+    const value = env[name];
+    if (value !== undefined && value !== '') out[name] = { source: `${name} (in the environment)`, value };
+  }
+  return out;
+}
+
+/** What the options set, by variable. */
+function optionSettings(values: Record<string, string | undefined>, flags: Record<string, boolean>): Record<string, Setting> {
+  const out: Record<string, Setting> = {};
+  const set = (name: string, source: string, value: string | undefined) => {
+    if (value !== undefined) out[name] = { source, value };
+  };
+  set('TENSORPOOL_PLAN', '--plan', values.plan);
+  set('TENSORPOOL_RECORD', '--record', values.record);
+  set('TENSORPOOL_ADAPTIVE', '--adaptive', flags.adaptive ? '1' : undefined);
+  set('TENSORPOOL_STATS', '--stats', flags.stats ? '1' : undefined);
+  set('TENSORPOOL_DECAY_THREAD', '--no-decay-thread', flags['no-decay-thread'] ? '0' : undefined);
+  set('TENSORPOOL_MIN_BYTES', '--min-bytes', values['min-bytes']);
+  set('TENSORPOOL_DECAY_MS', '--decay', values.decay);
+  set('TENSORPOOL_COLLECT_AFTER', '--collect-after', values['collect-after']);
+  return out;
+}
+
+/** `value` of variable `name` as the command gets it, checked (a refusal names `source`, the option or the variable). */
+function checkedSetting(name: string, source: string, value: string): string {
+  const flag = source.startsWith('--');
+  const shown = flag ? `${source} ${value}` : `${name}=${value}`;
+  if (name === 'TENSORPOOL_PLAN') {
+    // As the preload library reads it: a regular file (/dev/zero was read until memory ran out) of at most 256 MiB.
+    const stat = fs.statSync(value, { throwIfNoEntry: false });
+    if (stat && !stat.isFile()) throw new CliError(`${shown}: not a regular file (a plan is a file that 'tensorpool train' wrote)`);
+    if (stat && stat.size > MAX_PLAN_BYTES) throw new CliError(`${shown}: the file is ${stat.size} bytes; a plan may be at most 256 MiB`);
+    try {
+      Plan.read(value); // a bad plan is refused here, with its reason, before the command starts
+    } catch (error) {
+      if (flag) throw error;
+      throw new CliError(`${name}: ${(error as Error).message}`);
+    }
+    return path.resolve(value);
+  }
+  if (name === 'TENSORPOOL_RECORD') {
+    // Written at exit through a temporary file renamed over it: a FIFO or a device cannot take it.
+    if (fs.existsSync(value) && !fs.statSync(value).isFile()) throw new CliError(`${shown}: not a regular file (a recording is written to a regular file)`);
+    return path.resolve(value);
+  }
+  if (name === 'TENSORPOOL_COLLECT_AFTER') {
+    if (value !== 'off' && !/^\d+([KMG]i?B?)?$/i.test(value.trim())) {
+      throw new CliError(`${flag ? source : name} must be a byte count such as 4M, or off, got ${JSON.stringify(value)}`);
+    }
+    return value === 'off' ? 'off' : String(bytesOption(value, flag ? source : name));
+  }
+  return flag ? preloadSetting(name, source, value) : environmentSetting(name, value);
+}
+
+/** A variable of the library's table as the caller set it, checked by the library's parser: its refusal as it is. */
+function environmentSetting(name: string, value: string): string {
+  const refusal = native.checkPreloadOption(name, value.trim());
+  if (refusal !== null) throw new CliError(refusal);
+  return value.trim();
+}
+
 export const runCommand: Command = {
   name: 'run',
   summary: 'run a command with the process pool preloaded (its malloc served by tensorpool)',
@@ -229,46 +320,33 @@ export const runCommand: Command = {
     } as const;
     const { values, flags, positionals } = parseCommand(own, options, usage, ['record']);
     if (flags.help) return void console.log(withExamples(`${usage}\n\n${environmentHelp()}`, RUN_EXAMPLES));
-    if (positionals.length) throw new CliError(`unexpected argument '${positionals[0]}'\n\n${usage}`);
-    if (command.length === 0) throw new CliError(`no command to run\n\n${usage}`);
+    if (positionals.length) throw usageError(`unexpected argument '${positionals[0]}'`, usage);
+    if (command.length === 0) throw usageError('no command to run', usage);
     if (!fs.existsSync(preloadLibrary)) {
-      throw new CliError(`the preload library is not built (${preloadLibrary}): run npm run build:native`);
+      throw new CliError(`the preload library is not built (${preloadLibrary}): run npm run build:addon`);
     }
     const caller = callerState(process.env);
-    const hooks = !flags['no-hooks'] && process.env.TENSORPOOL_HOOKS !== '0';
+    const hooksSetting = process.env.TENSORPOOL_HOOKS;
+    if (hooksSetting !== undefined && hooksSetting !== '' && hooksSetting !== '0' && hooksSetting !== '1') {
+      throw new CliError(`TENSORPOOL_HOOKS must be 0 or 1, got ${JSON.stringify(hooksSetting)}`);
+    }
+    const hooks = !flags['no-hooks'] && hooksSetting !== '0';
+    // The caller's own settings, then the options, which win: each checked as the library reads it.
+    const given = { ...callerSettings(process.env), ...optionSettings(values, flags) };
+    const modes = MODES.filter((mode) => given[mode.name] !== undefined && given[mode.name]!.value !== '0');
+    if (modes.length > 1) {
+      throw new CliError(`${modes.map((mode) => given[mode.name]!.source).join(' and ')} ask for two modes: give one (a plan, a recording or --adaptive)`);
+    }
     const settings: Record<string, string> = {};
-    if (values.plan !== undefined) {
-      // As the preload library reads it: a regular file (/dev/zero was read until memory ran out) of at most 256 MiB.
-      const stat = fs.statSync(values.plan, { throwIfNoEntry: false });
-      if (stat && !stat.isFile()) throw new CliError(`--plan ${values.plan}: not a regular file (a plan is a file that 'tensorpool train' wrote)`);
-      if (stat && stat.size > MAX_PLAN_BYTES) throw new CliError(`--plan ${values.plan}: the file is ${stat.size} bytes; a plan may be at most 256 MiB`);
-      Plan.read(values.plan); // a bad plan is refused here, with its reason, before the command starts
-      settings.TENSORPOOL_PLAN = path.resolve(values.plan);
-    }
-    if (values.record !== undefined) {
-      // Written at exit through a temporary file renamed over it: a FIFO or a device cannot take it.
-      if (fs.existsSync(values.record) && !fs.statSync(values.record).isFile()) {
-        throw new CliError(`--record ${values.record}: not a regular file (a recording is written to a regular file)`);
-      }
-      settings.TENSORPOOL_RECORD = path.resolve(values.record);
-    }
-    if (flags.adaptive) settings.TENSORPOOL_ADAPTIVE = '1';
-    if (flags.stats) settings.TENSORPOOL_STATS = '1';
-    if (flags['no-decay-thread']) settings.TENSORPOOL_DECAY_THREAD = '0';
-    if (values['min-bytes'] !== undefined) settings.TENSORPOOL_MIN_BYTES = preloadSetting('TENSORPOOL_MIN_BYTES', '--min-bytes', values['min-bytes']);
-    if (values.decay !== undefined) settings.TENSORPOOL_DECAY_MS = preloadSetting('TENSORPOOL_DECAY_MS', '--decay', values.decay);
-    const collect = values['collect-after'];
-    if (collect !== undefined && collect !== 'off' && !/^\d+([KMG]i?B?)?$/i.test(collect.trim())) {
-      throw new CliError(`--collect-after must be a byte count such as 4M, or off, got ${JSON.stringify(collect)}`);
-    }
-    if (collect !== undefined) settings.TENSORPOOL_COLLECT_AFTER = collect === 'off' ? 'off' : String(bytesOption(collect, '--collect-after'));
+    for (const [name, { source, value }] of Object.entries(given)) settings[name] = checkedSetting(name, source, value);
     const withNodeHook = hooks && !nodeWithPermissions(command);
     if (hooks && !withNodeHook) {
       // Written as it is: process.stderr would make a pipe on descriptor 2 non-blocking, for the command too.
       fs.writeSync(2, "tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)\n");
     }
     const withAllocator = values.with ?? process.env.TENSORPOOL_WITH;
-    const nextAllocator = withAllocator === undefined || withAllocator === '' ? undefined : nextAllocatorLibrary(withAllocator);
+    const withSource = values.with !== undefined ? '--with' : 'TENSORPOOL_WITH';
+    const nextAllocator = withAllocator === undefined || withAllocator === '' ? undefined : nextAllocatorLibrary(withAllocator, withSource);
     const env = runEnvironment(callerEnvironment(process.env, caller), settings, hooks, withNodeHook, nextAllocator);
     return execCommand(command, env, caller);
   },
