@@ -153,27 +153,27 @@ TP_EXPORT void pthread_exit(void* value) { threads::exitThread(value); }
 TP_EXPORT int pthread_cancel(pthread_t thread) { return threads::cancelThread(thread); }
 
 // Sleeps and waits (sleep_calls.h).
-TP_EXPORT int nanosleep(const struct timespec* request, struct timespec* remaining) { return quiet::nanosleep(request, remaining); }
-TP_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
+TP_EXPORT_ALWAYS_RUN int nanosleep(const struct timespec* request, struct timespec* remaining) { return quiet::nanosleep(request, remaining); }
+TP_EXPORT_ALWAYS_RUN int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
   return quiet::clock_nanosleep(clock, flags, request, remaining);
 }
-TP_EXPORT unsigned int sleep(unsigned int seconds) { return quiet::sleep(seconds); }
-TP_EXPORT int usleep(useconds_t microseconds) { return quiet::usleep(microseconds); }
-TP_EXPORT int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) { return quiet::poll(descriptors, count, timeoutMs); }
-TP_EXPORT int __poll_chk(struct pollfd* descriptors, nfds_t count, int timeoutMs, size_t length) {
+TP_EXPORT_ALWAYS_RUN unsigned int sleep(unsigned int seconds) { return quiet::sleep(seconds); }
+TP_EXPORT_ALWAYS_RUN int usleep(useconds_t microseconds) { return quiet::usleep(microseconds); }
+TP_EXPORT_ALWAYS_RUN int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) { return quiet::poll(descriptors, count, timeoutMs); }
+TP_EXPORT_ALWAYS_RUN int __poll_chk(struct pollfd* descriptors, nfds_t count, int timeoutMs, size_t length) {
   return quiet::pollChecked(descriptors, count, timeoutMs, length);
 }
-TP_EXPORT int ppoll(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
+TP_EXPORT_ALWAYS_RUN int ppoll(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
   return quiet::ppoll(descriptors, count, timeout, mask);
 }
-TP_EXPORT int epoll_wait(int epoll, struct epoll_event* events, int most, int timeoutMs) { return quiet::epollWait(epoll, events, most, timeoutMs); }
-TP_EXPORT int epoll_pwait(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
+TP_EXPORT_ALWAYS_RUN int epoll_wait(int epoll, struct epoll_event* events, int most, int timeoutMs) { return quiet::epollWait(epoll, events, most, timeoutMs); }
+TP_EXPORT_ALWAYS_RUN int epoll_pwait(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
   return quiet::epollPwait(epoll, events, most, timeoutMs, mask);
 }
-TP_EXPORT int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
+TP_EXPORT_ALWAYS_RUN int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
   return quiet::select(descriptors, reading, writing, excepting, timeout);
 }
-TP_EXPORT int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
+TP_EXPORT_ALWAYS_RUN int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
                       const sigset_t* mask) {
   return quiet::pselect(descriptors, reading, writing, excepting, timeout, mask);
 }

@@ -83,7 +83,7 @@ TP_ALWAYS_RUN void findSleeps() {
 }
 
 template <typename Fn>
-Fn found(Fn* slot) {
+__attribute__((always_inline)) inline Fn found(Fn* slot) {
   if (__builtin_expect(*slot == nullptr, 0)) findSleeps();
   return *slot;
 }
@@ -276,13 +276,17 @@ namespace tp::preload::quiet {
 
 TP_ALWAYS_RUN void findNextSleeps() { findSleeps(); }
 
-int nanosleep(const struct timespec* request, struct timespec* remaining) {
+namespace {
+
+// The calls once the pool is made: decay's turns (sleep_calls.h).
+
+int nanosleepWithPool(const struct timespec* request, struct timespec* remaining) {
   const uint64_t ns = request ? nanosecondsOf(*request) : 0;
   beforeSleep(ns);
   return afterSleep(found(&realNanosleep)(request, remaining), ns);
 }
 
-int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
+int clock_nanosleepWithPool(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
   uint64_t ns = 0;
   if (request && __libc_single_threaded) {
     ns = nanosecondsOf(*request);
@@ -296,44 +300,46 @@ int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, 
   return afterSleep(found(&realClockNanosleep)(clock, flags, request, remaining), ns);
 }
 
-unsigned int sleep(unsigned int seconds) {
+unsigned int sleepWithPool(unsigned int seconds) {
   beforeSleep(seconds * kNsPerSecond);
   return afterSleep(found(&realSleep)(seconds), seconds * kNsPerSecond);
 }
 
-int usleep(useconds_t microseconds) {
+int usleepWithPool(useconds_t microseconds) {
   beforeSleep(uint64_t{microseconds} * 1000);
   return afterSleep(found(&realUsleep)(microseconds), uint64_t{microseconds} * 1000);
 }
 
-int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) {
+int pollWithPool(struct pollfd* descriptors, nfds_t count, int timeoutMs) {
   if (count == 0 && timeoutMs > 0) beforeSleep(static_cast<uint64_t>(timeoutMs) * kNsPerMs);  // leaves nothing idle to split for
   return waitOn(nanosecondsOfMs(timeoutMs), nullptr, pollFor(descriptors, count),
                 [&] { return found(&realPoll)(descriptors, count, timeoutMs); });
 }
 
+}  // namespace
+
 // poll of a fixed array under _FORTIFY_SOURCE: glibc's checks the array's length, then calls its poll directly.
-int pollChecked(struct pollfd* descriptors, nfds_t count, int timeoutMs, size_t length) {
+TP_ALWAYS_RUN int pollChecked(struct pollfd* descriptors, nfds_t count, int timeoutMs, size_t length) {
   if (length / sizeof(struct pollfd) < count) return found(&realPollChk)(descriptors, count, timeoutMs, length);  // fails, as it would have
   return quiet::poll(descriptors, count, timeoutMs);
 }
 
-int ppoll(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
+int ppollWithPool(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
   return waitOn(nanosecondsOfTimeout(timeout), mask, pollFor(descriptors, count),
                 [&] { return found(&realPpoll)(descriptors, count, timeout, mask); });
 }
 
-int epollWait(int epoll, struct epoll_event* events, int most, int timeoutMs) {
+int epollWaitWithPool(int epoll, struct epoll_event* events, int most, int timeoutMs) {
   return waitOn(nanosecondsOfMs(timeoutMs), nullptr, epollFor(epoll, events, most),
                 [&] { return found(&realEpollWait)(epoll, events, most, timeoutMs); });
 }
 
-int epollPwait(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
+int epollPwaitWithPool(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
   return waitOn(nanosecondsOfMs(timeoutMs), mask, epollFor(epoll, events, most),
                 [&] { return found(&realEpollPwait)(epoll, events, most, timeoutMs, mask); });
 }
 
-int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
+int selectWithPool(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
   const SelectFn real = found(&realSelect);
   const bool valid = !timeout || (timeout->tv_sec >= 0 && timeout->tv_usec >= 0 && timeout->tv_usec < 1000000);
   const uint64_t timeoutNs = !timeout ? kForever : valid ? nanosecondsOf({timeout->tv_sec, static_cast<long>(timeout->tv_usec) * 1000}) : 0;
@@ -356,7 +362,7 @@ int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting,
   return afterWait(ready, timeoutNs);
 }
 
-int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
+int pselectWithPool(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
                       const sigset_t* mask) {
   const PselectFn real = found(&realPselect);
   const uint64_t timeoutNs = nanosecondsOfTimeout(timeout);
@@ -364,6 +370,45 @@ int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting
   if (first == 0) return afterWait(real(descriptors, reading, writing, excepting, timeout, mask), timeoutNs);
   const DescriptorSets sets(reading, writing, excepting);
   return afterWait(waitInTwo(first, timeoutNs, mask, selectFor(descriptors, sets)), timeoutNs);
+}
+
+// Until the pool is made there is nothing for decay to give back: each call is the C library's, made from the
+// always-run code (always_run.h), so that a program that sleeps or waits but never makes the pool maps none of
+// the rest of the library's code.
+TP_ALWAYS_RUN int nanosleep(const struct timespec* request, struct timespec* remaining) {
+  return __builtin_expect(!madePool(), 1) ? found(&realNanosleep)(request, remaining) : nanosleepWithPool(request, remaining);
+}
+TP_ALWAYS_RUN int clock_nanosleep(clockid_t clock, int flags, const struct timespec* request, struct timespec* remaining) {
+  return __builtin_expect(!madePool(), 1) ? found(&realClockNanosleep)(clock, flags, request, remaining)
+                                          : clock_nanosleepWithPool(clock, flags, request, remaining);
+}
+TP_ALWAYS_RUN unsigned int sleep(unsigned int seconds) {
+  return __builtin_expect(!madePool(), 1) ? found(&realSleep)(seconds) : sleepWithPool(seconds);
+}
+TP_ALWAYS_RUN int usleep(useconds_t microseconds) {
+  return __builtin_expect(!madePool(), 1) ? found(&realUsleep)(microseconds) : usleepWithPool(microseconds);
+}
+TP_ALWAYS_RUN int poll(struct pollfd* descriptors, nfds_t count, int timeoutMs) {
+  return __builtin_expect(!madePool(), 1) ? found(&realPoll)(descriptors, count, timeoutMs) : pollWithPool(descriptors, count, timeoutMs);
+}
+TP_ALWAYS_RUN int ppoll(struct pollfd* descriptors, nfds_t count, const struct timespec* timeout, const sigset_t* mask) {
+  return __builtin_expect(!madePool(), 1) ? found(&realPpoll)(descriptors, count, timeout, mask) : ppollWithPool(descriptors, count, timeout, mask);
+}
+TP_ALWAYS_RUN int epollWait(int epoll, struct epoll_event* events, int most, int timeoutMs) {
+  return __builtin_expect(!madePool(), 1) ? found(&realEpollWait)(epoll, events, most, timeoutMs) : epollWaitWithPool(epoll, events, most, timeoutMs);
+}
+TP_ALWAYS_RUN int epollPwait(int epoll, struct epoll_event* events, int most, int timeoutMs, const sigset_t* mask) {
+  return __builtin_expect(!madePool(), 1) ? found(&realEpollPwait)(epoll, events, most, timeoutMs, mask)
+                                          : epollPwaitWithPool(epoll, events, most, timeoutMs, mask);
+}
+TP_ALWAYS_RUN int select(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, struct timeval* timeout) {
+  return __builtin_expect(!madePool(), 1) ? found(&realSelect)(descriptors, reading, writing, excepting, timeout)
+                                          : selectWithPool(descriptors, reading, writing, excepting, timeout);
+}
+TP_ALWAYS_RUN int pselect(int descriptors, fd_set* reading, fd_set* writing, fd_set* excepting, const struct timespec* timeout,
+                          const sigset_t* mask) {
+  return __builtin_expect(!madePool(), 1) ? found(&realPselect)(descriptors, reading, writing, excepting, timeout, mask)
+                                          : pselectWithPool(descriptors, reading, writing, excepting, timeout, mask);
 }
 
 }  // namespace tp::preload::quiet

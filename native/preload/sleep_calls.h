@@ -2,6 +2,7 @@
 // program is quiet (sleep_calls.cc says how). overrides.cc exports them under the C library's names.
 // Each returns what the C library's call returns, with its errno, and writes what it writes (select's time
 // left, the descriptor sets); the decay they give takes no lock the program may hold and changes no errno.
+// Until the pool is made each is the C library's call, made from the always-run code (always_run.h).
 #pragma once
 
 #include <poll.h>

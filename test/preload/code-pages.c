@@ -1,5 +1,6 @@
 // Which pages of the preload library's code this process has mapped (test/preload.test.ts): after a malloc,
-// a free and stdio, as a program that never makes the pool. Prints "malloc ADDRESS" (where malloc runs, the
+// a free, stdio, and each sleep and wait the library interposes (a microsecond each), as a program that never
+// makes the pool. Prints "malloc ADDRESS" (where malloc runs, the
 // library's) and one "page ADDRESS" per page of the library's executable mapping present in /proc/self/pagemap.
 //   usage: LD_PRELOAD=LIBRARY code-pages LIBRARY
 #define _GNU_SOURCE
@@ -8,13 +9,32 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
 #include <unistd.h>
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   void* block = malloc(100);
   free(block);
+  const struct timespec microsecond = {0, 1000};
+  struct timeval tick = {0, 1};
+  nanosleep(&microsecond, NULL);
+  clock_nanosleep(CLOCK_MONOTONIC, 0, &microsecond, NULL);
+  usleep(1);
+  sleep(0);
+  poll(NULL, 0, 0);
+  ppoll(NULL, 0, &microsecond, NULL);
+  select(0, NULL, NULL, NULL, &tick);
+  pselect(0, NULL, NULL, NULL, &microsecond, NULL);
+  const int epoll = epoll_create1(0);
+  struct epoll_event event;
+  epoll_wait(epoll, &event, 1, 0);
+  epoll_pwait(epoll, &event, 1, 0, NULL);
+  close(epoll);
   printf("malloc %p\n", dlsym(RTLD_DEFAULT, "malloc"));
   FILE* maps = fopen("/proc/self/maps", "r");
   int pagemap = open("/proc/self/pagemap", O_RDONLY);
