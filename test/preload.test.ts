@@ -477,7 +477,7 @@ subprocess.run(["true"])
     expect(codeSpan(code, everyProgram)).toBeLessThanOrEqual(32 * 1024);
   });
 
-  it('maps no page of its code past the always-run code in a program that never makes the pool, sleeps and waits included', () => {
+  it('maps no page of its code past the always-run code in a program that never makes the pool: sleeps, waits, aligned blocks, a thread, a fork, setrlimit and malloc_trim included', () => {
     // The kernel maps up to 64 KiB of the code around each page of it a program runs (fault-around): a function
     // every program runs that is not TP_ALWAYS_RUN costs a window of resident memory past the always-run code
     // (always_run.h), in every process. always_run.ld marks where that code ends; nothing more than a window

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "address_limit.h"
+#include "always_run.h"
 #include "next_symbol.h"
 #include "process_pool.h"
 
@@ -16,7 +17,7 @@ namespace {
 using PrlimitFn = int (*)(pid_t, int, const struct rlimit*, struct rlimit*);
 
 // The C library's prlimit (setrlimit is prlimit of this process, the old limit not asked for).
-int cPrlimit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
+TP_ALWAYS_RUN int cPrlimit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
   static std::atomic<PrlimitFn> real{nullptr};
   return tp::preload::nextSymbolOnce(real, "prlimit64")(pid, resource, limit, old);
 }
@@ -25,7 +26,7 @@ int cPrlimit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit*
 
 namespace tp::preload {
 
-int limitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
+TP_ALWAYS_RUN int limitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) {
   const int result = cPrlimit(pid, resource, limit, old);
   if (result == 0 && resource == RLIMIT_AS && limit && (pid == 0 || pid == getpid())) fitPoolToAddressSpace();
   return result;

@@ -69,7 +69,7 @@ static TP_ALWAYS_RUN void* nextAligned(size_t bytes, size_t alignment) {
   reinterpret_cast<uint64_t*>(q)[-1] = kShiftTag | shift;
   if (!anyShifted.load(std::memory_order_relaxed)) {
     anyShifted.store(true, std::memory_order_seq_cst);  // before freeNeedsChecks() reads it (process_pool.cc)
-    freeNeedsChecks();
+    freeLooksForShifts();
   }
   return q;
 }
@@ -341,7 +341,7 @@ TP_ROUTE void* pvalloc(size_t bytes) {
 // (what decay would give back once they sat idle, all of it now).
 TP_ROUTE int trim(size_t pad) {
   const int nextGaveBack = next.trim.load(std::memory_order_relaxed)(pad);
-  const bool poolGaveBack = poolTrim() != 0;
+  const bool poolGaveBack = madePool() && poolTrim() != 0;
   return nextGaveBack || poolGaveBack ? 1 : 0;
 }
 

@@ -141,10 +141,10 @@ TP_EXPORT int setrlimitThenFit(int resource, const struct rlimit* limit) __asm__
 TP_EXPORT int setrlimit64ThenFit(int resource, const struct rlimit* limit) __asm__("setrlimit64");
 TP_EXPORT int prlimitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) __asm__("prlimit");
 TP_EXPORT int prlimit64ThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) __asm__("prlimit64");
-int setrlimitThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
-int setrlimit64ThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
-int prlimitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) { return limitThenFit(pid, resource, limit, old); }
-int prlimit64ThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) { return limitThenFit(pid, resource, limit, old); }
+TP_ALWAYS_RUN int setrlimitThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
+TP_ALWAYS_RUN int setrlimit64ThenFit(int resource, const struct rlimit* limit) { return limitThenFit(0, resource, limit, nullptr); }
+TP_ALWAYS_RUN int prlimitThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) { return limitThenFit(pid, resource, limit, old); }
+TP_ALWAYS_RUN int prlimit64ThenFit(pid_t pid, int resource, const struct rlimit* limit, struct rlimit* old) { return limitThenFit(pid, resource, limit, old); }
 
 // Threads (thread_calls.h).
 TP_EXPORT int unshare(int flags) { return threads::unshare(flags); }

@@ -375,6 +375,11 @@ void freeNeedsChecks() {
   if (detail::anyShifted.load(std::memory_order_seq_cst)) detail::freeEntry.store(freeOutsidePoolShifted, std::memory_order_seq_cst);
 }
 
+// The pair of freeNeedsChecks's: its caller stored anyShifted first (sequentially consistent), and freeEntry ends
+// on freeOutsidePoolShifted whichever store comes last. Always run: a program that never makes the pool hands
+// out shifted blocks too (an aligned allocation's), and needs no more of the pool's code for them.
+TP_ALWAYS_RUN void freeLooksForShifts() { detail::freeEntry.store(freeOutsidePoolShifted, std::memory_order_seq_cst); }
+
 void poolTicksOff() { setMallocExtra(detail::kPoolTicks, false); }
 
 }  // namespace tp::preload

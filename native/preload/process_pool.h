@@ -115,6 +115,9 @@ void* mallocThroughNext(size_t bytes);
 // once anyShifted is set (which the caller that sets it stores first).
 // Pre: before the first pointer that needs it is handed out; the pool's memory mapped (os::detail::trackedTo).
 void freeNeedsChecks();
+// A block of the next allocator's has been handed out shifted (malloc_route.h's nextAligned, after it set
+// anyShifted): every free looks for a shift from now on (freeOutsidePoolShifted), the pool made or not.
+void freeLooksForShifts();
 // Decay's turns from the C library's mallocs (kPoolTicks) stop while the pool holds no memory decay could give
 // back, and start again at the pool's next release (malloc's path is then a compare and a jump).
 void poolTicksOff();
