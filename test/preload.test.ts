@@ -228,6 +228,18 @@ describe('the preload library: the process allocator', () => {
     expect(off.out.iterations.every((i: { generation: number }) => i.generation === 1)).toBe(true);
   });
 
+  it('says nothing at exit into a file the program opened as descriptor 2 after closing its stderr', () => {
+    const data = path.join(tmp, 'descriptor-2.bin');
+    const program = `const fs = require('fs'); fs.closeSync(2); const fd = fs.openSync(${JSON.stringify(data)}, 'w'); if (fd !== 2) process.exit(3); fs.writeSync(fd, 'x'.repeat(40)); globalThis.kept = Buffer.alloc(1 << 20, 1)`;
+    const cli = path.resolve(__dirname, '../dist/cli/main.js');
+    const r = spawnSync(process.execPath, [cli, 'run', '--stats', '--record', path.join(tmp, 'descriptor-2.csv'), '--', process.execPath, '-e', program], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(fs.readFileSync(data, 'utf8')).toBe('x'.repeat(40));
+    // Its stderr as it was: the line is said there.
+    const said = spawnSync(process.execPath, [cli, 'run', '--stats', '--', process.execPath, '-e', 'globalThis.kept = Buffer.alloc(1 << 20, 1)'], { encoding: 'utf8', timeout: 30_000 });
+    expect(said.stderr).toMatch(/^tensorpool: process pool \(pid \d+, default, requests >= 65536 B\): allocs /m);
+  });
+
   it('in a process tree the file keeps the largest recording (each its own, with %p); stats only from pools that served', () => {
     const cli = path.resolve(__dirname, '../dist/cli/main.js');
     // The parent makes ten arrays of 2,617,284 bytes, the process it starts a hundred of 790,080: the child

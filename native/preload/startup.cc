@@ -55,6 +55,7 @@ PoolOptions processPoolOptions(const Options& options) {
 bool configure(const Options& options, ProcessSettings* s, PoolRecipe* recipe) {
   s->minBytes = options.minBytes;
   s->stats = options.stats;
+  if (options.stats || options.recordPath) noteStderr(*s);
   s->root = claimRoot();
   s->pid = getpid();
   if (options.planPath || options.recordPath) s->program = thisProgram();  // what only a plan or a recording asks about

@@ -26,7 +26,7 @@ TP_ALWAYS_RUN bool thisProcess() { return getpid() == settings->pid; }
 TP_ALWAYS_RUN void processEnds() {
   writeRecordingOnce();
   Pool* pool = madePool();
-  if (settings->stats && thisProcess() && (settings->root || (pool && pool->stats().allocs > 0))) {
+  if (settings->stats && thisProcess() && (settings->root || (pool && pool->stats().allocs > 0)) && stderrAsAtStart(*settings)) {
     try {
       printStats(*settings, pool);
     } catch (...) {
@@ -38,6 +38,18 @@ TP_ALWAYS_RUN void processEnds() {
 
 ProcessSettings* processSettings() { return settings; }
 TP_ALWAYS_RUN void adoptSettings(ProcessSettings* adopted) { settings = adopted; }
+
+void noteStderr(ProcessSettings& s) {
+  struct stat st;
+  s.stderrKnown = fstat(STDERR_FILENO, &st) == 0;
+  s.stderrDevice = s.stderrKnown ? st.st_dev : 0;
+  s.stderrInode = s.stderrKnown ? st.st_ino : 0;
+}
+
+bool stderrAsAtStart(const ProcessSettings& s) {
+  struct stat st;
+  return s.stderrKnown && fstat(STDERR_FILENO, &st) == 0 && st.st_dev == s.stderrDevice && st.st_ino == s.stderrInode;
+}
 
 bool nameRecordFile(ProcessSettings& s) {
   Text file(s.recordPath, sizeof s.recordPath);
@@ -80,7 +92,7 @@ TP_ALWAYS_RUN void writeRecordingOnce() {
   if (!settings->record || !thisProcess() || !(settings->root || pool) || recordingWritten.exchange(true)) return;
   char error[256];
   const RecordingHeader header{settings->minBytes, settings->program.c_str(), settings->run.c_str()};
-  if (!writeRecording(pool, settings->recordPath, header, error, sizeof error)) {
+  if (!writeRecording(pool, settings->recordPath, header, error, sizeof error) && stderrAsAtStart(*settings)) {
     char line[PATH_MAX + 320];
     Text text(line, sizeof line);
     text.add("tensorpool: TENSORPOOL_RECORD=").add(settings->recordPath).add(": ").add(error).add('\n');

@@ -3,6 +3,8 @@
 // native/preload.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <limits.h>
 #include <sys/types.h>
 
@@ -28,7 +30,18 @@ struct ProcessSettings {
   pid_t pid = 0;
   std::string program;  // thisProgram(), with a plan or a recording: written into recordings, matched against a plan's
   std::string run;      // runOf(), with a recording
+  // With --stats or a recording: the file descriptor 2 was when the library loaded (stderrAtStart), so that what
+  // is said at exit goes nowhere else: a program that closed its stderr and opened a file of its own as 2
+  // would find the line in that file.
+  bool stderrKnown = false;
+  dev_t stderrDevice = 0;
+  ino_t stderrInode = 0;
 };
+
+// Notes in `settings` what descriptor 2 is now (before main: the stderr the program was given).
+void noteStderr(ProcessSettings& settings);
+// Whether descriptor 2 is still the file noteStderr saw (the same device and inode).
+bool stderrAsAtStart(const ProcessSettings& settings);
 
 // The settings once start-up adopted them (never destroyed: the process may free until its very end), else
 // nullptr: before start-up, or where it found the configuration bad (the pool is off).
