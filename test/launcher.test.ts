@@ -75,6 +75,29 @@ describe('tensorpool run execs its command', () => {
     expect(pipe).toMatchObject({ code: 0, err: '' });
   });
 
+  it('signals the caller ignored are ignored from the first instant: none sent while the command is being prepared ends the run', async () => {
+    // The launcher's shell is the process the caller started until it execs the command; Node, which resets
+    // ignored signals as it starts, runs as its child. Signals sent to that pid every few milliseconds from the
+    // start reach either the shell or the command, both ignoring them as the caller does.
+    const child = spawn('sh', ['-c', `trap '' INT TERM HUP; echo trapped; exec "${bin}" run -- sh -c 'sleep 0.3; echo ran'`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const next = linesOf(child);
+    const exit = ended(child);
+    expect(await next()).toBe('trapped'); // the caller's own trap is set: from here on, every signal is the test's
+    const start = Date.now();
+    while (Date.now() - start < 400 && child.exitCode === null) {
+      for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) child.kill(signal);
+      await new Promise((resolve) => setTimeout(resolve, 3));
+    }
+    expect(await exit).toEqual({ code: 0, signal: null });
+    expect(await next()).toBe('ran');
+  });
+
+  it('the command keeps the caller’s soft address-space limit, under which Node itself could not start', () => {
+    const r = shell('ulimit -S -v 400000; exec "$TP" run -- sh -c \'ulimit -S -v\'');
+    expect(r.code, r.err).toBe(0);
+    expect(r.out.trim()).toBe('400000');
+  });
+
   it.skipIf(!python)('the signal mask is the caller’s: blocked signals stay blocked, and Node’s SIGUSR1 block is gone', () => {
     const blocked = spawnSync('python3', ['-c', `import os, signal, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGWINCH})

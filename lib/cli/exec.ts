@@ -1,70 +1,46 @@
 /**
- * How `tensorpool run` becomes the command it runs: it execs it (native execProgram), so that the command
- * has the launcher's pid, process group, terminal and parent, and its exit status, a signal included, reaches
- * the caller as it is. What Node changed as it started is put back first, from what the `tensorpool` shell
- * command read before Node ran (bin/tensorpool, TENSORPOOL_LAUNCH): signals the caller ignored or blocked, the
- * soft limit of open files, the descriptors it passed on (Node marks them close-on-exec) and its NODE_OPTIONS.
+ * How `tensorpool run` becomes the command it runs. Started by its own command (bin/tensorpool, what npm
+ * installs), it is a child of the shell the caller started, and hands that shell the line that execs the
+ * command (descriptor 3): the command then has the caller's pid, process group, terminal, parent, signals,
+ * mask, limits and descriptors, none of which Node ever touched, and its exit status, a signal included,
+ * reaches the caller as it is. Started otherwise (`node main.js run`), it execs the command itself (native
+ * execProgram), putting back what Node is known to change as it starts (SIGPIPE and SIGXFSZ ignored, SIGUSR1
+ * blocked); the descriptors past 2 and the open-files limit stay as Node left them.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { native, type NativeExecState } from '../native.js';
+import { native } from '../native.js';
 import { CliError } from './common.js';
 
-/** What the launcher's caller gave it, as the command is to get it. */
+/** Who started this CLI for `run`: bin/tensorpool's shell (its pid), or nobody in particular. */
 export interface CallerState {
-  exec: NativeExecState;
-  /**
-   * The caller's NODE_OPTIONS where bin/tensorpool kept it from the CLI's own Node (`null`: the caller had
-   * none); `undefined` where the CLI was started otherwise, and NODE_OPTIONS is what the caller gave.
-   */
-  nodeOptions?: string | null;
-  /** Whether bin/tensorpool read the state; without it, Node's own changes are undone as far as they are known. */
-  fromLauncher: boolean;
+  /** The pid of the shell that execs the command once this process hands it the line, or undefined. */
+  launcher?: number;
 }
-
-/** The signal numbers (1-64) set in a /proc status mask (hexadecimal, bit n-1 for signal n). */
-function signalsOf(mask: string): number[] {
-  const bits = BigInt(`0x${mask}`);
-  const signals: number[] = [];
-  for (let s = 1; s <= 64; s++) if ((bits >> BigInt(s - 1)) & 1n) signals.push(s);
-  return signals;
-}
-
-const LAUNCH = /^(\d+):([0-9a-f]{16}):([0-9a-f]{16}):(\d+|unlimited):((?:\d{1,9},)*\d{0,9}):([01])$/;
 
 /**
- * The caller's state from TENSORPOOL_LAUNCH when bin/tensorpool set it for this very process (its pid: a
- * value inherited from elsewhere is not this launch's). Else what can be known: descriptors 0-2 are passed
- * on; Node ignores SIGPIPE and SIGXFSZ and blocks SIGUSR1, which a caller rarely does; the open-files limit
- * and other descriptors stay as Node left them.
+ * The launcher's pid from TENSORPOOL_LAUNCH, where bin/tensorpool set it for this very process (its parent:
+ * a value inherited from elsewhere is not this launch's).
  */
-export function callerState(env: NodeJS.ProcessEnv, pid = process.pid): CallerState {
-  const launch = LAUNCH.exec(env.TENSORPOOL_LAUNCH ?? '');
-  if (!launch || Number(launch[1]) !== pid) {
-    return { exec: { ignored: [], blocked: [], inherited: [0, 1, 2] }, fromLauncher: false };
-  }
-  const [, , ignored, blocked, files, inherited, kept] = launch;
-  return {
-    exec: {
-      ignored: signalsOf(ignored),
-      blocked: signalsOf(blocked),
-      openFiles: files === 'unlimited' ? -1 : Number(files),
-      inherited: inherited === '' ? [] : inherited.split(',').map(Number),
-    },
-    nodeOptions: kept === '1' ? (env.TENSORPOOL_LAUNCH_NODE_OPTIONS ?? '') : null,
-    fromLauncher: true,
-  };
+export function callerState(env: NodeJS.ProcessEnv, parent = process.ppid): CallerState {
+  const launcher = Number(env.TENSORPOOL_LAUNCH);
+  return Number.isSafeInteger(launcher) && launcher === parent ? { launcher } : {};
 }
 
-/** The caller's environment as it gave it: NODE_OPTIONS put back where bin/tensorpool kept it aside. */
+/**
+ * The caller's environment as it gave it: the launcher's own, as the kernel keeps it (/proc/PID/environ: the
+ * shell's additions, such as PWD, and the NODE_OPTIONS kept from this process, are not in it), in its order;
+ * without a launcher, this process's.
+ */
 export function callerEnvironment(env: NodeJS.ProcessEnv, state: CallerState): NodeJS.ProcessEnv {
-  const out = { ...env };
-  delete out.TENSORPOOL_LAUNCH;
-  delete out.TENSORPOOL_LAUNCH_NODE_OPTIONS;
-  if (state.nodeOptions === null) delete out.NODE_OPTIONS;
-  else if (state.nodeOptions !== undefined) out.NODE_OPTIONS = state.nodeOptions;
+  if (state.launcher === undefined) return { ...env };
+  const out: NodeJS.ProcessEnv = {};
+  for (const entry of fs.readFileSync(`/proc/${state.launcher}/environ`, 'latin1').split('\0')) {
+    const equals = entry.indexOf('=');
+    if (equals > 0) out[Buffer.from(entry.slice(0, equals), 'latin1').toString()] = Buffer.from(entry.slice(equals + 1), 'latin1').toString();
+  }
   return out;
 }
 
@@ -107,17 +83,31 @@ const REASONS: Record<string, string> = {
   ETXTBSY: 'the file is open for writing',
 };
 
+/** `word` quoted for a POSIX shell: as it is, whatever it holds. */
+function quoted(word: string): string {
+  return `'${word.replace(/'/g, "'\\''")}'`;
+}
+
+/** The env(1) the launcher's line runs: coreutils', by its path where it is there. */
+const ENV = fs.existsSync('/usr/bin/env') ? '/usr/bin/env' : 'env';
+
 /**
- * Replaces this process with `command` (its first word found as a shell would), in environment `env`, with the
- * caller's state put back. Returns only by throwing: the CliError of a command that cannot be run.
+ * Runs `command` (its first word found as a shell would) in environment `env`: with a launcher, by handing it
+ * the line that execs it, then returning; else by replacing this process. Throws the CliError of a command
+ * that cannot be run.
  */
-export function execCommand(command: string[], env: NodeJS.ProcessEnv, state: CallerState): never {
+export function execCommand(command: string[], env: NodeJS.ProcessEnv, state: CallerState): void {
   const file = findCommand(command[0], env.PATH);
-  const exec = state.exec;
   const pairs = Object.entries(env)
     .filter((entry): entry is [string, string] => entry[1] !== undefined)
     .map(([key, value]) => `${key}=${value}`);
-  const errno = native.execProgram(file, command, pairs, exec);
+  if (state.launcher !== undefined) {
+    // env(1) takes every word with '=' before the command as a variable: a command named so goes through sh.
+    const run = command[0].includes('=') ? ['/bin/sh', '-c', 'exec "$0" "$@"', ...command] : command;
+    fs.writeSync(3, `exec ${[ENV, '-i', '--', ...pairs, ...run].map(quoted).join(' ')}\n`);
+    return;
+  }
+  const errno = native.execProgram(file, command, pairs, { ignored: [], blocked: [], inherited: [0, 1, 2] });
   const name = Object.entries(os.constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
   throw new CliError(`cannot run ${command[0]}: ${REASONS[name] ?? name}`, name === 'ENOENT' ? 127 : 126);
 }

@@ -79,8 +79,9 @@ reserves an eighth of the address space left and grows in place as it needs, and
 not use to a request that fails or to a lower limit the program sets itself (setrlimit).
 The command runs in place of tensorpool (exec): it keeps the pid, process group and terminal, every signal
 reaches it alone, and its exit status, a signal included, is what the caller sees. Signals the caller
-ignored or blocked (nohup, a shell's trap '') and its open-files limit are the command's as they were,
-where tensorpool is started by its own command (bin/tensorpool, what npm installs), not by 'node main.js'.
+ignored or blocked (nohup, a shell's trap ''), its limits and descriptors are the command's as they were,
+from its first instant, where tensorpool is started by its own command (bin/tensorpool, what npm installs),
+not by 'node main.js'.
 Workflow: run --record trace.csv, then 'tensorpool train trace.csv -o plan.json', then run --plan plan.json.`;
 
 /** The examples that end `tensorpool run --help` (kept apart from the usage above). */
