@@ -4,8 +4,8 @@ import path from 'node:path';
 import { native, packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
-import { bytesOption, CliError, parseCommand, usageError, withExamples, type Command, type Example } from './common.js';
-import { callerEnvironment, callerState, execCommand } from './exec.js';
+import { bytesOption, checkOutputFile, CliError, parseCommand, usageError, withExamples, type Command, type Example } from './common.js';
+import { callerEnvironment, callerState, execCommand, type CallerState } from './exec.js';
 import { didYouMean } from './suggest.js';
 import { PEERS, findLibrary } from '../replay/allocators.js';
 import { listSafePath } from './list-safe-path.js';
@@ -235,9 +235,9 @@ const MODES = [{ name: 'TENSORPOOL_PLAN' }, { name: 'TENSORPOOL_RECORD' }, { nam
  * TENSORPOOL_COLLECT_AFTER (the Node hook's). None inside another run (TENSORPOOL_ROOT_PID names a process of
  * this tree other than this one): a run started by a command of another run is a run of its own, as its options say.
  */
-function callerSettings(env: NodeJS.ProcessEnv): Record<string, Setting> {
+function callerSettings(env: NodeJS.ProcessEnv, caller: CallerState): Record<string, Setting> {
   const root = env.TENSORPOOL_ROOT_PID;
-  if (root !== undefined && root !== String(process.pid)) return {};
+  if (root !== undefined && root !== String(process.pid) && root !== String(caller.launcher)) return {};
   const out: Record<string, Setting> = {};
   for (const name of [...native.preloadOptions().map((o) => o.name), 'TENSORPOOL_COLLECT_AFTER']) {
     const value = env[name];
@@ -283,6 +283,7 @@ function checkedSetting(name: string, source: string, value: string): string {
   if (name === 'TENSORPOOL_RECORD') {
     // Written at exit through a temporary file renamed over it: a FIFO or a device cannot take it.
     if (fs.existsSync(value) && !fs.statSync(value).isFile()) throw new CliError(`${shown}: not a regular file (a recording is written to a regular file)`);
+    if (!flag) checkOutputFile(value, name); // as parseCommand checks --record's
     return path.resolve(value);
   }
   if (name === 'TENSORPOOL_COLLECT_AFTER') {
@@ -333,7 +334,7 @@ export const runCommand: Command = {
     }
     const hooks = !flags['no-hooks'] && hooksSetting !== '0';
     // The caller's own settings, then the options, which win: each checked as the library reads it.
-    const given = { ...callerSettings(process.env), ...optionSettings(values, flags) };
+    const given = { ...callerSettings(process.env, caller), ...optionSettings(values, flags) };
     const modes = MODES.filter((mode) => given[mode.name] !== undefined && given[mode.name]!.value !== '0');
     if (modes.length > 1) {
       throw new CliError(`${modes.map((mode) => given[mode.name]!.source).join(' and ')} ask for two modes: give one (a plan, a recording or --adaptive)`);
