@@ -77,19 +77,28 @@ describe('tensorpool run execs its command', () => {
 
   it('signals the caller ignored are ignored from the first instant: none sent while the command is being prepared ends the run', async () => {
     // The launcher's shell is the process the caller started until it execs the command; Node, which resets
-    // ignored signals as it starts, runs as its child. Signals sent to that pid every few milliseconds from the
-    // start reach either the shell or the command, both ignoring them as the caller does.
-    const child = spawn('sh', ['-c', `trap '' INT TERM HUP; echo trapped; exec "${bin}" run -- sh -c 'sleep 0.3; echo ran'`], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const next = linesOf(child);
-    const exit = ended(child);
-    expect(await next()).toBe('trapped'); // the caller's own trap is set: from here on, every signal is the test's
-    const start = Date.now();
-    while (Date.now() - start < 400 && child.exitCode === null) {
-      for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) child.kill(signal);
-      await new Promise((resolve) => setTimeout(resolve, 3));
+    // ignored signals as it starts, runs as its child, in a session of its own. Signals sent every few
+    // milliseconds from the start reach the shell or the command, both ignoring them as the caller does.
+    // Sent to the pid (a supervisor) and to the process group (a terminal's Ctrl-C), in turn.
+    for (const group of [false, true]) {
+      const child = spawn('sh', ['-c', `trap '' INT TERM HUP; echo trapped; exec "${bin}" run -- sh -c 'sleep 0.3; echo ran'`], { stdio: ['ignore', 'pipe', 'pipe'], detached: group });
+      const next = linesOf(child);
+      const exit = ended(child);
+      expect(await next()).toBe('trapped'); // the caller's own trap is set: from here on, every signal is the test's
+      const start = Date.now();
+      while (Date.now() - start < 400 && child.exitCode === null) {
+        for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+          try {
+            process.kill(group ? -child.pid! : child.pid!, signal);
+          } catch {
+            // gone between the check and the signal
+          }
+        }
+        await new Promise((resolve) => setTimeout(resolve, 3));
+      }
+      expect(await exit, group ? 'to the group' : 'to the pid').toEqual({ code: 0, signal: null });
+      expect(await next()).toBe('ran');
     }
-    expect(await exit).toEqual({ code: 0, signal: null });
-    expect(await next()).toBe('ran');
   });
 
   it('the command keeps the caller’s soft address-space limit, under which Node itself could not start', () => {
