@@ -37,9 +37,9 @@ export function callerState(env: NodeJS.ProcessEnv, parent = process.ppid): Call
 export function callerEnvironment(env: NodeJS.ProcessEnv, state: CallerState): NodeJS.ProcessEnv {
   if (state.launcher === undefined) return { ...env };
   const out: NodeJS.ProcessEnv = {};
-  for (const entry of fs.readFileSync(`/proc/${state.launcher}/environ`, 'latin1').split('\0')) {
+  for (const entry of fs.readFileSync(`/proc/${state.launcher}/environ`, 'utf8').split('\0')) {
     const equals = entry.indexOf('=');
-    if (equals > 0) out[Buffer.from(entry.slice(0, equals), 'latin1').toString()] = Buffer.from(entry.slice(equals + 1), 'latin1').toString();
+    if (equals > 0) out[entry.slice(0, equals)] = entry.slice(equals + 1);
   }
   return out;
 }

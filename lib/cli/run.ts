@@ -94,12 +94,14 @@ const RUN_EXAMPLES: Example[] = [
 /**
  * `text` for the preload library's option `name`, checked by the library's own parser (native/preload/options.h:
  * one grammar for both); a refusal in the CLI's words, with `flag`: "--min-bytes must be a byte count …, got
- * "lots"", "--min-bytes 4K is below the pool's floor, 64K (…)".
+ * "lots"", "--min-bytes 4K is below the pool's floor, 64K (…)"; without (the variable set by the caller), the
+ * library's own: "TENSORPOOL_MIN_BYTES=lots is not a byte count …".
  */
-function preloadSetting(name: string, flag: string, text: string): string {
+function preloadSetting(name: string, flag: string | null, text: string): string {
   const value = text.trim();
   const refusal = native.checkPreloadOption(name, value);
   if (refusal === null) return value;
+  if (flag === null) throw new CliError(refusal);
   const said = `${name}=${value} `;
   const what = refusal.startsWith(said) ? refusal.slice(said.length) : refusal;
   if (what.startsWith('is not ')) throw new CliError(`${flag} ${what.replace(/^is not /, 'must be ')}, got ${JSON.stringify(text)}`);
@@ -228,7 +230,7 @@ interface Setting {
 }
 
 /** The modes, one at a time: a plan, a recording, adaptive. */
-const MODES = [{ name: 'TENSORPOOL_PLAN' }, { name: 'TENSORPOOL_RECORD' }, { name: 'TENSORPOOL_ADAPTIVE' }] as const;
+const MODES = ['TENSORPOOL_PLAN', 'TENSORPOOL_RECORD', 'TENSORPOOL_ADAPTIVE'];
 
 /**
  * The TENSORPOOL_ variables the caller set itself, by name: those of the preload library's table, and
@@ -292,14 +294,7 @@ function checkedSetting(name: string, source: string, value: string): string {
     }
     return value === 'off' ? 'off' : String(bytesOption(value, flag ? source : name));
   }
-  return flag ? preloadSetting(name, source, value) : environmentSetting(name, value);
-}
-
-/** A variable of the library's table as the caller set it, checked by the library's parser: its refusal as it is. */
-function environmentSetting(name: string, value: string): string {
-  const refusal = native.checkPreloadOption(name, value.trim());
-  if (refusal !== null) throw new CliError(refusal);
-  return value.trim();
+  return preloadSetting(name, flag ? source : null, value);
 }
 
 export const runCommand: Command = {
@@ -335,9 +330,9 @@ export const runCommand: Command = {
     const hooks = !flags['no-hooks'] && hooksSetting !== '0';
     // The caller's own settings, then the options, which win: each checked as the library reads it.
     const given = { ...callerSettings(process.env, caller), ...optionSettings(values, flags) };
-    const modes = MODES.filter((mode) => given[mode.name] !== undefined && given[mode.name]!.value !== '0');
+    const modes = MODES.filter((mode) => given[mode] !== undefined && given[mode]!.value !== '0');
     if (modes.length > 1) {
-      throw new CliError(`${modes.map((mode) => given[mode.name]!.source).join(' and ')} ask for two modes: give one (a plan, a recording or --adaptive)`);
+      throw new CliError(`${modes.map((mode) => given[mode]!.source).join(' and ')} ask for two modes: give one (a plan, a recording or --adaptive)`);
     }
     const settings: Record<string, string> = {};
     for (const [name, { source, value }] of Object.entries(given)) settings[name] = checkedSetting(name, source, value);
