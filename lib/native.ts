@@ -31,18 +31,6 @@ export interface PreloadOption {
   help: string;
 }
 
-/** The state a program is exec'd with (execProgram): what the launcher's caller gave it. */
-export interface NativeExecState {
-  /** Signals (1-64) set to be ignored; every other signal gets its default action. */
-  ignored: number[];
-  /** Signals blocked in the program's mask. */
-  blocked: number[];
-  /** The soft limit of open files (-1: unlimited); left as it is where not given. */
-  openFiles?: number;
-  /** The caller's descriptors the program inherits (close-on-exec cleared); any of 0-2 not among them is closed. */
-  inherited: number[];
-}
-
 /** How a replay touches each allocation (replay()'s `touch` option). */
 export type TouchMode = 'pages' | 'full' | 'none' | 'verify';
 
@@ -386,10 +374,10 @@ export interface NativeAddon {
   } | null)[];
   /**
    * Replaces this process with the program at `path` (execve; `argv[0]` first), in `env` ("NAME=value" each),
-   * after putting signals, the signal mask, the open-files limit and descriptors as `state` says (native/os/exec.h).
-   * Returns only on failure: the errno, with everything as it was.
+   * every signal's action the default and the mask empty (native/os/exec.h). Returns only on failure: the
+   * errno, with the actions and the mask as they were.
    */
-  execProgram(path: string, argv: string[], env: string[], state: NativeExecState): number;
+  execProgram(path: string, argv: string[], env: string[]): number;
   /** The preload library's options table (native/preload/options.h), in its order. */
   preloadOptions(): PreloadOption[];
   /** null when the preload library takes `text` for option `name`, else the line it would print. */

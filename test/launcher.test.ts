@@ -185,6 +185,21 @@ print('count', len(interrupts), flush=True)
     expect(fs.readFileSync(log, 'utf8')).toBe(`${r.stdout.trim()}\n`);
   });
 
+  it('arguments and environment values reach the command byte for byte, those that are not UTF-8 too', () => {
+    // Made by printf in the caller's shell (Node can pass no such bytes): e9 is not UTF-8, as in an old file name.
+    const caller = [
+      'name=$(printf "caf\\351"); printf contents > "$DIR/$name"',
+      'V=$(printf "a\\351b") Q="x\'y" "$TP" run -- sh -c \'for w in "$V" "$Q" "$@"; do printf "<%s>" "$w"; done; cat "$3"\' \\',
+      '  sh "$(printf "it\'s\\na\\377b")" "" "$DIR/$name"',
+    ].join('\n');
+    const r = spawnSync('sh', ['-c', caller], { env: { ...process.env, TP: bin, DIR: tmp } });
+    expect(r.status, r.stderr.toString()).toBe(0);
+    const latin1 = (text: string) => Buffer.from(text, 'latin1');
+    const words = [latin1('a\xe9b'), latin1("x'y"), latin1("it's\na\xffb"), latin1(''), latin1(`${tmp}/caf\xe9`)];
+    const expected = Buffer.concat([...words.map((w) => Buffer.concat([latin1('<'), w, latin1('>')])), latin1('contents')]);
+    expect(r.stdout.toString('latin1')).toBe(expected.toString('latin1'));
+  });
+
   it('started as node main.js, the command still gets the default SIGPIPE and an empty mask', () => {
     const r = spawnSync(process.execPath, [cli, 'run', '--', 'cat', '/proc/self/status'], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);

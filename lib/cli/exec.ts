@@ -18,6 +18,8 @@ import { CliError } from './common.js';
 export interface CallerState {
   /** The pid of the shell that execs the command once this process hands it the line, or undefined. */
   launcher?: number;
+  /** The launcher's environment as the kernel keeps it (/proc/PID/environ), bytes as given; read once. */
+  environ?: Buffer;
 }
 
 /**
@@ -26,7 +28,19 @@ export interface CallerState {
  */
 export function callerState(env: NodeJS.ProcessEnv, parent = process.ppid): CallerState {
   const launcher = Number(env.TENSORPOOL_LAUNCH);
-  return Number.isSafeInteger(launcher) && launcher === parent ? { launcher } : {};
+  return Number.isSafeInteger(launcher) && launcher === parent ? { launcher, environ: fs.readFileSync(`/proc/${launcher}/environ`) } : {};
+}
+
+/** The entries ("NAME=value") of an environ block, as given. */
+function environEntries(environ: Buffer): Buffer[] {
+  const entries: Buffer[] = [];
+  for (let start = 0; start < environ.length; ) {
+    const end = environ.indexOf(0, start);
+    const stop = end < 0 ? environ.length : end;
+    if (environ.indexOf(0x3d, start) > start && environ.indexOf(0x3d, start) < stop) entries.push(environ.subarray(start, stop));
+    start = stop + 1;
+  }
+  return entries;
 }
 
 /**
@@ -35,13 +49,27 @@ export function callerState(env: NodeJS.ProcessEnv, parent = process.ppid): Call
  * without a launcher, this process's.
  */
 export function callerEnvironment(env: NodeJS.ProcessEnv, state: CallerState): NodeJS.ProcessEnv {
-  if (state.launcher === undefined) return { ...env };
+  if (state.environ === undefined) return { ...env };
   const out: NodeJS.ProcessEnv = {};
-  for (const entry of fs.readFileSync(`/proc/${state.launcher}/environ`, 'utf8').split('\0')) {
-    const equals = entry.indexOf('=');
-    if (equals > 0) out[entry.slice(0, equals)] = entry.slice(equals + 1);
+  for (const entry of environEntries(state.environ)) {
+    const text = entry.toString('utf8');
+    const equals = text.indexOf('=');
+    out[text.slice(0, equals)] = text.slice(equals + 1);
   }
   return out;
+}
+
+/**
+ * Each variable of `env` as the bytes the command gets: the caller's own entry, as given, where `env` has it
+ * unchanged (a value that is not UTF-8 reached Node as replacement characters, and goes on as it was given),
+ * else the entry in UTF-8.
+ */
+function environmentBytes(env: NodeJS.ProcessEnv, state: CallerState): Buffer[] {
+  const given = new Map<string, Buffer>();
+  for (const entry of state.environ ? environEntries(state.environ) : []) given.set(entry.toString('utf8'), entry);
+  return Object.entries(env)
+    .filter((entry): entry is [string, string] => entry[1] !== undefined)
+    .map(([key, value]) => given.get(`${key}=${value}`) ?? Buffer.from(`${key}=${value}`));
 }
 
 /** Whether `file` is a regular file this process may execute. */
@@ -83,9 +111,19 @@ const REASONS: Record<string, string> = {
   ETXTBSY: 'the file is open for writing',
 };
 
-/** `word` quoted for a POSIX shell: as it is, whatever it holds. */
-function quoted(word: string): string {
-  return `'${word.replace(/'/g, "'\\''")}'`;
+/** `word` quoted for a POSIX shell: as it is, whatever bytes it holds. */
+function quoted(word: string | Buffer): Buffer {
+  const bytes = typeof word === 'string' ? Buffer.from(word) : word;
+  const parts: Buffer[] = [Buffer.from("'")];
+  for (let start = 0; ; ) {
+    const quote = bytes.indexOf(0x27, start);
+    parts.push(bytes.subarray(start, quote < 0 ? bytes.length : quote));
+    if (quote < 0) break;
+    parts.push(Buffer.from("'\\''"));
+    start = quote + 1;
+  }
+  parts.push(Buffer.from("'"));
+  return Buffer.concat(parts);
 }
 
 /** The env(1) the launcher's line runs: coreutils', by its path where it is there. */
@@ -97,17 +135,20 @@ const ENV = fs.existsSync('/usr/bin/env') ? '/usr/bin/env' : 'env';
  * that cannot be run.
  */
 export function execCommand(command: string[], env: NodeJS.ProcessEnv, state: CallerState): void {
-  const file = findCommand(command[0], env.PATH);
-  const pairs = Object.entries(env)
-    .filter((entry): entry is [string, string] => entry[1] !== undefined)
-    .map(([key, value]) => `${key}=${value}`);
+  // A name that is not UTF-8 reached Node changed (replacement characters): the launcher's own words are run.
+  const file = state.launcher !== undefined && command[0].includes('\uFFFD') ? command[0] : findCommand(command[0], env.PATH);
   if (state.launcher !== undefined) {
-    // env(1) takes every word with '=' before the command as a variable: a command named so goes through sh.
-    const run = command[0].includes('=') ? ['/bin/sh', '-c', 'exec "$0" "$@"', ...command] : command;
-    fs.writeSync(3, `exec ${[ENV, '-i', '--', ...pairs, ...run].map(quoted).join(' ')}\n`);
+    // The command is the launcher's last arguments, run as it has them ("$@"): a word that is not UTF-8 reached
+    // Node changed. env(1) takes every word with '=' before the command as a variable: a command named so goes through sh.
+    const run = command[0].includes('=') ? ['/bin/sh', '-c', 'exec "$0" "$@"'].map(quoted) : [];
+    const words = [ENV, '-i', '--'].map(quoted).concat(environmentBytes(env, state).map(quoted), run);
+    const space = Buffer.from(' ');
+    const line = [Buffer.from(`shift $(($# - ${command.length})); exec`), ...words, Buffer.from('"$@"\n')];
+    fs.writeSync(3, Buffer.concat(line.flatMap((word, i) => (i ? [space, word] : [word]))));
     return;
   }
-  const errno = native.execProgram(file, command, pairs, { ignored: [], blocked: [], inherited: [0, 1, 2] });
+  const pairs = environmentBytes(env, state).map((entry) => entry.toString('utf8'));
+  const errno = native.execProgram(file, command, pairs);
   const name = Object.entries(os.constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
   throw new CliError(`cannot run ${command[0]}: ${REASONS[name] ?? name}`, name === 'ENOENT' ? 127 : 126);
 }

@@ -3,10 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
-
-#include <algorithm>
 
 namespace tp::os {
 
@@ -15,8 +12,6 @@ namespace {
 // Signals 1..64; those the kernel or the C library keeps for itself (SIGKILL, SIGSTOP, glibc's 32 and 33)
 // refuse a new action, which is what they keep across execve anyway.
 constexpr int kSignals = 64;
-
-bool bitOf(uint64_t set, int signal) { return (set >> (signal - 1)) & 1; }
 
 std::vector<char*> pointersTo(const std::vector<std::string>& strings) {
   std::vector<char*> pointers;
@@ -28,8 +23,7 @@ std::vector<char*> pointersTo(const std::vector<std::string>& strings) {
 
 }  // namespace
 
-int execProgram(const std::string& path, const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                const ExecState& state) {
+int execProgram(const std::string& path, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   // Everything that allocates is done first: nothing below may fail for memory.
   std::vector<char*> args = pointersTo(argv);
   std::vector<char*> environment = pointersTo(env);
@@ -37,43 +31,30 @@ int execProgram(const std::string& path, const std::vector<std::string>& argv, c
   shellArgv.insert(shellArgv.end(), argv.begin() + 1, argv.end());
   std::vector<char*> shellArgs = pointersTo(shellArgv);
 
-  sigset_t all, before, wanted;
+  sigset_t all, before, none;
   sigfillset(&all);
-  sigemptyset(&wanted);
-  for (int s = 1; s <= kSignals; ++s) {
-    if (bitOf(state.blockedSignals, s)) sigaddset(&wanted, s);
-  }
-  // No handler of this process runs between the dispositions set here and the execve.
+  sigemptyset(&none);
+  // No handler of this process runs between the actions set here and the execve.
   pthread_sigmask(SIG_SETMASK, &all, &before);
   struct sigaction previous[kSignals + 1];
   bool changed[kSignals + 1] = {};
   for (int s = 1; s <= kSignals; ++s) {
     struct sigaction action {};
-    action.sa_handler = bitOf(state.ignoredSignals, s) ? SIG_IGN : SIG_DFL;
+    action.sa_handler = SIG_DFL;
     sigemptyset(&action.sa_mask);
     changed[s] = sigaction(s, &action, &previous[s]) == 0;
   }
-  struct rlimit openFiles {};
-  const bool limitChanged = state.setOpenFiles && getrlimit(RLIMIT_NOFILE, &openFiles) == 0 && [&] {
-    struct rlimit wantedLimit = openFiles;
-    wantedLimit.rlim_cur = state.openFilesSoft == UINT64_MAX ? RLIM_INFINITY : state.openFilesSoft;
-    return setrlimit(RLIMIT_NOFILE, &wantedLimit) == 0;
-  }();
   for (int fd = 0; fd <= 2; ++fd) {
-    if (std::find(state.inheritedDescriptors.begin(), state.inheritedDescriptors.end(), fd) == state.inheritedDescriptors.end()) close(fd);
-  }
-  for (int fd : state.inheritedDescriptors) {
     const int flags = fcntl(fd, F_GETFD);
     if (flags != -1 && (flags & FD_CLOEXEC)) fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
   }
 
-  pthread_sigmask(SIG_SETMASK, &wanted, nullptr);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
   execve(path.c_str(), args.data(), environment.data());
   if (errno == ENOEXEC) execve("/bin/sh", shellArgs.data(), environment.data());
   const int error = errno;
 
   pthread_sigmask(SIG_SETMASK, &all, nullptr);
-  if (limitChanged) setrlimit(RLIMIT_NOFILE, &openFiles);
   for (int s = 1; s <= kSignals; ++s) {
     if (changed[s]) sigaction(s, &previous[s], nullptr);
   }
