@@ -119,7 +119,9 @@ Allocation Pool::alloc(uint64_t bytes, int32_t cachedUpTo) {
     purgeForGrowthLocked(serving.grownBytes() - grownBefore, bytes);
   }
   if (!header) {
-    return allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
+    const Allocation mapped = allocFromOs(bytes, bytes > serving.table().largest() ? Route::OsOversize : Route::OsFallback);
+    if (mapped.status == AllocStatus::Ok) purgeForOsBlockLocked(bytes);
+    return mapped;
   }
   header->serial = nextSerial_++;
   // A lent block is not cacheable: served again from the cache it would take its lender class's place,

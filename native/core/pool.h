@@ -441,6 +441,13 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   // what glibc, which unmaps a mapped chunk at free, would, and a loop that reuses its memory every
   // iteration, whose arena stays within that bound, gives back nothing. Not where spansGiveBackLocked() is false.
   void purgeForGrowthLocked(uint64_t grownBytes, uint64_t bytes);
+  // The OS mapped `bytes` for a block beside the serving arena (Route::OsOversize, OsFallback): its free spans
+  // give back as much (PurgeReason::OsBlock), so that a program that frees a large block and then asks for a
+  // larger one holds what glibc, which unmaps the first, would, rather than both until decay. Until memory given
+  // back for memory beside the pool is handed out again after such a purge: the program then reuses what it frees
+  // (a loop), which from then on waits for decay, as the pool's other memory. Not where spansGiveBackLocked() is
+  // false.
+  void purgeForOsBlockLocked(uint64_t bytes);
   static constexpr uint64_t kGrowthSlackDivisor = 8;
   static constexpr uint64_t kPurgeForMappingStep = uint64_t{1} << 20;
   // Whether free spans give their pages back before decay does: not where the pool does not decay, nor where
@@ -491,6 +498,8 @@ class Pool : public FenceWatcher, public std::enable_shared_from_this<Pool> {
   PoolStats ownCounters_;
   PoolStats& counters_;  // ownCounters_, or options_.counters
   uint64_t mappedUnpurged_ = 0;  // purgeForMappingLocked: bytes mapped since its last purge
+  bool osBlockPurged_ = false;      // purgeForOsBlockLocked gave something back
+  bool osBlocksKeepSpans_ = false;  // ... and memory given back was handed out again after it: it gives back no more
   uint64_t mappedFrom_;          // options_.reallocMappedFrom, raised by moved blocks freed (PoolOptions)
   uint64_t nextSerial_ = 1;
   std::string lastRefusal_;

@@ -76,6 +76,17 @@ void Pool::purgeForGrowthLocked(uint64_t grownBytes, uint64_t bytes) {
   if (resident > bound) purgeLocked({PurgeReason::ArenaGrew, std::min(grownBytes, resident - bound)});
 }
 
+void Pool::purgeForOsBlockLocked(uint64_t bytes) {
+  if (osBlocksKeepSpans_ || !spansGiveBackLocked()) return;
+  // Handed out again since this rule's previous call, which purged: what was given back is wanted.
+  const uint64_t reused = generations_.back()->takeRewarmedBeside();
+  if (osBlockPurged_ && reused != 0) {
+    osBlocksKeepSpans_ = true;
+    return;
+  }
+  if (purgeLocked({PurgeReason::OsBlock, bytes}) != 0) osBlockPurged_ = true;
+}
+
 bool Pool::tryPurgeSpansFor(uint64_t bytes) {
   if (!mu_.try_lock()) return false;
   const Locked lock(*this, std::adopt_lock);

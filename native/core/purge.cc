@@ -38,6 +38,7 @@ uint64_t purge(SizeClassPool& classes, const PurgeRequest& request, PurgeCounts*
         break;
       case PurgeReason::HeapBeside:
       case PurgeReason::ArenaGrew:
+      case PurgeReason::OsBlock:
         classes.purgeSpanBytes(std::min(request.bytes, request.maxBytes), &counts->blocks, &counts->bytes);
         probePurge(request.reason, counts->bytes - before);
         break;

@@ -21,14 +21,16 @@ enum class PurgeReason : uint8_t {
   Moved,         // `block`, just given back by realloc, which moved its contents elsewhere (purgeGiven)
   ArenaGrew,     // the arena grew for a request no free memory of the pool's held, past what the most ever live
                  // needs: `bytes` of the free spans, as HeapBeside (purgeSpanBytes)
+  OsBlock,       // the OS mapped `bytes` for a block beside the arena (larger than every class, or the arena's
+                 // reservation spent): that much of the free spans, as HeapBeside (purgeSpanBytes)
 };
 
 struct PurgeRequest {
   PurgeReason reason;
-  uint64_t bytes = 0;             // MappedBeside, HeapBeside, ArenaGrew: how much
+  uint64_t bytes = 0;             // MappedBeside, HeapBeside, ArenaGrew, OsBlock: how much
   BlockHeader* block = nullptr;   // Moved: which
   // Bounds on one turn's work (a MADV_DONTNEED of 64 MiB takes ~1 ms): Decay's blocks and bytes, the bytes of
-  // MappedBeside, HeapBeside and ArenaGrew. All and Moved are not bounded.
+  // MappedBeside, HeapBeside, ArenaGrew and OsBlock. All and Moved are not bounded.
   uint64_t maxBlocks = kBlocksPerTurn;
   uint64_t maxBytes = kBytesPerTurn;
   static constexpr uint64_t kBlocksPerTurn = 64;

@@ -127,6 +127,9 @@ class SizeClassPool {
   uint64_t idleBytes() const;
   // Bytes of given-back memory handed out again since the last call (a purged block or span served).
   uint64_t takeRewarmed() { return std::exchange(rewarmed_, 0); }
+  // Bytes of memory given back for memory beside the pool (purgeSpanBytes) handed out again since the last call:
+  // what rewarmed leaves out.
+  uint64_t takeRewarmedBeside() { return std::exchange(rewarmedBeside_, 0); }
   // Purges at most `maxBlocks` due blocks, and past `maxBytes` of them no further class; adds the blocks and bytes given back to the counts (a block
   // never written since it was carved counts as purged without a system call, and in neither count).
   void purgeDue(uint64_t maxBlocks, uint64_t maxBytes, uint64_t* blocks, uint64_t* bytes);
@@ -347,6 +350,7 @@ class SizeClassPool {
   // them back. (Counted, a program whose C heap grew while it freed the pool's blocks kept its idle memory
   // for 2-4 decay periods more: the period doubled at the next epoch.)
   uint64_t givenBackBeside_ = 0;
+  uint64_t rewarmedBeside_ = 0;  // takeRewarmedBeside()
   uint64_t spanEpoch_ = 0, spanDueBefore_ = 0;
   std::vector<DecayState> decay_;
   std::string lastGrowError_;  // why the last growth failed (reservation exhausted, or the OS refused pages)

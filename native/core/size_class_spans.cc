@@ -88,6 +88,7 @@ BlockHeader* SizeClassPool::takeSpan(uint64_t bytes, size_t cls, Source* source)
   if (found && span.zero && !spans_.kept(span.start)) {
     const uint64_t beside = std::min(givenBackBeside_, span.bytes);
     givenBackBeside_ -= beside;
+    rewarmedBeside_ += beside;
     rewarmed_ += span.bytes - beside;
   }
   writeHeader(header, cls, 0, BlockState::Free, 0);

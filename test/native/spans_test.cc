@@ -1025,3 +1025,58 @@ TEST(a_buffer_growing_by_doubling_leaves_little_of_what_it_freed_resident_and_a_
   CHECK(grown.status == AllocStatus::Ok && keeping->stats().purgedBytes == 0);
   CHECK(keeping->release(grown.data) == ReleaseStatus::Ok);
 }
+
+TEST(a_block_the_os_maps_beside_the_arena_gives_back_the_free_spans_and_a_loop_that_reuses_them_keeps_them) {
+  // A program that frees a large block and asks for a larger one than any class (an image rotated into a bigger
+  // one): glibc unmaps the first; the pool gives its free spans back as the OS maps the second, rather than
+  // holding both until decay. Once memory so given back is taken again, the program is a loop: it keeps them.
+  constexpr uint64_t kMiB = 1 << 20;
+  const uint64_t page = os::pageSize();
+  auto pool = spanPool(60000);  // no epoch ends during the test: only the OS's blocks give anything back
+  Allocation freed = pool->alloc(16 * kMiB), kept = pool->alloc(kMiB);
+  CHECK(freed.status == AllocStatus::Ok && kept.status == AllocStatus::Ok);
+  std::memset(freed.data, 1, 16 * kMiB);
+  std::memset(kept.data, 9, kMiB);
+  CHECK(pool->release(freed.data) == ReleaseStatus::Ok);
+  const uint64_t purged0 = pool->stats().purgedBytes;
+  Allocation large = pool->alloc(65 * kMiB);  // past the largest class (64 MiB): mapped by the OS
+  CHECK(large.status == AllocStatus::Ok && large.route == Route::OsOversize);
+  CHECK(pool->stats().purgedBytes - purged0 >= 16 * kMiB);
+  CHECK(residentPages(freed.data, 16 * kMiB) <= 1);
+  for (uint64_t i = 0; i < kMiB; ++i) CHECK(static_cast<const unsigned char*>(kept.data)[i] == 9);
+  std::memset(large.data, 2, 65 * kMiB);
+  CHECK(pool->release(large.data) == ReleaseStatus::Ok);
+  // The same again, in a loop: the first turn takes the given-back span again, and from then on it stays.
+  const uint64_t purged1 = pool->stats().purgedBytes;
+  for (int step = 0; step < 4; ++step) {
+    Allocation a = pool->alloc(16 * kMiB);
+    CHECK(a.status == AllocStatus::Ok);
+    std::memset(a.data, step, 16 * kMiB);
+    CHECK(pool->release(a.data) == ReleaseStatus::Ok);
+    Allocation b = pool->alloc(65 * kMiB);
+    CHECK(b.status == AllocStatus::Ok && b.route == Route::OsOversize);
+    CHECK(residentPages(a.data, 16 * kMiB) * page + 2 * page >= 16 * kMiB);
+    CHECK(pool->release(b.data) == ReleaseStatus::Ok);
+  }
+  CHECK(pool->stats().purgedBytes == purged1);
+  CHECK(pool->release(kept.data) == ReleaseStatus::Ok);
+  // A block the OS maps when the reservation is spent (a fallback) gives back as well.
+  auto small = spanPool(60000, 8 * kMiB);
+  Allocation first = small->alloc(6 * kMiB);
+  CHECK(first.status == AllocStatus::Ok);
+  std::memset(first.data, 1, 6 * kMiB);
+  CHECK(small->release(first.data) == ReleaseStatus::Ok);
+  Allocation fallback = small->alloc(12 * kMiB);
+  CHECK(fallback.status == AllocStatus::Ok && fallback.route == Route::OsFallback);
+  CHECK(small->stats().purgedBytes >= 6 * kMiB && residentPages(first.data, 6 * kMiB) <= 1);
+  CHECK(small->release(fallback.data) == ReleaseStatus::Ok);
+  // A pool that never decays keeps its free spans resident, as it was told.
+  auto keeping = spanPool(PoolOptions::kNoDecay);
+  Allocation held = keeping->alloc(4 * kMiB);
+  CHECK(held.status == AllocStatus::Ok);
+  std::memset(held.data, 1, 4 * kMiB);
+  CHECK(keeping->release(held.data) == ReleaseStatus::Ok);
+  Allocation beside = keeping->alloc(65 * kMiB);
+  CHECK(beside.status == AllocStatus::Ok && keeping->stats().purgedBytes == 0);
+  CHECK(keeping->release(beside.data) == ReleaseStatus::Ok);
+}
