@@ -107,6 +107,45 @@ describe('tensorpool run execs its command', () => {
     expect(r.out.trim()).toBe('400000');
   });
 
+  it('the command keeps soft limits of open files and stack under which the launcher could not work', () => {
+    // (Node needs more than 32 KiB of stack; with any library preloaded, glibc's loader may need more than 16.)
+    const r = shell('ulimit -S -n 12; ulimit -S -s 32; exec "$TP" run -- sh -c \'ulimit -S -n; ulimit -S -s\'');
+    expect(r.code, r.err).toBe(0);
+    expect(r.out.trim().split('\n')).toEqual(['12', '32']);
+  });
+
+  it('closed standard descriptors stay closed for the command, and the run goes on', () => {
+    const closedOut = shell('exec "$TP" run -- sh -c \'echo to-stderr >&2; [ -e /proc/self/fd/1 ] || echo "1 closed" >&2\' >&-');
+    expect(closedOut.code, closedOut.err).toBe(0);
+    expect(closedOut.err).toBe('to-stderr\n1 closed\n');
+    const allClosed = shell('"$TP" run -- sh -c \'for fd in 0 1 2; do [ -e /proc/self/fd/$fd ] || echo $fd >&9; done 9>"$0"\' "$OUT" <&- >&- 2>&-', { ...process.env, OUT: path.join(tmp, 'closed.txt') });
+    expect(allClosed.code).toBe(0);
+    expect(fs.readFileSync(path.join(tmp, 'closed.txt'), 'utf8')).toBe('0\n1\n2\n');
+    // An error of run's own with stderr closed: the status says it.
+    expect(shell('exec "$TP" run --no-such-option -- true 2>&-').code).toBe(2);
+  });
+
+  it.skipIf(spawnSync('script', ['--version']).status !== 0 || spawnSync('pgrep', ['--version']).status !== 0)(
+    'a run in the background leaves the terminal’s modes as the program in the foreground set them',
+    () => {
+      // Node puts back, as it exits, the modes it found on a terminal it had as stdin, stdout or stderr: under a
+      // pseudo-terminal (util-linux's script), the foreground program sets raw mode once the run in the
+      // background has started Node, and reads its modes once Node has gone.
+      const node = '[m]ain.js run -- sleep 3.25'; // ([m]: a pattern that does not find the shells that hold it)
+      const foreground = `i=0; until pgrep -f "${node}" >/dev/null || [ $i -ge 300 ]; do i=$((i+1)); sleep 0.01; done; sleep 0.05; stty -icanon -echo; while pgrep -f "${node}" >/dev/null; do sleep 0.01; done; stty -a`;
+      const r = shell(`script -qc 'stty sane; "$TP" run -- sleep 3.25 & ${foreground}; wait' /dev/null`);
+      expect(r.code, r.err).toBe(0);
+      expect(r.out).toMatch(/(^|\s)-icanon(\s|$)/m);
+      expect(r.out).toMatch(/(^|\s)-echo(\s|$)/m);
+    },
+  );
+
+  it('a -- among the command’s words is the command’s', () => {
+    const r = shell('exec "$TP" run echo a -- b');
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toBe('a -- b\n');
+  });
+
   it.skipIf(!python)('the signal mask is the caller’s: blocked signals stay blocked, and Node’s SIGUSR1 block is gone', () => {
     const blocked = spawnSync('python3', ['-c', `import os, signal, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGWINCH})
@@ -198,6 +237,28 @@ print('count', len(interrupts), flush=True)
     const words = [latin1('a\xe9b'), latin1("x'y"), latin1("it's\na\xffb"), latin1(''), latin1(`${tmp}/caf\xe9`)];
     const expected = Buffer.concat([...words.map((w) => Buffer.concat([latin1('<'), w, latin1('>')])), latin1('contents')]);
     expect(r.stdout.toString('latin1')).toBe(expected.toString('latin1'));
+  });
+
+  it('the caller’s variables reach the command in its order, each as getenv() finds it, and those run extends keep their bytes', () => {
+    // Names JavaScript objects order or treat apart (integers, __proto__), and a library path that is not UTF-8.
+    const variables = [
+      'PATH=/usr/bin:/bin',
+      'ZED=1',
+      '10=ten',
+      '__proto__=x',
+      '2=two',
+      'LD_PRELOAD="$(printf "/nonexistent/l\\351.so")"',
+      'A=last',
+    ].join(' ');
+    const r = spawnSync('sh', ['-c', `env -i ${variables} "$TP" run --no-hooks -- /usr/bin/env -0 2>/dev/null`], { env: { ...process.env, TP: bin } });
+    expect(r.status, r.stderr.toString()).toBe(0);
+    const entries = r.stdout
+      .toString('latin1')
+      .split('\0')
+      .filter((e) => e && !e.startsWith('TENSORPOOL_'));
+    const preload = entries.find((e) => e.startsWith('LD_PRELOAD='))!;
+    expect(entries.map((e) => e.split('=')[0])).toEqual(['PATH', 'ZED', '10', '__proto__', '2', 'LD_PRELOAD', 'A']);
+    expect(preload.endsWith(':/nonexistent/l\xe9.so')).toBe(true);
   });
 
   it('started as node main.js, the command still gets the default SIGPIPE and an empty mask', () => {

@@ -7,9 +7,11 @@
  * execProgram), putting back what Node is known to change as it starts (SIGPIPE and SIGXFSZ ignored, SIGUSR1
  * blocked); the descriptors past 2 and the open-files limit stay as Node left them.
  */
+import { Console } from 'node:console';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 
 import { native } from '../native.js';
 import { CliError } from './common.js';
@@ -24,11 +26,55 @@ export interface CallerState {
 
 /**
  * The launcher's pid from TENSORPOOL_LAUNCH, where bin/tensorpool set it for this very process (its parent:
- * a value inherited from elsewhere is not this launch's).
+ * a value inherited from elsewhere is not this launch's), or undefined.
  */
-export function callerState(env: NodeJS.ProcessEnv, parent = process.ppid): CallerState {
+function launcherPid(env: NodeJS.ProcessEnv, parent = process.ppid): number | undefined {
   const launcher = Number(env.TENSORPOOL_LAUNCH);
-  return Number.isSafeInteger(launcher) && launcher === parent ? { launcher, environ: fs.readFileSync(`/proc/${launcher}/environ`) } : {};
+  return Number.isSafeInteger(launcher) && launcher === parent ? launcher : undefined;
+}
+
+/** Who started this process: bin/tensorpool's shell for `run`, with the caller's environment, or nobody in particular. */
+export function callerState(env: NodeJS.ProcessEnv, parent = process.ppid): CallerState {
+  const launcher = launcherPid(env, parent);
+  return launcher === undefined ? {} : { launcher, environ: fs.readFileSync(`/proc/${launcher}/environ`) };
+}
+
+/** Writes `text` to `fd` as it is, synchronously; a reader that has gone (EPIPE) loses it. */
+function writeTo(fd: number, text: Uint8Array): void {
+  try {
+    fs.writeSync(fd, text);
+  } catch {
+    // the caller's stdout or stderr closed or gone: the message has nowhere to go
+  }
+}
+
+/** The descriptor this process's messages go to: the caller's stderr (4 under bin/tensorpool's `run`, else 2). */
+let stderrFd = 2;
+
+/**
+ * Under bin/tensorpool's `run`, console's output goes to the caller's stdout and stderr as the launcher passes
+ * them (descriptors 5 and 4; Node's own 1 and 2 are /dev/null where they are a terminal, whose modes Node would
+ * put back as it exits), written synchronously. Elsewhere nothing changes.
+ */
+export function useLauncherOutput(env: NodeJS.ProcessEnv): void {
+  if (launcherPid(env) === undefined) return;
+  stderrFd = 4;
+  const stream = (fd: number) =>
+    new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        writeTo(fd, chunk);
+        done();
+      },
+    });
+  globalThis.console = new Console({ stdout: stream(5), stderr: stream(4) });
+}
+
+/**
+ * A line for the caller's stderr, written as it is: process.stderr would make a pipe on descriptor 2
+ * non-blocking, for the command too.
+ */
+export function writeError(line: string): void {
+  writeTo(stderrFd, Buffer.from(`${line}\n`));
 }
 
 /** The entries ("NAME=value") of an environ block, as given. */
@@ -51,25 +97,52 @@ function environEntries(environ: Buffer): Buffer[] {
 export function callerEnvironment(env: NodeJS.ProcessEnv, state: CallerState): NodeJS.ProcessEnv {
   if (state.environ === undefined) return { ...env };
   const out: NodeJS.ProcessEnv = {};
-  for (const entry of environEntries(state.environ)) {
-    const text = entry.toString('utf8');
-    const equals = text.indexOf('=');
-    out[text.slice(0, equals)] = text.slice(equals + 1);
+  for (const { name, value } of givenVariables(state.environ).values()) {
+    // Defined, not assigned: a variable named __proto__ is one as any other.
+    Object.defineProperty(out, name, { value: value.toString('utf8'), enumerable: true, writable: true, configurable: true });
   }
   return out;
 }
 
+/** A variable of the caller's environment: its name as Node has it, and its name and value as given. */
+interface GivenVariable {
+  name: string;
+  nameBytes: Buffer;
+  value: Buffer;
+}
+
 /**
- * Each variable of `env` as the bytes the command gets: the caller's own entry, as given, where `env` has it
- * unchanged (a value that is not UTF-8 reached Node as replacement characters, and goes on as it was given),
- * else the entry in UTF-8.
+ * The variables of an environ block by name, in its order: each name's first entry (the one getenv() finds),
+ * as given.
+ */
+function givenVariables(environ: Buffer): Map<string, GivenVariable> {
+  const variables = new Map<string, GivenVariable>();
+  for (const entry of environEntries(environ)) {
+    const equals = entry.indexOf(0x3d);
+    const nameBytes = entry.subarray(0, equals);
+    const name = nameBytes.toString('utf8');
+    if (!variables.has(name)) variables.set(name, { name, nameBytes, value: entry.subarray(equals + 1) });
+  }
+  return variables;
+}
+
+/**
+ * Each variable of `env` as the bytes the command gets, the caller's first, in the caller's order, then the
+ * others: a variable the caller gave as it gave it where `env` has it unchanged, or ends with it (LD_PRELOAD,
+ * PYTHONPATH and NODE_OPTIONS with something put before); else in UTF-8. (A value that is not UTF-8 reached
+ * Node as replacement characters, and goes on as it was given.)
  */
 function environmentBytes(env: NodeJS.ProcessEnv, state: CallerState): Buffer[] {
-  const given = new Map<string, Buffer>();
-  for (const entry of state.environ ? environEntries(state.environ) : []) given.set(entry.toString('utf8'), entry);
-  return Object.entries(env)
-    .filter((entry): entry is [string, string] => entry[1] !== undefined)
-    .map(([key, value]) => given.get(`${key}=${value}`) ?? Buffer.from(`${key}=${value}`));
+  const given = state.environ ? givenVariables(state.environ) : new Map<string, GivenVariable>();
+  const names = [...given.keys()].filter((name) => Object.hasOwn(env, name) && env[name] !== undefined);
+  names.push(...Object.keys(env).filter((name) => !given.has(name) && env[name] !== undefined));
+  return names.map((name) => {
+    const value = env[name]!;
+    const caller = given.get(name);
+    const asGiven = caller?.value.toString('utf8');
+    if (caller === undefined || asGiven === undefined || !value.endsWith(asGiven)) return Buffer.from(`${name}=${value}`);
+    return Buffer.concat([caller.nameBytes, Buffer.from(`=${value.slice(0, value.length - asGiven.length)}`), caller.value]);
+  });
 }
 
 /** Whether `file` is a regular file this process may execute. */

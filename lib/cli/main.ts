@@ -6,6 +6,7 @@
  */
 import { TensorPoolError } from '../errors.js';
 import { CliError, withExamples, type Command } from './common.js';
+import { useLauncherOutput } from './exec.js';
 import { infoCommand } from './info.js';
 import { planCommand } from './plan.js';
 import { benchCommand, replayCommand } from './replay.js';
@@ -80,6 +81,7 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (require.main === module) {
+  useLauncherOutput(process.env);
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

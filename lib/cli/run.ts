@@ -5,7 +5,7 @@ import { native, packageRoot } from '../native.js';
 import { Plan } from '../plan/plan.js';
 import { preloadLibrary } from '../process/process-pool.js';
 import { bytesOption, checkOutputFile, CliError, parseCommand, usageError, withExamples, type Command, type Example } from './common.js';
-import { callerEnvironment, callerState, execCommand, type CallerState } from './exec.js';
+import { callerEnvironment, callerState, execCommand, writeError, type CallerState } from './exec.js';
 import { didYouMean } from './suggest.js';
 import { PEERS, findLibrary } from '../replay/allocators.js';
 import { listSafePath } from './list-safe-path.js';
@@ -177,12 +177,14 @@ export function runEnvironment(
   return env;
 }
 
-/** Splits `tensorpool run` arguments into its own options and the command (after '--' or the first word). */
+/**
+ * Splits `tensorpool run` arguments into its own options and the command: after the first '--' among the
+ * options, or from the first word that is not one (a '--' of the command's own stays the command's).
+ */
 function splitCommand(argv: string[]): [string[], string[]] {
-  const dashes = argv.indexOf('--');
-  if (dashes >= 0) return [argv.slice(0, dashes), argv.slice(dashes + 1)];
   const withValue = new Set(['--plan', '--record', '--min-bytes', '--with', '--decay', '--collect-after']);
   for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--') return [argv.slice(0, i), argv.slice(i + 1)];
     if (!argv[i].startsWith('-')) return [argv.slice(0, i), argv.slice(i)];
     if (withValue.has(argv[i])) i++;
   }
@@ -338,8 +340,7 @@ export const runCommand: Command = {
     for (const [name, { source, value }] of Object.entries(given)) settings[name] = checkedSetting(name, source, value);
     const withNodeHook = hooks && !nodeWithPermissions(command);
     if (hooks && !withNodeHook) {
-      // Written as it is: process.stderr would make a pipe on descriptor 2 non-blocking, for the command too.
-      fs.writeSync(2, "tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)\n");
+      writeError("tensorpool: no Node hook: node's permission model would deny reading it, so sessions keep ONNX Runtime's arena (docs/troubleshooting.md)");
     }
     const withAllocator = values.with ?? process.env.TENSORPOOL_WITH;
     const withSource = values.with !== undefined ? '--with' : 'TENSORPOOL_WITH';
