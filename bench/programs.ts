@@ -242,6 +242,16 @@ const PROGRAMS: Program[] = [
     command: (work, scale) => [process.execPath, path.join(work, 'app.js'), count(6e5, scale)],
   },
   {
+    name: 'imagemagick',
+    what: "ImageMagick's convert: a 3000x2000 image rotated by 33 degrees into a larger one (two blocks past the pool's largest class), sharpened; prints the pixels' signature",
+    prepare: (work, scale) => {
+      const side = (n: number) => Math.max(16, Math.round(n * Math.sqrt(scale)));
+      const made = spawnSync('convert', ['-seed', '1', '-size', `${side(3000)}x${side(2000)}`, 'plasma:', path.join(work, 'plasma.png')], { stdio: 'inherit' });
+      if (made.status !== 0) throw new Error('convert could not make the input image (apt-get install imagemagick)');
+    },
+    command: (work) => ['convert', path.join(work, 'plasma.png'), '-rotate', '33', '-sharpen', '0x1', '-format', '%#', 'info:'],
+  },
+  {
     name: 'trees',
     what: 'malloc-heavy, small only: binary trees of 32-byte nodes with 16-256 byte labels (depth 18)',
     command: (_work, scale) => [path.join(nativeDir, 'tp_malloc_programs'), 'trees', String(scale >= 1 ? 18 : 16), count(1, scale)],
