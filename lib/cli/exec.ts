@@ -3,7 +3,9 @@
  * installs), it is a child of the shell the caller started, and hands that shell the line that execs the
  * command (descriptor 3): the command then has the caller's pid, process group, terminal, parent, signals,
  * mask, limits and descriptors, none of which Node ever touched, and its exit status, a signal included,
- * reaches the caller as it is. Started otherwise (`node main.js run`), it execs the command itself (native
+ * reaches the caller as it is; its words are the shell's own, and the caller's variables go on as the kernel
+ * keeps them for the shell (/proc/PID/environ), bytes and order. Node's messages go to the caller's stdout and
+ * stderr as the shell passes them (descriptors 5 and 4; useLauncherOutput). Started otherwise (`node main.js run`), it execs the command itself (native
  * execProgram), putting back what Node is known to change as it starts (SIGPIPE and SIGXFSZ ignored, SIGUSR1
  * blocked); the descriptors past 2 and the open-files limit stay as Node left them.
  */
@@ -83,7 +85,8 @@ function environEntries(environ: Buffer): Buffer[] {
   for (let start = 0; start < environ.length; ) {
     const end = environ.indexOf(0, start);
     const stop = end < 0 ? environ.length : end;
-    if (environ.indexOf(0x3d, start) > start && environ.indexOf(0x3d, start) < stop) entries.push(environ.subarray(start, stop));
+    const equals = environ.indexOf(0x3d, start);
+    if (equals > start && equals < stop) entries.push(environ.subarray(start, stop));
     start = stop + 1;
   }
   return entries;
@@ -208,9 +211,9 @@ const ENV = fs.existsSync('/usr/bin/env') ? '/usr/bin/env' : 'env';
  * that cannot be run.
  */
 export function execCommand(command: string[], env: NodeJS.ProcessEnv, state: CallerState): void {
-  // A name that is not UTF-8 reached Node changed (replacement characters): the launcher's own words are run.
-  const file = state.launcher !== undefined && command[0].includes('\uFFFD') ? command[0] : findCommand(command[0], env.PATH);
   if (state.launcher !== undefined) {
+    // Found first as a shell would (127, 126), but a name that is not UTF-8, which reached Node changed: env(1) says.
+    if (!command[0].includes('\uFFFD')) findCommand(command[0], env.PATH);
     // The command is the launcher's last arguments, run as it has them ("$@"): a word that is not UTF-8 reached
     // Node changed. env(1) takes every word with '=' before the command as a variable: a command named so goes through sh.
     const run = command[0].includes('=') ? ['/bin/sh', '-c', 'exec "$0" "$@"'].map(quoted) : [];
@@ -221,7 +224,7 @@ export function execCommand(command: string[], env: NodeJS.ProcessEnv, state: Ca
     return;
   }
   const pairs = environmentBytes(env, state).map((entry) => entry.toString('utf8'));
-  const errno = native.execProgram(file, command, pairs);
+  const errno = native.execProgram(findCommand(command[0], env.PATH), command, pairs);
   const name = Object.entries(os.constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
   throw new CliError(`cannot run ${command[0]}: ${REASONS[name] ?? name}`, name === 'ENOENT' ? 127 : 126);
 }
