@@ -79,18 +79,6 @@ export function writeError(line: string): void {
   writeTo(stderrFd, Buffer.from(`${line}\n`));
 }
 
-/** The entries ("NAME=value") of an environ block, as given. */
-function environEntries(environ: Buffer): Buffer[] {
-  const entries: Buffer[] = [];
-  for (let start = 0; start < environ.length; ) {
-    const end = environ.indexOf(0, start);
-    const stop = end < 0 ? environ.length : end;
-    const equals = environ.indexOf(0x3d, start);
-    if (equals > start && equals < stop) entries.push(environ.subarray(start, stop));
-    start = stop + 1;
-  }
-  return entries;
-}
 
 /**
  * The caller's environment as it gave it: the launcher's own, as the kernel keeps it (/proc/PID/environ: the
@@ -100,31 +88,35 @@ function environEntries(environ: Buffer): Buffer[] {
 export function callerEnvironment(env: NodeJS.ProcessEnv, state: CallerState): NodeJS.ProcessEnv {
   if (state.environ === undefined) return { ...env };
   const out: NodeJS.ProcessEnv = {};
-  for (const { name, value } of givenVariables(state.environ).values()) {
+  for (const [name, { value }] of givenVariables(state.environ)) {
     // Defined, not assigned: a variable named __proto__ is one as any other.
     Object.defineProperty(out, name, { value: value.toString('utf8'), enumerable: true, writable: true, configurable: true });
   }
   return out;
 }
 
-/** A variable of the caller's environment: its name as Node has it, and its name and value as given. */
+/** A variable of the caller's environment: its name and value as given. */
 interface GivenVariable {
-  name: string;
   nameBytes: Buffer;
   value: Buffer;
 }
 
 /**
- * The variables of an environ block by name, in its order: each name's first entry (the one getenv() finds),
- * as given.
+ * The variables of an environ block ("NAME=value" entries, each ended by a NUL) by name as Node has it, in the
+ * block's order: each name's first entry (the one getenv() finds), as given; an entry without a name is none.
  */
 function givenVariables(environ: Buffer): Map<string, GivenVariable> {
   const variables = new Map<string, GivenVariable>();
-  for (const entry of environEntries(environ)) {
-    const equals = entry.indexOf(0x3d);
-    const nameBytes = entry.subarray(0, equals);
-    const name = nameBytes.toString('utf8');
-    if (!variables.has(name)) variables.set(name, { name, nameBytes, value: entry.subarray(equals + 1) });
+  for (let start = 0; start < environ.length; ) {
+    const end = environ.indexOf(0, start);
+    const stop = end < 0 ? environ.length : end;
+    const equals = environ.indexOf(0x3d, start);
+    if (equals > start && equals < stop) {
+      const nameBytes = environ.subarray(start, equals);
+      const name = nameBytes.toString('utf8');
+      if (!variables.has(name)) variables.set(name, { nameBytes, value: environ.subarray(equals + 1, stop) });
+    }
+    start = stop + 1;
   }
   return variables;
 }
@@ -142,8 +134,8 @@ function environmentBytes(env: NodeJS.ProcessEnv, state: CallerState): Buffer[] 
   return names.map((name) => {
     const value = env[name]!;
     const caller = given.get(name);
-    const asGiven = caller?.value.toString('utf8');
-    if (caller === undefined || asGiven === undefined || !value.endsWith(asGiven)) return Buffer.from(`${name}=${value}`);
+    const asGiven = caller?.value.toString('utf8') ?? '';
+    if (caller === undefined || !value.endsWith(asGiven)) return Buffer.from(`${name}=${value}`);
     return Buffer.concat([caller.nameBytes, Buffer.from(`=${value.slice(0, value.length - asGiven.length)}`), caller.value]);
   });
 }
